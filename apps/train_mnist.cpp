@@ -1,0 +1,186 @@
+// train_mnist: trains the reference CNN on MNIST or Fashion-MNIST, Keras-style.
+//
+//   train_mnist --epochs 5                      # GPU when usable, else CPU (with one notice)
+//   train_mnist --device cpu --epochs 5 --seed 1 --history history.json
+//
+// Exit codes: 0 success, 1 runtime error (missing data, device, I/O), 2 bad command line.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "ember.h"
+
+namespace {
+
+struct Args {
+  std::string device = "auto";
+  int epochs = 5;
+  int64_t batch_size = 64;
+  float lr = 1e-3f;
+  uint64_t seed = 1;
+  std::string data_dir;  // default: data/<dataset>
+  std::string dataset = "mnist";
+  int64_t steps = -1;
+  int64_t limit_train = 0;  // use only the first N training images (0: all)
+  int threads = 0;
+  std::string history;
+  bool quiet = false;
+  bool strict_placement = false;
+  bool log_device_placement = false;
+};
+
+ember::Sequential reference_cnn() {
+  using namespace ember;
+  Sequential model;
+  model.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
+  model.add<MaxPool2D>(Size2{2, 2});
+  model.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
+  model.add<MaxPool2D>(Size2{2, 2});
+  model.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
+  model.add<Flatten>();
+  model.add<Dense>(64, Activation::ReLU);
+  model.add<Dense>(10);
+  return model;
+}
+
+ember::Device choose_device(const Args& a) {
+  using namespace ember;
+  if (a.device == "auto") {
+    if (!cuda_available()) {
+      if (!a.quiet) std::printf("No usable GPU (%s): training on CPU.\n", cuda_status().reason.c_str());
+      return Device::cpu();
+    }
+    // A GPU is usable but this version's layers have no CUDA implementation yet.
+    if (!a.quiet) std::printf("GPU layers are not in this Ember version yet: training on CPU.\n");
+    return Device::cpu();
+  }
+  const Device requested = Device::parse(a.device);
+  const Device resolved = resolve_device(requested, a.strict_placement);
+  if (resolved.is_cuda()) {
+    const std::string why = "the layers of this Ember version have no CUDA implementation yet";
+    if (a.strict_placement) throw DeviceError("cannot place on " + resolved.str() + ": " + why);
+    log().warn("{} requested but {}; running on cpu (soft placement)", resolved.str(), why);
+    return Device::cpu();
+  }
+  return resolved;
+}
+
+void write_history(const std::string& path, const Args& a, const ember::History& h, const ember::EvalResult& test,
+                   double total_seconds, const ember::Device& device) {
+  nlohmann::json j;
+  j["dataset"] = a.dataset;
+  j["device"] = device.str();
+  j["epochs"] = a.epochs;
+  j["batch_size"] = a.batch_size;
+  j["learning_rate"] = a.lr;
+  j["seed"] = a.seed;
+  j["threads"] = ember::num_threads();
+  j["ember_version"] = EMBER_VERSION;
+  for (const auto& e : h.epochs) {
+    nlohmann::json row{{"epoch", e.epoch},       {"loss", e.loss},       {"accuracy", e.accuracy},
+                       {"seconds", e.seconds},   {"steps", e.steps},     {"images_per_second", e.images_per_second}};
+    if (e.val_loss) row["val_loss"] = *e.val_loss;
+    if (e.val_accuracy) row["val_accuracy"] = *e.val_accuracy;
+    j["history"].push_back(row);
+  }
+  j["test"] = {{"loss", test.loss}, {"accuracy", test.accuracy}, {"samples", test.samples}};
+  j["total_seconds"] = total_seconds;
+  // Write to a temporary file and rename, so a crash never leaves half a file under `path`.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f) throw ember::IoError("cannot write history file " + tmp);
+    f << j.dump(2) << "\n";
+    if (!f.flush()) throw ember::IoError("writing history file " + tmp + " failed");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+int run(const Args& a) {
+  using namespace ember;
+  const auto t0 = std::chrono::steady_clock::now();
+  set_num_threads(a.threads);
+  enable_flush_to_zero();
+  const Device device = choose_device(a);
+
+  const std::string dir = a.data_dir.empty() ? "data/" + a.dataset : a.data_dir;
+  MnistData data = load_mnist(dir, a.dataset);
+  if (a.limit_train > 0) data.train = data.train.take(std::min(a.limit_train, data.train.size()));
+
+  Sequential model = reference_cnn();
+  model.build(data.train.sample_shape(), a.seed);
+  model.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}));
+  if (!a.quiet) {
+    std::printf("%s", model.summary().c_str());
+    std::printf("Training on %s with %d thread%s: %lld images, %lld test images\n", device.str().c_str(),
+                num_threads(), num_threads() == 1 ? "" : "s", static_cast<long long>(data.train.size()),
+                static_cast<long long>(data.test.size()));
+    std::fflush(stdout);
+  }
+  FitOptions fit;
+  fit.epochs = a.epochs;
+  fit.batch_size = a.batch_size;
+  fit.seed = a.seed;
+  fit.max_steps = a.steps;
+  fit.verbose = a.quiet ? 0 : 1;
+  if (a.log_device_placement)
+    std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
+                model.placement_report(a.batch_size).c_str());
+  const History history = model.fit(data.train, fit, &data.test);
+  const EvalResult test = model.evaluate(data.test);
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images - total time %.1fs\n", test.accuracy * 100.0,
+              test.loss, static_cast<long long>(test.samples), total);
+  if (!a.history.empty()) write_history(a.history, a, history, test, total, device);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10) on MNIST.", "train_mnist"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--device", a.device, "cpu, gpu, gpu:N or cuda:N (auto: the GPU when usable, else cpu)");
+  app.add_option("--epochs", a.epochs, "Epochs to train")->check(CLI::Range(1, 100000));
+  app.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--seed", a.seed, "Seed for initialisation and shuffling");
+  app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
+  app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
+  app.add_option("--steps", a.steps, "Stop after N training steps in total (-1: no limit)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
+  app.add_option("--limit-train", a.limit_train, "Train on the first N images only (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--threads", a.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--history", a.history, "Write per-epoch metrics and the test result as JSON to this path");
+  app.add_flag("--quiet", a.quiet, "Print only the final test line");
+  app.add_flag("--strict-placement", a.strict_placement, "Fail instead of falling back to CPU when the GPU is missing");
+  app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "train_mnist: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    if (a.device != "auto") ember::Device::parse(a.device);  // a bad --device is a command-line error
+  } catch (const ember::ArgumentError& e) {
+    std::fprintf(stderr, "train_mnist: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    return run(a);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "train_mnist: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,21 @@
+# Installation: headers under include/ember/..., the library, and the CMake package files so
+# that find_package(Ember) + target_link_libraries(app Ember::ember) works from any prefix.
+include(CMakePackageConfigHelpers)
+
+foreach(dir core core/cpu layers layers/cpu optim data)
+  file(GLOB _headers ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.h)
+  install(FILES ${_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${dir})
+endforeach()
+install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
+
+install(TARGETS ember ember_warnings EXPORT EmberTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT EmberTargets NAMESPACE Ember:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
+configure_package_config_file(cmake/EmberConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/EmberConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/EmberConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/EmberConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/EmberConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)

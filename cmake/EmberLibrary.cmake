@@ -1,0 +1,41 @@
+# The Ember::ember library: every module folder's sources, plus the CUDA backend when enabled.
+
+set(EMBER_SOURCES
+  core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
+  core/cpu/host_allocator.cpp
+  layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
+  layers/loss.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
+  layers/sequential.cpp layers/training.cpp
+  layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/dnnl_context.cpp layers/cpu/maxpool2d.cpp
+  layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
+  optim/adam.cpp optim/optimizer.cpp optim/sgd.cpp
+  data/dataloader.cpp data/dataset.cpp data/idx.cpp data/mnist.cpp
+)
+if(EMBER_HAVE_CUDA)
+  list(APPEND EMBER_SOURCES core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu)
+else()
+  list(APPEND EMBER_SOURCES core/cuda_status_stub.cpp)
+endif()
+
+add_library(ember ${EMBER_SOURCES})
+add_library(Ember::ember ALIAS ember)
+set_target_properties(ember PROPERTIES EXPORT_NAME ember OUTPUT_NAME ember VERSION ${PROJECT_VERSION}
+                                       SOVERSION ${PROJECT_VERSION_MAJOR})
+target_include_directories(ember PUBLIC
+  $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}>
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/ember>)
+target_link_libraries(ember
+  PUBLIC spdlog::spdlog Threads::Threads
+  PRIVATE ember_warnings DNNL::dnnl OpenMP::OpenMP_CXX ZLIB::ZLIB nlohmann_json::nlohmann_json)
+target_compile_definitions(ember PUBLIC EMBER_VERSION="${PROJECT_VERSION}")
+if(EMBER_HAVE_CUDA)
+  target_link_libraries(ember PRIVATE CUDA::cudart CUDA::cublas CUDNN::cudnn)
+  target_compile_definitions(ember PUBLIC EMBER_WITH_CUDA=1)
+  if(EMBER_HAVE_NCCL)
+    target_link_libraries(ember PRIVATE NCCL::nccl)
+    target_compile_definitions(ember PUBLIC EMBER_WITH_NCCL=1)
+  endif()
+endif()
+if(EMBER_HAVE_MPI)
+  target_compile_definitions(ember PUBLIC EMBER_WITH_MPI=1)
+endif()

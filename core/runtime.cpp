@@ -1,0 +1,62 @@
+// Device resolution (soft placement), CPU threads and flush-to-zero.
+#include "core/runtime.h"
+
+#include <omp.h>
+#include <xmmintrin.h>
+#include <pmmintrin.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ember {
+
+bool cuda_available() { return cuda_status().usable; }
+
+std::vector<LibraryVersion> library_versions() {
+  const dnnl_version_t* v = dnnl_version();
+  const std::string loaded = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  const std::string compiled =
+      std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + "." + std::to_string(DNNL_VERSION_PATCH);
+  std::vector<LibraryVersion> out{{"oneDNN", compiled, loaded}};
+  for (auto& l : cuda_library_versions()) out.push_back(std::move(l));
+  return out;
+}
+
+Device resolve_device(Device requested, bool strict) {
+  if (requested.is_cpu()) return requested;
+  const CudaStatus& st = cuda_status();
+  std::string why;
+  if (!st.usable) {
+    why = st.reason;
+  } else if (requested.index >= st.device_count) {
+    why = "there is no " + requested.str() + " (this machine has " + std::to_string(st.device_count) +
+          " usable GPU" + (st.device_count == 1 ? "" : "s") + ")";
+  } else {
+    return requested;
+  }
+  if (strict) throw DeviceError("cannot place on " + requested.str() + ": " + why);
+  log().warn("{} requested but {}; running on cpu (soft placement; --strict-placement makes this an error)",
+             requested.str(), why);
+  return Device::cpu();
+}
+
+void set_num_threads(int n) {
+  if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));
+  omp_set_num_threads(n == 0 ? omp_get_num_procs() : n);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+void enable_flush_to_zero() {
+#pragma omp parallel
+  {
+    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  }
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+}
+
+}  // namespace ember

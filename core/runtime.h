@@ -1,0 +1,54 @@
+// What this process can run on, decided at run time: a build with CUDA must still run, and say
+// why, on a machine with no driver or no GPU. Also the CPU threading and floating-point setup.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace ember {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  size_t total_memory = 0;
+  int multiprocessors = 0;
+};
+
+struct CudaStatus {
+  bool built = false;    // Ember was compiled with the CUDA backend
+  bool usable = false;   // a driver and at least one GPU the build has code for
+  std::string reason;    // why not usable, in words ("no CUDA driver: ...")
+  int device_count = 0;
+  int driver_version = 0;   // e.g. 13000 (0 when no driver)
+  int runtime_version = 0;  // the CUDA runtime loaded
+  std::vector<GpuInfo> gpus;
+};
+
+// Probes once and caches the answer; never throws.
+const CudaStatus& cuda_status();
+bool cuda_available();
+
+// A library Ember uses, with the version it was compiled against and the one loaded now.
+struct LibraryVersion {
+  std::string name;
+  std::string compiled;  // "" when not compiled in
+  std::string loaded;    // "" when it could not be queried
+};
+// oneDNN, then (CUDA builds) CUDA driver, CUDA runtime, cuBLAS, cuDNN, NCCL. Never throws.
+std::vector<LibraryVersion> library_versions();
+std::vector<LibraryVersion> cuda_library_versions();  // the CUDA part ({} without CUDA)
+
+// Resolves a requested device under soft placement: a CUDA device that is missing becomes CPU
+// with one warning saying why; with `strict`, it throws DeviceError instead.
+Device resolve_device(Device requested, bool strict);
+
+// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool). 0 = all cores.
+void set_num_threads(int n);
+int num_threads();
+// Flush denormals to zero on every pool thread: denormal gradients once made Adam 10x slower.
+void enable_flush_to_zero();
+
+}  // namespace ember

@@ -1,0 +1,209 @@
+// Tensor storage, views, layout conversion.
+#include "core/tensor.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "core/cpu/host_allocator.h"
+#include "core/error.h"
+
+namespace ember {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::I32: return 4;
+    case DType::U8: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    case DType::U8: return "u8";
+  }
+  return "?";
+}
+
+const char* layout_name(Layout l) { return l == Layout::NHWC ? "nhwc" : "row-major"; }
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layout) {
+  EMBER_CHECK(layout == Layout::RowMajor || shape.rank() == 4, ShapeError,
+              "NHWC layout needs a 4-D shape, got " + shape.str());
+  if (!device.is_cpu())
+    throw DeviceError("cannot allocate a tensor on " + device.str() +
+                      ": this Ember build allocates device memory only through the CUDA backend");
+  Tensor t;
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  t.storage_ = std::make_shared<Storage>(cpu::host_alloc(bytes), bytes, device, &cpu::host_free);
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.layout_ = layout;
+  t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_vector(const Shape& shape, std::span<const float> values) {
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), ShapeError,
+              "from_vector: " + std::to_string(values.size()) + " values for shape " + shape.str());
+  Tensor t = empty(shape);
+  if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+template <typename T>
+static constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::F32;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
+  else return DType::U8;
+}
+
+template <typename T>
+T* Tensor::data() {
+  EMBER_CHECK(defined(), Error, "access to an undefined tensor");
+  EMBER_CHECK(dtype_ == dtype_of<T>(), ShapeError,
+              std::string("tensor holds ") + dtype_name(dtype_) + ", accessed as " + dtype_name(dtype_of<T>()));
+  return static_cast<T*>(storage_->data()) + offset_;
+}
+template <typename T>
+const T* Tensor::data() const {
+  return const_cast<Tensor*>(this)->data<T>();
+}
+template float* Tensor::data<float>();
+template int32_t* Tensor::data<int32_t>();
+template uint8_t* Tensor::data<uint8_t>();
+template const float* Tensor::data<float>() const;
+template const int32_t* Tensor::data<int32_t>() const;
+template const uint8_t* Tensor::data<uint8_t>() const;
+
+void* Tensor::raw() const {
+  EMBER_CHECK(defined(), Error, "access to an undefined tensor");
+  return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(dtype_size(dtype_));
+}
+
+Tensor Tensor::view(int64_t offset, const Shape& shape) const {
+  EMBER_CHECK(defined(), Error, "view of an undefined tensor");
+  EMBER_CHECK(layout_ == Layout::RowMajor, ShapeError, "views are taken of row-major tensors only");
+  EMBER_CHECK(offset >= 0 && offset + shape.numel() <= numel(), ShapeError,
+              "view of " + std::to_string(shape.numel()) + " elements at offset " + std::to_string(offset) +
+                  " exceeds a tensor of " + std::to_string(numel()));
+  Tensor t = *this;
+  t.offset_ = offset_ + offset;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  EMBER_CHECK(shape.numel() == numel(), ShapeError,
+              "cannot reshape " + shape_.str() + " to " + shape.str());
+  EMBER_CHECK(layout_ == Layout::RowMajor, ShapeError, "reshape needs a row-major tensor");
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::relabel(Layout layout) const {
+  if (layout == layout_) return *this;
+  EMBER_CHECK(rank() == 4 && (shape_[1] == 1 || shape_[2] * shape_[3] == 1), ShapeError,
+              "relabel: " + str() + " has different bytes in " + layout_name(layout));
+  Tensor t = *this;
+  t.layout_ = layout;
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return clone();
+  throw DeviceError("cannot copy a tensor from " + device_.str() + " to " + device.str() +
+                    ": device copies need the CUDA backend");
+}
+
+namespace {
+// NCHW <-> NHWC permutation of one 4-D float/int tensor; `to_nhwc` picks the direction.
+template <typename T>
+void permute_4d(const T* src, T* dst, int64_t n, int64_t c, int64_t h, int64_t w, bool to_nhwc) {
+  const int64_t hw = h * w;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t in = 0; in < n; ++in) {
+    for (int64_t p = 0; p < hw; ++p) {
+      const T* s = src + in * c * hw;
+      T* d = dst + in * c * hw;
+      for (int64_t ic = 0; ic < c; ++ic) {
+        if (to_nhwc) d[p * c + ic] = s[ic * hw + p];
+        else d[ic * hw + p] = s[p * c + ic];
+      }
+    }
+  }
+}
+}  // namespace
+
+void Tensor::copy_from(const Tensor& src) {
+  EMBER_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, ShapeError,
+              "copy_from: " + src.str() + " into " + str());
+  EMBER_CHECK(device_.is_cpu() && src.device_.is_cpu(), DeviceError,
+              "copy_from between devices needs Tensor::to()");
+  if (src.layout_ == layout_) {
+    std::memmove(raw(), src.raw(), nbytes());
+    return;
+  }
+  const bool to_nhwc = layout_ == Layout::NHWC;
+  const int64_t n = shape_[0], c = shape_[1], h = shape_[2], w = shape_[3];
+  switch (dtype_) {
+    case DType::F32: permute_4d(src.data<float>(), data<float>(), n, c, h, w, to_nhwc); break;
+    case DType::I32: permute_4d(src.data<int32_t>(), data<int32_t>(), n, c, h, w, to_nhwc); break;
+    case DType::U8: permute_4d(src.data<uint8_t>(), data<uint8_t>(), n, c, h, w, to_nhwc); break;
+  }
+}
+
+Tensor Tensor::to_layout(Layout layout) const {
+  Tensor t = empty(shape_, dtype_, device_, layout);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::clone() const { return to_layout(layout_); }
+
+void Tensor::fill(float value) {
+  float* p = f32();
+  const int64_t n = numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+std::vector<float> Tensor::to_vector() const {
+  const Tensor rm = layout_ == Layout::RowMajor ? *this : to_layout(Layout::RowMajor);
+  const float* p = rm.f32();
+  return std::vector<float>(p, p + numel());
+}
+
+std::string Tensor::str() const {
+  return std::string("Tensor(") + dtype_name(dtype_) + ", " + shape_.str() + ", " + layout_name(layout_) +
+         ", " + device_.str() + ")";
+}
+
+const Tensor& as_layout(const Tensor& t, Layout layout, Tensor& scratch) {
+  if (t.layout() == layout) return t;
+  // Same bytes in both orders: alias instead of copying. (A scratch that aliases never meets the
+  // copy path below with the same shape, since that path needs C > 1 and H*W > 1.)
+  if (t.rank() == 4 && (t.dim(1) == 1 || t.dim(2) * t.dim(3) == 1)) {
+    scratch = t.relabel(layout);
+    return scratch;
+  }
+  ensure(scratch, t.shape(), t.dtype(), t.device(), layout);
+  scratch.copy_from(t);
+  return scratch;
+}
+
+void ensure(Tensor& t, const Shape& shape, DType dtype, Device device, Layout layout) {
+  if (t.defined() && t.shape() == shape && t.dtype() == dtype && t.device() == device && t.layout() == layout)
+    return;
+  t = Tensor::empty(shape, dtype, device, layout);
+}
+
+}  // namespace ember

@@ -1,0 +1,122 @@
+// Tensor: a shape (logical order), a dtype, a memory layout tag, a device, and a shared handle to
+// storage plus an element offset (so a tensor can be a view into a larger buffer, e.g. one
+// layer's weights inside the model's flat parameter buffer).
+//
+// Layouts. RowMajor stores the logical dims in order (NCHW for images): it is what crosses the
+// public API. NHWC (4-D only) is what the CPU convolution kernels run fastest in; a model may keep
+// activations in it internally. The layout is always a tag on the tensor, never implied.
+//
+// Copies between devices are explicit (to()); nothing migrates silently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/shape.h"
+
+namespace ember {
+
+enum class DType { F32, I32, U8 };
+enum class Layout { RowMajor, NHWC };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+const char* layout_name(Layout l);
+
+// Owns one allocation on one device. Move-only; freed by its deleter, which never throws.
+class Storage {
+ public:
+  using Deleter = void (*)(void*) noexcept;
+  Storage(void* data, size_t bytes, Device device, Deleter deleter)
+      : data_(data), bytes_(bytes), device_(device), deleter_(deleter) {}
+  ~Storage() {
+    if (data_ && deleter_) deleter_(data_);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_;
+  size_t bytes_;
+  Device device_;
+  Deleter deleter_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Uninitialised tensor on `device`.
+  static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu(),
+                      Layout layout = Layout::RowMajor);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu());
+  // A CPU float tensor holding `values` (row-major); sizes must match.
+  static Tensor from_vector(const Shape& shape, std::span<const float> values);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  int64_t dim(int i) const { return shape_[i]; }
+  int64_t numel() const { return shape_.numel(); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Layout layout() const { return layout_; }
+  Device device() const { return device_; }
+
+  // Typed access; throws if the dtype does not match T.
+  template <typename T>
+  T* data();
+  template <typename T>
+  const T* data() const;
+  float* f32() { return data<float>(); }
+  const float* f32() const { return data<float>(); }
+  void* raw() const;
+
+  // A view of `shape.numel()` elements starting `offset` elements into this tensor (row-major).
+  Tensor view(int64_t offset, const Shape& shape) const;
+  // Same storage, new logical shape with the same number of elements (row-major only).
+  Tensor reshape(const Shape& shape) const;
+
+  // Same storage under another layout tag; only where both orders are the same bytes
+  // (4-D with C == 1 or H*W == 1, e.g. MNIST images), else ShapeError.
+  Tensor relabel(Layout layout) const;
+
+  // A deep copy on `device` (CPU only until the CUDA backend is built).
+  Tensor to(Device device) const;
+  // A deep copy with the requested memory layout (CPU, 4-D for NHWC).
+  Tensor to_layout(Layout layout) const;
+  // Copies the values of `src` (same shape and dtype, any layout) into this tensor's layout.
+  void copy_from(const Tensor& src);
+  Tensor clone() const;
+
+  void fill(float value);                 // F32 only
+  std::vector<float> to_vector() const;   // F32, returned in row-major logical order
+  std::string str() const;                // "Tensor(f32, (64, 10), row-major, cpu)"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  int64_t offset_ = 0;  // in elements
+  Shape shape_;
+  DType dtype_ = DType::F32;
+  Layout layout_ = Layout::RowMajor;
+  Device device_;
+};
+
+// Returns `t` if it already has `layout`, else converts it into `scratch` (reallocated only
+// when its shape changes) and returns that. Lets ops accept any layout without allocating
+// in the steady state.
+const Tensor& as_layout(const Tensor& t, Layout layout, Tensor& scratch);
+
+// Makes `t` a tensor of `shape`/`dtype`/`layout` on `device`, reusing its storage when the
+// shape, dtype, layout and device already match (the steady state of a training loop).
+void ensure(Tensor& t, const Shape& shape, DType dtype, Device device, Layout layout = Layout::RowMajor);
+
+}  // namespace ember

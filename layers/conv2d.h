@@ -1,0 +1,37 @@
+// Conv2D: Keras-like 2-D convolution with bias and an optional fused ReLU.
+//   Conv2D(32, {3, 3}, Activation::ReLU)                     valid padding, stride 1
+//   Conv2D(64, {3, 3}, Activation::ReLU, Padding::Same)      output keeps the input size
+// Parameters: "kernel" (K, C, R, S) Glorot-uniform, "bias" (K) zeros.
+// Input (N, C, H, W) in any layout; output (N, K, P, Q) in NHWC on the CPU.
+#pragma once
+
+#include "layers/activation.h"
+#include "layers/layer.h"
+#include "layers/op_shapes.h"
+
+namespace ember {
+
+class Conv2D : public Layer {
+ public:
+  Conv2D(int64_t filters, Size2 kernel, Activation activation = Activation::None, Padding padding = Padding::Valid,
+         Size2 strides = {1, 1});
+
+  std::string type() const override { return "Conv2D"; }
+  Shape build(const Shape& sample_shape) override;
+  std::vector<ParamSpec> param_specs() const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::string kernel_info(int64_t batch) const override;
+
+ private:
+  Conv2dShape geometry(int64_t batch) const;
+
+  int64_t filters_;
+  Size2 kernel_, strides_;
+  Activation activation_;
+  Padding padding_;
+  Conv2dShape g_;  // per-sample geometry from build(); n is set per batch
+  Tensor x_, x_nhwc_, y_, dy_nhwc_, dx_;
+};
+
+}  // namespace ember

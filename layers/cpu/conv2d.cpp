@@ -1,0 +1,208 @@
+// Conv2D on oneDNN. One Plan per shape per thread holds the three primitives, the memory
+// objects they run on (their data handles are pointed at the caller's tensors on each call),
+// and the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers.
+#include "layers/cpu/conv2d.h"
+
+#include <map>
+#include <optional>
+#include <memory>
+#include <tuple>
+
+#include "layers/cpu/dnnl_context.h"
+#include "layers/cpu/relu.h"
+
+namespace ember::cpu {
+
+namespace {
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+struct Plan {
+  // forward
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  memory src, dst, bias, wei_user, wei_fwd;  // wei_fwd == wei_user when no reorder is needed
+  std::optional<dnnl::reorder> wei_to_fwd;
+  // backward (built on first use)
+  bool bwd_ready = false;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
+  dnnl::convolution_backward_weights bwd_w;
+  memory diff_dst, diff_src, diff_bias, diff_wei_user, diff_wei_bwd, wei_bwd;
+  std::optional<dnnl::reorder> wei_to_bwd, diff_wei_to_user;
+  Tensor masked_dy;  // dy * (y > 0) when ReLU is fused
+};
+
+memory::dims dims4(int64_t a, int64_t b, int64_t c, int64_t d) { return {a, b, c, d}; }
+
+struct Descs {
+  memory::desc src, dst, bias, wei_user, wei_any;
+  memory::dims strides, pad_l, pad_r;
+};
+
+Descs descs(const Conv2dShape& g) {
+  Descs d;
+  d.src = memory::desc(dims4(g.n, g.c, g.h, g.w), dt::f32, tag::nhwc);
+  d.dst = memory::desc(dims4(g.n, g.k, g.p, g.q), dt::f32, tag::nhwc);
+  d.bias = memory::desc({g.k}, dt::f32, tag::x);
+  d.wei_user = memory::desc(dims4(g.k, g.c, g.r, g.s), dt::f32, tag::oihw);
+  d.wei_any = memory::desc(dims4(g.k, g.c, g.r, g.s), dt::f32, tag::any);
+  d.strides = {g.stride_h, g.stride_w};
+  d.pad_l = {g.pad_top, g.pad_left};
+  d.pad_r = {g.pad_bottom, g.pad_right};
+  return d;
+}
+
+// A memory in `want` format: the user memory itself when formats agree, else a new buffer.
+memory maybe_own(const memory::desc& want, const memory& user) {
+  return want == user.get_desc() ? user : memory(want, dnnl_engine());
+}
+
+Plan& plan_for(const Conv2dShape& g) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, bool>;
+  thread_local std::map<Key, std::unique_ptr<Plan>> cache;
+  const Key key{g.n,       g.c,        g.h,          g.w,         g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top,
+                g.pad_left, g.pad_bottom, g.pad_right, g.relu};
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+
+  auto plan = std::make_unique<Plan>();
+  const Descs d = descs(g);
+  auto& eng = dnnl_engine();
+  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_auto, d.src,
+                                     d.wei_any, d.bias, d.dst, d.strides, d.pad_l, d.pad_r);
+  dnnl::primitive_attr attr;
+  if (g.relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  plan->fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr, eng);
+  plan->fwd = dnnl::convolution_forward(plan->fwd_pd);
+  plan->src = memory(d.src, eng, DNNL_MEMORY_NONE);
+  plan->dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
+  plan->bias = memory(d.bias, eng, DNNL_MEMORY_NONE);
+  plan->wei_user = memory(d.wei_user, eng, DNNL_MEMORY_NONE);
+  plan->wei_fwd = maybe_own(plan->fwd_pd.weights_desc(), plan->wei_user);
+  if (plan->wei_fwd != plan->wei_user) plan->wei_to_fwd = dnnl::reorder(plan->wei_user, plan->wei_fwd);
+  return *cache.emplace(key, std::move(plan)).first->second;
+}
+
+void ensure_backward(Plan& plan, const Conv2dShape& g) {
+  if (plan.bwd_ready) return;
+  const Descs d = descs(g);
+  auto& eng = dnnl_engine();
+  dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_auto, d.src, d.wei_any, d.dst, d.strides,
+                                            d.pad_l, d.pad_r);
+  plan.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bdd, eng, plan.fwd_pd);
+  plan.bwd_data = dnnl::convolution_backward_data(plan.bwd_data_pd);
+  dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_auto, d.src, d.wei_any, d.bias, d.dst,
+                                               d.strides, d.pad_l, d.pad_r);
+  plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, eng, plan.fwd_pd);
+  plan.bwd_w = dnnl::convolution_backward_weights(plan.bwd_w_pd);
+
+  plan.diff_dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
+  plan.diff_src = memory(d.src, eng, DNNL_MEMORY_NONE);
+  plan.diff_bias = memory(d.bias, eng, DNNL_MEMORY_NONE);
+  plan.diff_wei_user = memory(d.wei_user, eng, DNNL_MEMORY_NONE);
+  plan.wei_bwd = maybe_own(plan.bwd_data_pd.weights_desc(), plan.wei_user);
+  if (plan.wei_bwd != plan.wei_user) plan.wei_to_bwd = dnnl::reorder(plan.wei_user, plan.wei_bwd);
+  plan.diff_wei_bwd = maybe_own(plan.bwd_w_pd.diff_weights_desc(), plan.diff_wei_user);
+  if (plan.diff_wei_bwd != plan.diff_wei_user)
+    plan.diff_wei_to_user = dnnl::reorder(plan.diff_wei_bwd, plan.diff_wei_user);
+  plan.bwd_ready = true;
+}
+
+void check_tensor(const Tensor& t, int64_t n, int64_t c, int64_t h, int64_t w, const char* what,
+                  const Conv2dShape& g) {
+  const Shape want{n, c, h, w};
+  EMBER_CHECK(t.shape() == want && t.layout() == Layout::NHWC && t.dtype() == DType::F32 && t.device().is_cpu(),
+              ShapeError,
+              std::string("conv2d (cpu): ") + what + " must be an f32 NHWC cpu tensor of shape " + want.str() +
+                  " for " + g.str() + ", got " + t.str());
+}
+
+void check_params(const Conv2dShape& g, const Tensor& w, const Tensor& b, const char* what) {
+  const Shape ws{g.k, g.c, g.r, g.s};
+  EMBER_CHECK(w.shape() == ws && w.layout() == Layout::RowMajor && w.dtype() == DType::F32, ShapeError,
+              std::string("conv2d (cpu): ") + what + " weights must be f32 (K, C, R, S) = " + ws.str() + ", got " +
+                  w.str());
+  EMBER_CHECK(b.shape() == Shape{g.k} && b.dtype() == DType::F32, ShapeError,
+              std::string("conv2d (cpu): ") + what + " bias must be f32 (" + std::to_string(g.k) + ",), got " +
+                  b.str());
+}
+}  // namespace
+
+void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  check_tensor(x, g.n, g.c, g.h, g.w, "input", g);
+  check_tensor(y, g.n, g.k, g.p, g.q, "output", g);
+  check_params(g, w, b, "the");
+  Plan& plan = plan_for(g);
+  auto& strm = dnnl_stream();
+  plan.wei_user.set_data_handle(const_cast<float*>(w.f32()));
+  if (plan.wei_to_fwd) plan.wei_to_fwd->execute(strm, plan.wei_user, plan.wei_fwd);
+  plan.src.set_data_handle(const_cast<float*>(x.f32()));
+  plan.bias.set_data_handle(const_cast<float*>(b.f32()));
+  plan.dst.set_data_handle(y.f32());
+  plan.fwd.execute(strm, {{DNNL_ARG_SRC, plan.src},
+                          {DNNL_ARG_WEIGHTS, plan.wei_fwd},
+                          {DNNL_ARG_BIAS, plan.bias},
+                          {DNNL_ARG_DST, plan.dst}});
+  strm.wait();
+}
+
+void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                     Tensor* dx, Tensor& dw, Tensor& db) {
+  check_tensor(x, g.n, g.c, g.h, g.w, "input", g);
+  check_tensor(y, g.n, g.k, g.p, g.q, "output", g);
+  check_tensor(dy, g.n, g.k, g.p, g.q, "output gradient", g);
+  if (dx) check_tensor(*dx, g.n, g.c, g.h, g.w, "input gradient", g);
+  check_params(g, dw, db, "the gradient of the");
+  EMBER_CHECK(w.shape() == dw.shape() && w.layout() == Layout::RowMajor, ShapeError,
+              "conv2d (cpu): weights must be " + dw.shape().str() + ", got " + w.str());
+  Plan& plan = plan_for(g);
+  ensure_backward(plan, g);
+  auto& strm = dnnl_stream();
+
+  const Tensor* grad = &dy;
+  if (g.relu) {
+    ensure(plan.masked_dy, dy.shape(), DType::F32, dy.device(), Layout::NHWC);
+    relu_backward(y, dy, plan.masked_dy);
+    grad = &plan.masked_dy;
+  }
+  plan.diff_dst.set_data_handle(const_cast<float*>(grad->f32()));
+  plan.src.set_data_handle(const_cast<float*>(x.f32()));
+
+  plan.diff_bias.set_data_handle(db.f32());
+  plan.diff_wei_user.set_data_handle(dw.f32());
+  plan.bwd_w.execute(strm, {{DNNL_ARG_SRC, plan.src},
+                            {DNNL_ARG_DIFF_DST, plan.diff_dst},
+                            {DNNL_ARG_DIFF_WEIGHTS, plan.diff_wei_bwd},
+                            {DNNL_ARG_DIFF_BIAS, plan.diff_bias}});
+  if (plan.diff_wei_to_user) plan.diff_wei_to_user->execute(strm, plan.diff_wei_bwd, plan.diff_wei_user);
+
+  if (dx) {
+    plan.wei_user.set_data_handle(const_cast<float*>(w.f32()));
+    if (plan.wei_to_bwd) plan.wei_to_bwd->execute(strm, plan.wei_user, plan.wei_bwd);
+    plan.diff_src.set_data_handle(dx->f32());
+    plan.bwd_data.execute(strm, {{DNNL_ARG_DIFF_DST, plan.diff_dst},
+                                 {DNNL_ARG_WEIGHTS, plan.wei_bwd},
+                                 {DNNL_ARG_DIFF_SRC, plan.diff_src}});
+  }
+  strm.wait();
+}
+
+std::string conv2d_kernel_info(const Conv2dShape& g) {
+  Plan& plan = plan_for(g);
+  ensure_backward(plan, g);
+  const size_t scratch = plan.fwd_pd.scratchpad_desc().get_size() + plan.bwd_data_pd.scratchpad_desc().get_size() +
+                         plan.bwd_w_pd.scratchpad_desc().get_size();
+  return std::string("oneDNN fwd ") + plan.fwd_pd.impl_info_str() + ", bwd-data " + plan.bwd_data_pd.impl_info_str() +
+         ", bwd-weights " + plan.bwd_w_pd.impl_info_str() + ", workspace " + std::to_string(scratch) + " bytes (N=" +
+         std::to_string(g.n) + ")";
+}
+
+}  // namespace ember::cpu

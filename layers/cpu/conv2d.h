@@ -1,0 +1,26 @@
+// Conv2D on the CPU: oneDNN convolution primitives (forward, backward-data, backward-weights),
+// created once per shape and cached per thread. Bias and the optional ReLU are fused as
+// post-ops in the forward pass.
+//
+// Layouts: x, y, dx, dy are NHWC (the layout oneDNN's direct kernels run fastest in);
+// w is (K, C, R, S) row-major, b is (K). Outputs are written (=), never accumulated.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+#include "layers/op_shapes.h"
+
+namespace ember::cpu {
+
+void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+
+// y is the forward output (needed to undo the fused ReLU); dx may be null when the input
+// gradient is not needed (the first layer of a model).
+void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                     Tensor* dx, Tensor& dw, Tensor& db);
+
+// The oneDNN implementations chosen for this shape, e.g. "fwd jit:avx2, bwd-data ..., bwd-weights ...".
+std::string conv2d_kernel_info(const Conv2dShape& g);
+
+}  // namespace ember::cpu

@@ -1,0 +1,16 @@
+// MaxPool2D on the CPU, own kernels for NHWC (oneDNN's pooling ran 4-9x slower than these on
+// the reference CNN). The forward records, per output element, the input position (h*W + w)
+// of its maximum; the backward scatters the gradient there.
+#pragma once
+
+#include "core/tensor.h"
+#include "layers/op_shapes.h"
+
+namespace ember::cpu {
+
+// x: NHWC (N,C,H,W); y: NHWC (N,C,P,Q); argmax: i32 NHWC (N,C,P,Q). All written (=).
+void maxpool2d_forward(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor& argmax);
+// dx (NHWC, N,C,H,W) = scatter of dy through argmax; positions that were no window's max get 0.
+void maxpool2d_backward(const Pool2dShape& g, const Tensor& dy, const Tensor& argmax, Tensor& dx);
+
+}  // namespace ember::cpu

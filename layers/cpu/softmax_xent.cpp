@@ -1,0 +1,80 @@
+// Softmax cross-entropy: max-subtracted for stability; the loss accumulates in double so the
+// batch mean does not depend on the batch size's rounding.
+#include "layers/cpu/softmax_xent.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ember::cpu {
+
+namespace {
+void check(const Tensor& logits, const Tensor& labels) {
+  EMBER_CHECK(logits.rank() == 2 && logits.dtype() == DType::F32 && logits.layout() == Layout::RowMajor &&
+                  logits.device().is_cpu(),
+              ShapeError, "softmax cross-entropy (cpu): logits must be f32 (N, K) on cpu, got " + logits.str());
+  EMBER_CHECK(labels.shape() == Shape{logits.dim(0)} && labels.dtype() == DType::I32, ShapeError,
+              "softmax cross-entropy (cpu): labels must be i32 (" + std::to_string(logits.dim(0)) + ",), got " +
+                  labels.str());
+}
+}  // namespace
+
+float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs) {
+  check(logits, labels);
+  EMBER_CHECK(probs.shape() == logits.shape(), ShapeError, "softmax cross-entropy (cpu): probs must match logits");
+  const int64_t n = logits.dim(0), k = logits.dim(1);
+  const float* z = logits.f32();
+  const int32_t* y = labels.data<int32_t>();
+  float* pr = probs.f32();
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t label = y[i];
+    EMBER_CHECK(label >= 0 && label < k, ArgumentError,
+                "softmax cross-entropy: label " + std::to_string(label) + " at row " + std::to_string(i) +
+                    " is outside [0, " + std::to_string(k) + ")");
+    const float* zi = z + i * k;
+    float* pi = pr + i * k;
+    float m = zi[0];
+    for (int64_t j = 1; j < k; ++j) m = std::max(m, zi[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; ++j) {
+      pi[j] = std::exp(zi[j] - m);
+      sum += pi[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < k; ++j) pi[j] *= inv;
+    total += std::log(sum) - static_cast<double>(zi[label] - m);  // -log softmax(z)[label]
+  }
+  return static_cast<float>(total / static_cast<double>(n));
+}
+
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+  check(probs, labels);
+  EMBER_CHECK(dlogits.shape() == probs.shape(), ShapeError, "softmax cross-entropy (cpu): dlogits must match probs");
+  const int64_t n = probs.dim(0), k = probs.dim(1);
+  const float* p = probs.f32();
+  const int32_t* y = labels.data<int32_t>();
+  float* d = dlogits.f32();
+  const float scale = 1.0f / static_cast<float>(n);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < k; ++j) d[i * k + j] = p[i * k + j] * scale;
+    d[i * k + y[i]] -= scale;
+  }
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  check(logits, labels);
+  const int64_t n = logits.dim(0), k = logits.dim(1);
+  const float* z = logits.f32();
+  const int32_t* y = labels.data<int32_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < k; ++j)
+      if (z[i * k + j] > z[i * k + best]) best = j;
+    correct += best == y[i];
+  }
+  return correct;
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,52 @@
+// Dense layer.
+#include "layers/dense.h"
+
+#include "core/error.h"
+#include "layers/cpu/dense.h"
+
+namespace ember {
+
+Dense::Dense(int64_t units, Activation activation) : units_(units), relu_(activation == Activation::ReLU) {
+  EMBER_CHECK(units > 0, ArgumentError, "Dense: units must be > 0, got " + std::to_string(units));
+}
+
+Shape Dense::build(const Shape& in) {
+  EMBER_CHECK(in.rank() == 1, ShapeError,
+              "Dense: expects a per-sample input of 1 dimension (features); given " + in.str() +
+                  " (add a Flatten layer before it)");
+  in_ = in[0];
+  return Shape{units_};
+}
+
+std::vector<ParamSpec> Dense::param_specs() const {
+  return {{"kernel", Shape{units_, in_}, ParamSpec::Init::GlorotUniform, in_, units_},
+          {"bias", Shape{units_}, ParamSpec::Init::Zeros, 0, 0}};
+}
+
+const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
+  EMBER_CHECK(x.rank() == 2 && x.dim(1) == in_, ShapeError,
+              "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
+  x_ = x;
+  ensure(y_, Shape{x.dim(0), units_}, DType::F32, x.device());
+  cpu::dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
+  return y_;
+}
+
+const Tensor& Dense::backward(const Tensor& dy) {
+  EMBER_CHECK(x_.defined(), Error, "Dense: backward() before forward()");
+  EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
+              "Dense: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
+  // The backend overwrites dy with the pre-activation gradient, so work on our own copy.
+  ensure(dy_, dy.shape(), DType::F32, dy.device());
+  dy_.copy_from(dy);
+  Tensor* dx = nullptr;
+  if (needs_input_grad_) {
+    ensure(dx_, x_.shape(), DType::F32, x_.device());
+    dx = &dx_;
+  }
+  cpu::dense_backward(x_, params_.at(0), y_, dy_, relu_, dx, grads_.at(0), grads_.at(1));
+  static const Tensor none;
+  return dx ? dx_ : none;
+}
+
+}  // namespace ember

@@ -1,0 +1,28 @@
+// Dense: fully connected, y = act(x W^T + b).  Dense(64, Activation::ReLU), Dense(10).
+// Parameters: "kernel" (units, in) Glorot-uniform, "bias" (units) zeros.
+// Input (N, in) row-major; output (N, units) row-major.
+#pragma once
+
+#include "layers/activation.h"
+#include "layers/layer.h"
+
+namespace ember {
+
+class Dense : public Layer {
+ public:
+  explicit Dense(int64_t units, Activation activation = Activation::None);
+
+  std::string type() const override { return "Dense"; }
+  Shape build(const Shape& sample_shape) override;
+  std::vector<ParamSpec> param_specs() const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::string kernel_info(int64_t) const override { return "oneDNN sgemm + ember bias" + std::string(relu_ ? "/relu" : ""); }
+
+ private:
+  int64_t units_, in_ = 0;
+  bool relu_;
+  Tensor x_, y_, dy_, dx_;
+};
+
+}  // namespace ember

@@ -1,0 +1,30 @@
+// Flatten layer.
+#include "layers/flatten.h"
+
+#include "core/error.h"
+
+namespace ember {
+
+Shape Flatten::build(const Shape& in) {
+  EMBER_CHECK(in.rank() >= 1, ShapeError, "Flatten: expects a per-sample input of at least 1 dimension");
+  in_ = in;
+  return Shape{in.numel()};
+}
+
+const Tensor& Flatten::forward(const Tensor& x, bool /*training*/) {
+  EMBER_CHECK(x.rank() >= 2 && x.shape().without_batch() == in_, ShapeError,
+              "Flatten: expects input (N, ...) with per-sample shape " + in_.str() + "; given " + x.shape().str());
+  const Tensor& rm = as_layout(x, Layout::RowMajor, rowmajor_);
+  y_ = rm.reshape(Shape{x.dim(0), in_.numel()});
+  return y_;
+}
+
+const Tensor& Flatten::backward(const Tensor& dy) {
+  EMBER_CHECK(y_.defined(), Error, "Flatten: backward() before forward()");
+  EMBER_CHECK(dy.shape() == y_.shape() && dy.layout() == Layout::RowMajor, ShapeError,
+              "Flatten: output gradient must be row-major " + y_.shape().str() + ", given " + dy.str());
+  dx_ = dy.reshape(in_.with_batch(dy.dim(0)));
+  return dx_;
+}
+
+}  // namespace ember

@@ -1,0 +1,23 @@
+// Flatten: (N, C, H, W) -> (N, C*H*W) in the public NCHW order (PyTorch's order; so a model's
+// Dense weights do not depend on the layout a backend kept internally). An NHWC input is
+// converted; a row-major input is only reshaped. The backward reshapes back (row-major).
+#pragma once
+
+#include "layers/layer.h"
+
+namespace ember {
+
+class Flatten : public Layer {
+ public:
+  std::string type() const override { return "Flatten"; }
+  Shape build(const Shape& sample_shape) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::string kernel_info(int64_t) const override { return "reshape (NHWC inputs reordered to NCHW)"; }
+
+ private:
+  Shape in_;
+  Tensor rowmajor_, y_, dx_;
+};
+
+}  // namespace ember

@@ -1,0 +1,44 @@
+// Layer defaults: parameter binding and Keras' initialisers.
+#include "layers/layer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ember {
+
+void Layer::bind(std::vector<Tensor> params, std::vector<Tensor> grads) {
+  const auto specs = param_specs();
+  EMBER_CHECK(params.size() == specs.size() && grads.size() == specs.size(), ArgumentError,
+              type() + ": bind() got " + std::to_string(params.size()) + " parameters for " +
+                  std::to_string(specs.size()) + " specs");
+  for (size_t i = 0; i < specs.size(); ++i)
+    EMBER_CHECK(params[i].shape() == specs[i].shape && grads[i].shape() == specs[i].shape, ShapeError,
+                type() + ": parameter '" + specs[i].name + "' must be " + specs[i].shape.str() + ", got " +
+                    params[i].shape().str());
+  params_ = std::move(params);
+  grads_ = std::move(grads);
+}
+
+void Layer::init_params(Rng& rng) {
+  const auto specs = param_specs();
+  for (size_t i = 0; i < specs.size() && i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    if (specs[i].init == ParamSpec::Init::Zeros) {
+      p.fill(0.0f);
+      continue;
+    }
+    // Glorot (Xavier) uniform: U(-l, l), l = sqrt(6 / (fan_in + fan_out)), Keras' default.
+    const float limit = std::sqrt(6.0f / static_cast<float>(specs[i].fan_in + specs[i].fan_out));
+    float* d = p.f32();
+    for (int64_t j = 0; j < p.numel(); ++j) d[j] = rng.uniform(-limit, limit);
+  }
+}
+
+int64_t Layer::num_params() const {
+  int64_t n = 0;
+  for (const auto& s : param_specs()) n += s.shape.numel();
+  return n;
+}
+
+}  // namespace ember

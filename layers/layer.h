@@ -1,0 +1,72 @@
+// Layer: the interface every built-in and user layer implements.
+//
+// Life cycle (driven by Sequential, or by a custom training loop):
+//   1. build(sample_shape)      validates the per-sample input shape (no batch dimension) and
+//                               returns the per-sample output shape;
+//   2. param_specs()            names and shapes of the parameters (e.g. "kernel", "bias");
+//   3. bind(params, grads)      views into the model's one flat parameter buffer and one flat
+//                               gradient buffer, in param_specs() order;
+//   4. init_params(rng)         Keras defaults: Glorot-uniform kernels, zero biases;
+//   5. forward / backward       per batch.
+//
+// Contract of forward/backward:
+//   - forward(x) returns the output; the reference stays valid until the next forward.
+//     The layer may keep `x` (shallowly) for backward.
+//   - backward(dy) must follow forward. It WRITES (=) the parameter gradients for this batch
+//     (never accumulates) and returns dx, or an undefined tensor when set_needs_input_grad(false).
+//   - Layouts: inputs may come in any layout (RowMajor NCHW or NHWC); a layer converts what it
+//     needs. Outputs carry their layout tag; dy must have the output's shape (any layout).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace ember {
+
+struct ParamSpec {
+  std::string name;  // "kernel", "bias"
+  Shape shape;
+  enum class Init { GlorotUniform, Zeros } init = Init::Zeros;
+  int64_t fan_in = 0, fan_out = 0;  // for GlorotUniform
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  virtual std::string type() const = 0;  // "Conv2D"
+  virtual Shape build(const Shape& sample_shape) = 0;
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  virtual const Tensor& forward(const Tensor& x, bool training) = 0;
+  virtual const Tensor& backward(const Tensor& dy) = 0;
+  // What runs this layer at this batch size, for --log-device-placement (e.g. "oneDNN fwd jit:avx2 ...").
+  virtual std::string kernel_info(int64_t /*batch*/) const { return "ember cpu kernel"; }
+
+  // Binds parameter and gradient views (param_specs() order). Called once after build().
+  virtual void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
+  // Fills the bound parameters per their ParamSpec::Init.
+  virtual void init_params(Rng& rng);
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
+  bool needs_input_grad() const { return needs_input_grad_; }
+  const std::vector<Tensor>& params() const { return params_; }
+  const std::vector<Tensor>& grads() const { return grads_; }
+  int64_t num_params() const;
+
+ protected:
+  std::vector<Tensor> params_, grads_;
+  bool needs_input_grad_ = true;
+
+ private:
+  std::string name_;
+};
+
+}  // namespace ember

@@ -1,0 +1,64 @@
+// MaxPool2D layer.
+#include "layers/maxpool2d.h"
+
+#include "core/error.h"
+#include "layers/cpu/maxpool2d.h"
+
+namespace ember {
+
+MaxPool2D::MaxPool2D(Size2 pool, std::optional<Size2> strides, Padding padding)
+    : pool_(pool), strides_(strides.value_or(pool)), padding_(padding) {
+  EMBER_CHECK(pool.h > 0 && pool.w > 0, ArgumentError, "MaxPool2D: pool size must be positive");
+  EMBER_CHECK(strides_.h > 0 && strides_.w > 0, ArgumentError, "MaxPool2D: strides must be positive");
+}
+
+Shape MaxPool2D::build(const Shape& in) {
+  EMBER_CHECK(in.rank() == 3, ShapeError,
+              "MaxPool2D: expects a per-sample input of 3 dimensions (C, H, W); given " + in.str());
+  g_ = Pool2dShape{};
+  g_.c = in[0];
+  g_.h = in[1];
+  g_.w = in[2];
+  g_.r = pool_.h;
+  g_.s = pool_.w;
+  g_.stride_h = strides_.h;
+  g_.stride_w = strides_.w;
+  const AxisGeometry ah = axis_geometry(g_.h, g_.r, g_.stride_h, padding_);
+  const AxisGeometry aw = axis_geometry(g_.w, g_.s, g_.stride_w, padding_);
+  g_.pad_top = ah.pad_before;
+  g_.pad_left = aw.pad_before;
+  g_.p = ah.out;
+  g_.q = aw.out;
+  EMBER_CHECK(g_.p > 0 && g_.q > 0, ShapeError,
+              "MaxPool2D: a " + std::to_string(g_.r) + "x" + std::to_string(g_.s) + " pool does not fit the input " +
+                  in.str());
+  in_shape_ = in;
+  return Shape{g_.c, g_.p, g_.q};
+}
+
+const Tensor& MaxPool2D::forward(const Tensor& x, bool /*training*/) {
+  EMBER_CHECK(x.rank() == 4 && x.shape().without_batch() == in_shape_, ShapeError,
+              "MaxPool2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
+                  std::to_string(g_.w) + "); given " + x.shape().str());
+  g_.n = x.dim(0);
+  const Tensor& xn = as_layout(x, Layout::NHWC, x_nhwc_);
+  const Shape out{g_.n, g_.c, g_.p, g_.q};
+  ensure(y_, out, DType::F32, x.device(), Layout::NHWC);
+  ensure(argmax_, out, DType::I32, x.device(), Layout::NHWC);
+  cpu::maxpool2d_forward(g_, xn, y_, argmax_);
+  return y_;
+}
+
+const Tensor& MaxPool2D::backward(const Tensor& dy) {
+  EMBER_CHECK(y_.defined(), Error, "MaxPool2D: backward() before forward()");
+  EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
+              "MaxPool2D: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
+  static const Tensor none;
+  if (!needs_input_grad_) return none;
+  const Tensor& gn = as_layout(dy, Layout::NHWC, dy_nhwc_);
+  ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, dy.device(), Layout::NHWC);
+  cpu::maxpool2d_backward(g_, gn, argmax_, dx_);
+  return dx_;
+}
+
+}  // namespace ember

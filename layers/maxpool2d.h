@@ -1,0 +1,33 @@
+// MaxPool2D: Keras-like max pooling. MaxPool2D({2, 2}) pools 2x2 windows with stride 2 (the
+// strides default to the pool size, as in Keras); padding Valid or Same.
+// Input (N, C, H, W) in any layout; output (N, C, P, Q) in NHWC on the CPU.
+#pragma once
+
+#include <optional>
+
+#include "layers/activation.h"
+#include "layers/layer.h"
+#include "layers/op_shapes.h"
+
+namespace ember {
+
+class MaxPool2D : public Layer {
+ public:
+  explicit MaxPool2D(Size2 pool = {2, 2}, std::optional<Size2> strides = std::nullopt,
+                     Padding padding = Padding::Valid);
+
+  std::string type() const override { return "MaxPool2D"; }
+  Shape build(const Shape& sample_shape) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::string kernel_info(int64_t) const override { return "ember cpu max-pool (NHWC, argmax)"; }
+
+ private:
+  Size2 pool_, strides_;
+  Padding padding_;
+  Pool2dShape g_;
+  Tensor x_nhwc_, y_, argmax_, dy_nhwc_, dx_;
+  Shape in_shape_;
+};
+
+}  // namespace ember

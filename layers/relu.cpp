@@ -1,0 +1,27 @@
+// ReLU layer.
+#include "layers/relu.h"
+
+#include "core/error.h"
+#include "layers/cpu/relu.h"
+
+namespace ember {
+
+const Tensor& ReLU::forward(const Tensor& x, bool /*training*/) {
+  ensure(y_, x.shape(), DType::F32, x.device(), x.layout());
+  cpu::relu_forward(x, y_);
+  return y_;
+}
+
+const Tensor& ReLU::backward(const Tensor& dy) {
+  EMBER_CHECK(y_.defined(), Error, "ReLU: backward() before forward()");
+  EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
+              "ReLU: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
+  static const Tensor none;
+  if (!needs_input_grad_) return none;
+  const Tensor& g = as_layout(dy, y_.layout(), dy_);
+  ensure(dx_, y_.shape(), DType::F32, y_.device(), y_.layout());
+  cpu::relu_backward(y_, g, dx_);
+  return dx_;
+}
+
+}  // namespace ember

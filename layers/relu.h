@@ -1,0 +1,20 @@
+// ReLU as a layer of its own (Conv2D and Dense can also fuse it: Activation::ReLU).
+// Output has the input's shape and layout.
+#pragma once
+
+#include "layers/layer.h"
+
+namespace ember {
+
+class ReLU : public Layer {
+ public:
+  std::string type() const override { return "ReLU"; }
+  Shape build(const Shape& sample_shape) override { return sample_shape; }
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+
+ private:
+  Tensor y_, dy_, dx_;
+};
+
+}  // namespace ember

@@ -1,0 +1,175 @@
+// Sequential: building, the flat parameter buffers, forward/backward, summary.
+#include "layers/sequential.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ember {
+
+namespace {
+std::string default_name(const std::string& type, std::map<std::string, int>& counts) {
+  std::string base;
+  for (char c : type) base += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const int k = counts[base]++;
+  return k == 0 ? base : base + "_" + std::to_string(k);
+}
+
+std::string with_commas(int64_t v) {  // 93322 -> "93,322"
+  const std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string batch_shape(const Shape& s) {
+  std::string out = "(None";
+  for (int64_t d : s) out += ", " + std::to_string(d);
+  return out + ")";
+}
+}  // namespace
+
+Layer& Sequential::add(std::unique_ptr<Layer> layer) {
+  EMBER_CHECK(layer != nullptr, ArgumentError, "Sequential::add: null layer");
+  EMBER_CHECK(!built(), Error, "Sequential::add: the model is already built; add layers before build()");
+  layers_.push_back(std::move(layer));
+  return *layers_.back();
+}
+
+void Sequential::build(const Shape& sample_shape, uint64_t seed) {
+  EMBER_CHECK(!layers_.empty(), Error, "Sequential::build: the model has no layers");
+  EMBER_CHECK(!built(), Error, "Sequential::build: the model is already built");
+  std::map<std::string, int> counts;
+  std::vector<std::string> used;
+  for (auto& l : layers_) {
+    if (l->name().empty()) l->set_name(default_name(l->type(), counts));
+    EMBER_CHECK(std::find(used.begin(), used.end(), l->name()) == used.end(), ArgumentError,
+                "Sequential: two layers are named '" + l->name() + "'");
+    used.push_back(l->name());
+  }
+  input_shape_ = sample_shape;
+  output_shapes_.clear();
+  Shape s = sample_shape;
+  int64_t total = 0;
+  for (auto& l : layers_) {
+    try {
+      s = l->build(s);
+    } catch (const ShapeError& e) {
+      throw ShapeError("layer '" + l->name() + "': " + e.what());
+    }
+    output_shapes_.push_back(s);
+    total += l->num_params();
+  }
+  EMBER_CHECK(s.rank() == 1, ShapeError,
+              "Sequential: the last layer must output per-sample logits (classes,), got " + s.str());
+  params_ = Tensor::zeros(Shape{total});
+  grads_ = Tensor::zeros(Shape{total});
+  int64_t offset = 0;
+  Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
+  for (auto& l : layers_) {
+    std::vector<Tensor> p, g;
+    for (const auto& spec : l->param_specs()) {
+      p.push_back(params_.view(offset, spec.shape));
+      g.push_back(grads_.view(offset, spec.shape));
+      offset += spec.shape.numel();
+    }
+    l->bind(std::move(p), std::move(g));
+    l->init_params(init);
+  }
+  layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
+}
+
+void Sequential::compile(std::unique_ptr<Optimizer> optimizer) {
+  EMBER_CHECK(optimizer != nullptr, ArgumentError, "Sequential::compile: null optimizer");
+  optimizer_ = std::move(optimizer);
+}
+
+void Sequential::require_built(const char* what) const {
+  EMBER_CHECK(built(), Error, std::string("Sequential::") + what + ": build() the model first (or call fit())");
+}
+
+const Tensor& Sequential::forward(const Tensor& x, bool training) {
+  require_built("forward");
+  EMBER_CHECK(x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_, ShapeError,
+              "Sequential: expects input (N" + batch_shape(input_shape_).substr(5) + ", given " + x.shape().str());
+  const Tensor* h = &x;
+  for (auto& l : layers_) h = &l->forward(*h, training);
+  return *h;
+}
+
+void Sequential::backward(const Tensor& dlogits) {
+  require_built("backward");
+  const Tensor* g = &dlogits;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = &(*it)->backward(*g);
+}
+
+float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
+  const Tensor& logits = forward(x, true);
+  const float loss = loss_.forward(logits, labels);
+  if (correct) *correct = count_correct(logits, labels);
+  backward(loss_.backward());
+  return loss;
+}
+
+void Sequential::apply_gradients() {
+  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  optimizer_->step(params_, grads_);
+}
+
+float Sequential::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {
+  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  const float loss = compute_gradients(x, labels, correct);
+  apply_gradients();
+  return loss;
+}
+
+std::vector<std::pair<std::string, Tensor>> Sequential::named_params() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& l : layers_) {
+    const auto specs = l->param_specs();
+    for (size_t i = 0; i < specs.size(); ++i) out.emplace_back(l->name() + "/" + specs[i].name, l->params()[i]);
+  }
+  return out;
+}
+
+std::string Sequential::summary() const {
+  require_built("summary");
+  std::ostringstream os;
+  const std::string rule(65, '_'), dbl(65, '=');
+  auto row = [&](const std::string& a, const std::string& b, const std::string& c) {
+    std::string line = " " + a;
+    line.resize(std::max<size_t>(line.size() + 1, 29), ' ');
+    line += b;
+    line.resize(std::max<size_t>(line.size() + 1, 55), ' ');
+    os << line << c << "\n";
+  };
+  os << "Model: \"sequential\"\n" << rule << "\n";
+  row("Layer (type)", "Output Shape", "Param #");
+  os << dbl << "\n";
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    row(layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
+        with_commas(layers_[i]->num_params()));
+    if (i + 1 < layers_.size()) os << "\n";
+  }
+  os << dbl << "\n";
+  os << "Total params: " << with_commas(num_params()) << "\n";
+  os << "Trainable params: " << with_commas(num_params()) << "\n";
+  os << "Non-trainable params: 0\n" << rule << "\n";
+  return os.str();
+}
+
+std::string Sequential::placement_report(int64_t batch_size) const {
+  require_built("placement_report");
+  std::ostringstream os;
+  for (const auto& l : layers_)
+    os << "  " << l->name() << " (" << l->type() << "): cpu, " << l->kernel_info(batch_size) << "\n";
+  return os.str();
+}
+
+}  // namespace ember

@@ -1,0 +1,124 @@
+// Sequential: a stack of layers trained like Keras' Sequential model.
+//
+//   Sequential model;
+//   model.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
+//   model.add<MaxPool2D>(Size2{2, 2});
+//   model.add<Flatten>();
+//   model.add<Dense>(10);
+//   model.build(Shape{1, 28, 28});             // or let fit() build from the data
+//   model.compile(std::make_unique<Adam>());
+//   History h = model.fit(train, {.epochs = 5, .batch_size = 64}, &test);
+//
+// All parameters live in one flat buffer and all gradients in another (layers hold views),
+// so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
+// The loss is softmax cross-entropy on integer labels (the model's last layer gives logits).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "layers/layer.h"
+#include "layers/loss.h"
+#include "optim/optimizer.h"
+
+namespace ember {
+
+class Dataset;
+
+struct EpochLogs {
+  int epoch = 0;  // 1-based
+  double loss = 0, accuracy = 0;
+  std::optional<double> val_loss, val_accuracy;
+  double seconds = 0;
+  double images_per_second = 0;
+  int64_t steps = 0;
+};
+
+struct History {
+  std::vector<EpochLogs> epochs;
+};
+
+struct FitOptions {
+  int epochs = 1;
+  int64_t batch_size = 64;
+  uint64_t seed = 0;          // shuffling (initialisation is seeded in build())
+  bool shuffle = true;
+  int64_t max_steps = -1;     // stop after this many training steps in total (-1: no limit)
+  int verbose = 1;            // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
+  int initial_epoch = 0;      // resume: epochs before this one are counted as done
+  // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
+  std::function<bool(const EpochLogs&)> on_epoch_end;
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t samples = 0;
+};
+
+class Sequential {
+ public:
+  Sequential() = default;
+
+  // Appends a layer; returns it for further configuration. Names default to "conv2d", "conv2d_1", ...
+  Layer& add(std::unique_ptr<Layer> layer);
+  template <typename L, typename... Args>
+  L& add(Args&&... args) {
+    return static_cast<L&>(add(std::make_unique<L>(std::forward<Args>(args)...)));
+  }
+
+  // Builds every layer for a per-sample input shape (C, H, W), allocates the flat parameter and
+  // gradient buffers, and initialises the parameters from `seed`.
+  void build(const Shape& sample_shape, uint64_t seed = 0);
+  bool built() const { return params_.defined(); }
+  void compile(std::unique_ptr<Optimizer> optimizer);
+
+  // --- Keras-like training API --------------------------------------------------------------
+  History fit(const Dataset& train, const FitOptions& options, const Dataset* validation = nullptr);
+  EvalResult evaluate(const Dataset& data, int64_t batch_size = 256);
+  // Logits for images x (N, C, H, W) f32 in any layout, row-major (N, classes) result.
+  Tensor predict(const Tensor& x, int64_t batch_size = 256);
+  // Keras-style table: layer (type), output shape, parameter count; totals.
+  std::string summary() const;
+
+  // --- Building blocks for custom loops -----------------------------------------------------
+  const Tensor& forward(const Tensor& x, bool training);
+  // Backpropagates d(loss)/d(logits) through every layer, writing (=) the gradient buffer.
+  void backward(const Tensor& dlogits);
+  // forward + loss + backward + optimizer step on one batch; returns the batch's mean loss and
+  // (via `correct`) how many predictions were right.
+  float train_step(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
+  // Same without the optimizer step: gradients are left in grads() (for data-parallel strategies).
+  float compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
+  void apply_gradients();
+
+  Tensor& params() { return params_; }
+  const Tensor& params() const { return params_; }
+  Tensor& grads() { return grads_; }
+  Optimizer* optimizer() { return optimizer_.get(); }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return output_shapes_.back(); }
+  int64_t num_params() const { return params_.defined() ? params_.numel() : 0; }
+  // "kernel"/"bias" views per layer, named "<layer>/<param>", in buffer order.
+  std::vector<std::pair<std::string, Tensor>> named_params() const;
+  // Per layer: name, type, device and the kernel that runs it at this batch size
+  // (--log-device-placement).
+  std::string placement_report(int64_t batch_size) const;
+
+ private:
+  void require_built(const char* what) const;
+
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> output_shapes_;
+  Shape input_shape_;
+  Tensor params_, grads_;
+  std::unique_ptr<Optimizer> optimizer_;
+  SoftmaxCrossEntropy loss_;
+};
+
+}  // namespace ember

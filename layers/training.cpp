@@ -1,0 +1,121 @@
+// Sequential::fit / evaluate / predict: the Keras-like loops over a DataLoader.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "data/dataloader.h"
+#include "layers/progress.h"
+#include "layers/sequential.h"
+
+namespace ember {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+History Sequential::fit(const Dataset& train, const FitOptions& options, const Dataset* validation) {
+  EMBER_CHECK(options.epochs >= 1, ArgumentError, "fit: epochs must be >= 1, got " + std::to_string(options.epochs));
+  EMBER_CHECK(options.initial_epoch >= 0 && options.initial_epoch <= options.epochs, ArgumentError,
+              "fit: initial_epoch " + std::to_string(options.initial_epoch) + " is outside 0.." +
+                  std::to_string(options.epochs));
+  EMBER_CHECK(optimizer_ != nullptr, Error, "fit: compile() the model with an optimizer first");
+  if (!built()) build(train.sample_shape(), options.seed);
+  EMBER_CHECK(train.sample_shape() == input_shape_, ShapeError,
+              "fit: the data's samples are " + train.sample_shape().str() + " but the model was built for " +
+                  input_shape_.str());
+  EMBER_CHECK(train.num_classes() <= output_shape()[0], ShapeError,
+              "fit: the data has " + std::to_string(train.num_classes()) + " classes but the model outputs " +
+                  std::to_string(output_shape()[0]) + " logits");
+
+  DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed});
+  History history;
+  int64_t steps_total = 0;
+  const bool limited = options.max_steps >= 0;
+  for (int epoch = options.initial_epoch; epoch < options.epochs; ++epoch) {
+    if (limited && steps_total >= options.max_steps) break;
+    if (options.verbose) std::printf("Epoch %d/%d\n", epoch + 1, options.epochs);
+    std::fflush(stdout);
+    const auto t0 = Clock::now();
+    ProgressBar bar(loader.num_batches());
+    loader.start_epoch(epoch);
+    Batch batch;
+    double loss_sum = 0;
+    int64_t correct_sum = 0, seen = 0, steps = 0;
+    while (loader.next(batch)) {
+      int64_t correct = 0;
+      const float loss = train_step(batch.x, batch.y, &correct);
+      const int64_t b = batch.x.dim(0);
+      loss_sum += static_cast<double>(loss) * static_cast<double>(b);
+      correct_sum += correct;
+      seen += b;
+      ++steps;
+      ++steps_total;
+      if (options.verbose)
+        bar.update(steps, {{"loss", loss_sum / static_cast<double>(seen)},
+                           {"accuracy", static_cast<double>(correct_sum) / static_cast<double>(seen)}});
+      if (limited && steps_total >= options.max_steps) break;
+    }
+    EpochLogs logs;
+    logs.epoch = epoch + 1;
+    logs.steps = steps;
+    logs.loss = loss_sum / static_cast<double>(seen);
+    logs.accuracy = static_cast<double>(correct_sum) / static_cast<double>(seen);
+    const double train_seconds = seconds_since(t0);
+    logs.images_per_second = static_cast<double>(seen) / train_seconds;
+    ProgressBar::Metrics metrics{{"loss", logs.loss}, {"accuracy", logs.accuracy}};
+    if (validation) {
+      const EvalResult v = evaluate(*validation, std::max<int64_t>(options.batch_size, 256));
+      logs.val_loss = v.loss;
+      logs.val_accuracy = v.accuracy;
+      metrics.push_back({"val_loss", v.loss});
+      metrics.push_back({"val_accuracy", v.accuracy});
+    }
+    logs.seconds = seconds_since(t0);
+    if (options.verbose) bar.finish(steps, train_seconds, metrics);
+    history.epochs.push_back(logs);
+    if (options.on_epoch_end && !options.on_epoch_end(logs)) break;
+  }
+  return history;
+}
+
+EvalResult Sequential::evaluate(const Dataset& data, int64_t batch_size) {
+  require_built("evaluate");
+  EMBER_CHECK(data.sample_shape() == input_shape_, ShapeError,
+              "evaluate: the data's samples are " + data.sample_shape().str() + " but the model was built for " +
+                  input_shape_.str());
+  DataLoader loader(data, {.batch_size = batch_size, .shuffle = false});
+  loader.start_epoch(0);
+  Batch batch;
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+  SoftmaxCrossEntropy loss;  // not the training loss object: evaluate must not disturb a step
+  while (loader.next(batch)) {
+    const Tensor& logits = forward(batch.x, false);
+    const int64_t b = batch.x.dim(0);
+    loss_sum += static_cast<double>(loss.forward(logits, batch.y)) * static_cast<double>(b);
+    correct += count_correct(logits, batch.y);
+    seen += b;
+  }
+  return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen};
+}
+
+Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
+  require_built("predict");
+  EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
+  EMBER_CHECK(x.dtype() == DType::F32 && x.rank() == input_shape_.rank() + 1, ShapeError,
+              "predict: expects f32 input (N, ...) with samples " + input_shape_.str() + ", given " + x.str());
+  const Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
+  const int64_t n = x.dim(0), k = output_shape()[0];
+  Tensor out = Tensor::empty(Shape{n, k});
+  for (int64_t i = 0; i < n; i += batch_size) {
+    const int64_t b = std::min(batch_size, n - i);
+    const Tensor xb = rm.view(i * input_shape_.numel(), input_shape_.with_batch(b));
+    const Tensor& logits = forward(xb, false);
+    std::memcpy(out.f32() + i * k, logits.f32(), static_cast<size_t>(b * k) * sizeof(float));
+  }
+  return out;
+}
+
+}  // namespace ember

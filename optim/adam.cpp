@@ -1,0 +1,46 @@
+// Adam: the bias correction is folded into the step size in double precision once per step;
+// the per-element loop is fused (one pass over p, g, m, v) and split across the pool.
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ember {
+
+Adam::Adam(AdamOptions options) : opt_(options) {
+  EMBER_CHECK(options.learning_rate > 0, ArgumentError, "Adam: learning rate must be > 0");
+  EMBER_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, ArgumentError,
+              "Adam: beta1 and beta2 must be in [0, 1)");
+  EMBER_CHECK(options.epsilon > 0, ArgumentError, "Adam: epsilon must be > 0");
+}
+
+void Adam::step(Tensor& params, const Tensor& grads) {
+  prepare(params, grads, {&m_, &v_});
+  EMBER_CHECK(params.device().is_cpu(), DeviceError, "Adam: parameters on " + params.device().str() +
+                                                         " need the CUDA backend");
+  ++iterations_;
+  const double t = static_cast<double>(iterations_);
+  const double lr_t = opt_.learning_rate * std::sqrt(1.0 - std::pow(static_cast<double>(opt_.beta2), t)) /
+                      (1.0 - std::pow(static_cast<double>(opt_.beta1), t));
+  cpu::adam_update(params.f32(), grads.f32(), m_.f32(), v_.f32(), params.numel(), static_cast<float>(lr_t),
+                   opt_.beta1, opt_.beta2, opt_.epsilon);
+}
+
+namespace cpu {
+void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr_t, float beta1, float beta2,
+                 float epsilon) {
+  const float one_b1 = 1.0f - beta1, one_b2 = 1.0f - beta2;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = beta1 * m[i] + one_b1 * gi;
+    const float vi = beta2 * v[i] + one_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= lr_t * mi / (std::sqrt(vi) + epsilon);
+  }
+}
+}  // namespace cpu
+
+}  // namespace ember

@@ -1,0 +1,40 @@
+// Adam with Keras' defaults and Keras'/TensorFlow's update rule:
+//   t += 1;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
+// (epsilon is added to the uncorrected sqrt(v), as TensorFlow does; PyTorch adds it to the
+// bias-corrected one, which differs only in how eps scales early in training).
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace ember {
+
+struct AdamOptions {
+  float learning_rate = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-7f;
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(AdamOptions options = {});
+  std::string name() const override { return "Adam"; }
+  void step(Tensor& params, const Tensor& grads) override;
+  float learning_rate() const override { return opt_.learning_rate; }
+  void set_learning_rate(float lr) override { opt_.learning_rate = lr; }
+  std::vector<std::pair<std::string, Tensor>> state() const override { return {{"m", m_}, {"v", v_}}; }
+  const AdamOptions& options() const { return opt_; }
+
+ private:
+  AdamOptions opt_;
+  Tensor m_, v_;
+};
+
+namespace cpu {
+// The fused Adam loop over n elements; lr_t is the bias-corrected step size.
+void adam_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr_t, float beta1,
+                 float beta2, float epsilon);
+}  // namespace cpu
+
+}  // namespace ember

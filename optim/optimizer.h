@@ -1,0 +1,34 @@
+// Optimizer: updates the model's one flat parameter buffer from its one flat gradient buffer.
+// State (Adam's m and v, SGD's velocity) is flat too, so a step is one fused loop and a
+// checkpoint is a few buffers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  // One update: params -= f(grads, state). Both f32, same element count, same device.
+  virtual void step(Tensor& params, const Tensor& grads) = 0;
+  virtual float learning_rate() const = 0;
+  virtual void set_learning_rate(float lr) = 0;
+  // Named state buffers (allocated on the first step) and hyper-parameters, for checkpoints.
+  virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  int64_t iterations() const { return iterations_; }
+  void set_iterations(int64_t n) { iterations_ = n; }
+
+ protected:
+  // Validates a step's arguments and allocates `state` buffers (zeros) on first use.
+  void prepare(const Tensor& params, const Tensor& grads, std::vector<Tensor*> state);
+  int64_t iterations_ = 0;
+};
+
+}  // namespace ember

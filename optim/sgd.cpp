@@ -1,0 +1,32 @@
+// SGD with momentum.
+#include "optim/sgd.h"
+
+#include "core/error.h"
+
+namespace ember {
+
+SGD::SGD(SgdOptions options) : opt_(options) {
+  EMBER_CHECK(options.learning_rate > 0, ArgumentError, "SGD: learning rate must be > 0");
+  EMBER_CHECK(options.momentum >= 0 && options.momentum < 1, ArgumentError, "SGD: momentum must be in [0, 1)");
+}
+
+void SGD::step(Tensor& params, const Tensor& grads) {
+  prepare(params, grads, {&velocity_});
+  EMBER_CHECK(params.device().is_cpu(), DeviceError, "SGD: parameters on " + params.device().str() +
+                                                         " need the CUDA backend");
+  ++iterations_;
+  float* p = params.f32();
+  const float* g = grads.f32();
+  float* vel = velocity_.f32();
+  const int64_t n = params.numel();
+  const float lr = opt_.learning_rate, mu = opt_.momentum;
+  const bool nesterov = opt_.nesterov;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float vi = mu * vel[i] - lr * g[i];
+    vel[i] = vi;
+    p[i] += nesterov ? mu * vi - lr * g[i] : vi;
+  }
+}
+
+}  // namespace ember

@@ -1,0 +1,30 @@
+// SGD with optional momentum and Nesterov, Keras' rule:
+//   velocity = momentum * velocity - lr * g;  p += velocity
+//   (Nesterov: p += momentum * velocity - lr * g)
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace ember {
+
+struct SgdOptions {
+  float learning_rate = 1e-2f;
+  float momentum = 0.0f;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  explicit SGD(SgdOptions options = {});
+  std::string name() const override { return "SGD"; }
+  void step(Tensor& params, const Tensor& grads) override;
+  float learning_rate() const override { return opt_.learning_rate; }
+  void set_learning_rate(float lr) override { opt_.learning_rate = lr; }
+  std::vector<std::pair<std::string, Tensor>> state() const override { return {{"velocity", velocity_}}; }
+
+ private:
+  SgdOptions opt_;
+  Tensor velocity_;
+};
+
+}  // namespace ember

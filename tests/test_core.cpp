@@ -1,0 +1,106 @@
+// Core: Device parsing, Shape, Tensor views/layouts/errors, Rng determinism, soft placement.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+TEST(Device, ParsesTheSpellingsUsersType) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("CPU"), Device::cpu());
+  EXPECT_EQ(Device::parse("gpu"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("gpu:1"), Device::cuda(1));
+  EXPECT_EQ(Device::parse("cuda:0"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cuda"), Device::cuda(0));
+  EXPECT_EQ(Device::cuda(3).str(), "cuda:3");
+  for (const char* bad : {"", "tpu", "gpu:", "gpu:-1", "gpu:1x", "cuda:a", "gpu1", "cpu:0"})
+    EXPECT_THROW(Device::parse(bad), ArgumentError) << bad;
+}
+
+TEST(Shape, BasicsAndErrors) {
+  const Shape s{2, 3, 4};
+  EXPECT_EQ(s.rank(), 3);
+  EXPECT_EQ(s.numel(), 24);
+  EXPECT_EQ(s.with_batch(5), (Shape{5, 2, 3, 4}));
+  EXPECT_EQ(s.without_batch(), (Shape{3, 4}));
+  EXPECT_EQ(s.str(), "(2, 3, 4)");
+  EXPECT_THROW((Shape{1, -2}), ShapeError);
+  EXPECT_THROW((Shape{1, 1, 1, 1, 1, 1, 1}), ShapeError);
+}
+
+TEST(Tensor, LayoutRoundTripKeepsLogicalValues) {
+  const Tensor x = test::random_tensor(Shape{2, 3, 4, 5}, 1);
+  const Tensor nhwc = x.to_layout(Layout::NHWC);
+  EXPECT_EQ(nhwc.layout(), Layout::NHWC);
+  // Element (n=1, c=2, h=3, w=4) sits at ((1*4+3)*5+4)*3+2 in NHWC.
+  EXPECT_EQ(nhwc.f32()[((1 * 4 + 3) * 5 + 4) * 3 + 2], x.f32()[((1 * 3 + 2) * 4 + 3) * 5 + 4]);
+  EXPECT_EQ(nhwc.to_vector(), x.to_vector());
+  EXPECT_EQ(nhwc.to_layout(Layout::RowMajor).to_vector(), x.to_vector());
+}
+
+TEST(Tensor, SingleChannelLayoutsAliasWithoutCopy) {
+  const Tensor x = test::random_tensor(Shape{2, 1, 3, 3}, 2);
+  Tensor scratch;
+  const Tensor& y = as_layout(x, Layout::NHWC, scratch);
+  EXPECT_EQ(y.layout(), Layout::NHWC);
+  EXPECT_EQ(y.raw(), x.raw());
+  EXPECT_THROW(test::random_tensor(Shape{1, 2, 2, 2}, 1).relabel(Layout::NHWC), ShapeError);
+}
+
+TEST(Tensor, ViewsShareStorageAndAreBoundsChecked) {
+  Tensor flat = Tensor::zeros(Shape{10});
+  Tensor v = flat.view(4, Shape{2, 3});
+  v.fill(1.5f);
+  EXPECT_EQ(flat.f32()[3], 0.0f);
+  EXPECT_EQ(flat.f32()[4], 1.5f);
+  EXPECT_EQ(flat.f32()[9], 1.5f);
+  EXPECT_THROW(flat.view(5, Shape{2, 3}), ShapeError);
+  EXPECT_THROW(flat.view(-1, Shape{2}), ShapeError);
+  EXPECT_THROW(flat.reshape(Shape{3, 3}), ShapeError);
+}
+
+TEST(Tensor, TypedAccessChecksTheDtype) {
+  Tensor labels = Tensor::zeros(Shape{4}, DType::I32);
+  EXPECT_NO_THROW(labels.data<int32_t>());
+  EXPECT_THROW(labels.f32(), ShapeError);
+  EXPECT_THROW(Tensor().f32(), Error);
+  EXPECT_THROW(Tensor::from_vector(Shape{3}, std::vector<float>{1, 2}), ShapeError);
+}
+
+TEST(Tensor, DeviceTensorsNeedTheCudaBackend) {
+  EXPECT_THROW(Tensor::empty(Shape{2}, DType::F32, Device::cuda(0)), DeviceError);
+  EXPECT_THROW(Tensor::zeros(Shape{2}).to(Device::cuda(0)), DeviceError);
+}
+
+TEST(Rng, SameSeedSameStreamDifferentForks) {
+  Rng a(42), b(42);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(a.next_u64(), b.next_u64());
+  Rng c(42);
+  EXPECT_NE(c.fork(1).next_u64(), c.fork(2).next_u64());
+  Rng d(7);
+  for (int i = 0; i < 1000; ++i) {
+    const float u = d.uniform();
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+    ASSERT_LT(d.below(10), 10u);
+  }
+}
+
+TEST(Runtime, SoftPlacementFallsBackAndStrictThrows) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is usable here; the fallback path is not reachable";
+  EXPECT_FALSE(cuda_status().reason.empty());
+  EXPECT_EQ(resolve_device(Device::cuda(0), /*strict=*/false), Device::cpu());
+  EXPECT_THROW(resolve_device(Device::cuda(0), /*strict=*/true), DeviceError);
+  EXPECT_EQ(resolve_device(Device::cpu(), true), Device::cpu());
+}
+
+TEST(Runtime, LibraryVersionsAreReported) {
+  const auto libs = library_versions();
+  ASSERT_FALSE(libs.empty());
+  EXPECT_EQ(libs[0].name, "oneDNN");
+  EXPECT_FALSE(libs[0].loaded.empty());
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,122 @@
+// IDX reader: valid raw and gzip files, and every malformation as a typed error naming the file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "idx_fixtures.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+using test::idx_bytes;
+
+// Expects IoError whose message contains `needle` (and the file name).
+void expect_io_error(const std::vector<uint8_t>& bytes, const std::string& needle) {
+  try {
+    decode_idx(bytes, "fixture.idx");
+    FAIL() << "expected IoError containing '" << needle << "'";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fixture.idx"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Idx, ReadsRawAndGzipFiles) {
+  const std::string dir = test::temp_dir("idx");
+  const std::vector<uint8_t> px{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  test::write_file(dir + "/raw", idx_bytes({3, 2, 2}, px));
+  test::write_file(dir + "/packed.gz", idx_bytes({3, 2, 2}, px), /*gzip=*/true);
+  for (const char* name : {"/raw", "/packed.gz"}) {
+    const Tensor t = load_idx_images(dir + name);
+    EXPECT_EQ(t.shape(), (Shape{3, 1, 2, 2})) << name;
+    EXPECT_EQ(t.dtype(), DType::U8);
+    EXPECT_EQ(t.data<uint8_t>()[5], 6) << name;
+  }
+  test::write_file(dir + "/labels", idx_bytes({4}, {0, 9, 3, 3}), true);
+  const Tensor l = load_idx_labels(dir + "/labels");
+  EXPECT_EQ(l.dtype(), DType::I32);
+  EXPECT_EQ(l.data<int32_t>()[1], 9);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Idx, MalformedFilesGiveTypedErrors) {
+  const std::vector<uint8_t> px(12, 7);
+  auto truncated = idx_bytes({3, 2, 2}, px);
+  truncated.resize(truncated.size() - 1);
+  expect_io_error(truncated, "truncated");
+  auto bad_magic = idx_bytes({3, 2, 2}, px);
+  bad_magic[0] = 0x12;
+  expect_io_error(bad_magic, "magic");
+  expect_io_error(idx_bytes({3}, std::vector<uint8_t>(12, 0), 0x0D), "float32");
+  expect_io_error(idx_bytes({3}, std::vector<uint8_t>(3, 0), 0x42), "unknown");
+  expect_io_error({0, 0, 8}, "shorter than the header");
+  expect_io_error({0, 0, 8, 3, 0, 0}, "truncated header");
+  expect_io_error({0, 0, 8, 0}, "rank 0");
+  auto trailing = idx_bytes({2}, {1, 2});
+  trailing.push_back(9);
+  expect_io_error(trailing, "trailing");
+}
+
+TEST(Idx, HeaderLargerThanFileNeverAllocatesFromTheHeader) {
+  // 4 billion x 4 billion x 255 elements claimed, 10 bytes present: rejected from the real size.
+  expect_io_error(idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFu}, std::vector<uint8_t>(10, 1)), "truncated");
+}
+
+TEST(Idx, CorruptAndTruncatedGzip) {
+  const std::string dir = test::temp_dir("gz");
+  test::write_file(dir + "/ok.gz", idx_bytes({64}, std::vector<uint8_t>(64, 1)), true);
+  std::vector<uint8_t> gz;
+  {
+    std::ifstream f(dir + "/ok.gz", std::ios::binary);
+    gz.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  std::vector<uint8_t> cut(gz.begin(), gz.begin() + static_cast<long>(gz.size() / 2));
+  expect_io_error(cut, "truncated");
+  std::vector<uint8_t> garbled = gz;
+  for (size_t i = 10; i < garbled.size(); ++i) garbled[i] ^= 0x5A;
+  EXPECT_THROW(decode_idx(garbled, "fixture.idx"), IoError);
+  // A decompression bomb stops at the cap instead of exhausting memory.
+  EXPECT_THROW(decode_idx(gz, "fixture.idx", /*max_bytes=*/16), IoError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Idx, ImageAndLabelFileChecks) {
+  const std::string dir = test::temp_dir("idxk");
+  test::write_file(dir + "/labels_as_images", idx_bytes({4}, {1, 2, 3, 4}));
+  EXPECT_THROW(load_idx_images(dir + "/labels_as_images"), IoError);
+  test::write_file(dir + "/bad_label", idx_bytes({3}, {1, 10, 2}));
+  try {
+    load_idx_labels(dir + "/bad_label");
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 10 at index 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_idx_images(dir + "/does_not_exist"), IoError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Mnist, FindsRawOrGzipFilesAndNamesWhatIsMissing) {
+  const std::string dir = test::temp_dir("mnist");
+  test::write_synthetic_mnist(dir, 30, 10, /*gzip=*/true);
+  const MnistData d = load_mnist(dir);
+  EXPECT_EQ(d.train.size(), 30);
+  EXPECT_EQ(d.test.size(), 10);
+  EXPECT_EQ(d.train.sample_shape(), (Shape{1, 28, 28}));
+  std::filesystem::remove(dir + "/t10k-labels-idx1-ubyte.gz");
+  try {
+    load_mnist(dir);
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("t10k-labels-idx1-ubyte"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fetch_data.sh"), std::string::npos) << e.what();
+  }
+  // Count mismatch between images and labels.
+  test::write_file(dir + "/t10k-labels-idx1-ubyte", test::idx_bytes({9}, std::vector<uint8_t>(9, 1)));
+  EXPECT_THROW(load_mnist(dir), IoError);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ember

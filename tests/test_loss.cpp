@@ -1,0 +1,60 @@
+// Softmax cross-entropy: values against a hand computation, gradient check, accuracy, bad labels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+Tensor labels_of(std::vector<int32_t> v) {
+  Tensor t = Tensor::empty(Shape{static_cast<int64_t>(v.size())}, DType::I32);
+  std::copy(v.begin(), v.end(), t.data<int32_t>());
+  return t;
+}
+
+TEST(SoftmaxCrossEntropy, ValueMatchesHandComputation) {
+  const Tensor logits = Tensor::from_vector(Shape{2, 3}, std::vector<float>{1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f});
+  SoftmaxCrossEntropy loss;
+  const float value = loss.forward(logits, labels_of({2, 0}));
+  const double row0 = -std::log(std::exp(3.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
+  const double row1 = std::log(3.0);
+  EXPECT_NEAR(value, (row0 + row1) / 2, 1e-6);
+}
+
+TEST(SoftmaxCrossEntropy, StableForHugeLogits) {
+  const Tensor logits = Tensor::from_vector(Shape{1, 2}, std::vector<float>{1000.0f, -1000.0f});
+  SoftmaxCrossEntropy loss;
+  EXPECT_NEAR(loss.forward(logits, labels_of({1})), 2000.0f, 1e-2);
+  EXPECT_TRUE(std::isfinite(loss.backward().to_vector()[0]));
+}
+
+TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferences) {
+  Tensor logits = test::random_tensor(Shape{4, 5}, 1, -3.0f, 3.0f);
+  const Tensor labels = labels_of({0, 4, 2, 2});
+  SoftmaxCrossEntropy loss;
+  loss.forward(logits, labels);
+  const std::vector<float> analytic = loss.backward().to_vector();
+  SoftmaxCrossEntropy probe;
+  test::GradCheckOptions opt;
+  opt.step = 1e-3;  // the loss is smooth; a smaller step keeps the curvature error down
+  test::check_gradient([&] { return double(probe.forward(logits, labels)); },
+                       std::span<float>(logits.f32(), 20), analytic, "logits", opt);
+}
+
+TEST(SoftmaxCrossEntropy, RejectsLabelsOutOfRange) {
+  SoftmaxCrossEntropy loss;
+  EXPECT_THROW(loss.forward(Tensor::zeros(Shape{2, 3}), labels_of({0, 3})), ArgumentError);
+  EXPECT_THROW(loss.forward(Tensor::zeros(Shape{2, 3}), labels_of({0, -1})), ArgumentError);
+  EXPECT_THROW(loss.forward(Tensor::zeros(Shape{2, 3}), labels_of({0})), ShapeError);
+}
+
+TEST(Accuracy, CountsArgmaxMatches) {
+  const Tensor logits =
+      Tensor::from_vector(Shape{3, 3}, std::vector<float>{0.1f, 0.9f, 0.0f, 2.0f, 1.0f, 0.0f, 0.0f, 0.0f, 5.0f});
+  EXPECT_EQ(count_correct(logits, labels_of({1, 0, 0})), 2);
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,156 @@
+// Sequential: the reference CNN's shapes and parameter count, summary, flat buffers,
+// training on a separable synthetic problem, and errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+Sequential reference_cnn() {
+  Sequential m;
+  m.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
+  m.add<Flatten>();
+  m.add<Dense>(64, Activation::ReLU);
+  m.add<Dense>(10);
+  return m;
+}
+
+TEST(Sequential, ReferenceCnnHasKerasParameterCount) {
+  Sequential m = reference_cnn();
+  m.build(Shape{1, 28, 28});
+  EXPECT_EQ(m.num_params(), 93322);  // what Keras' model.summary() reports
+  EXPECT_EQ(m.output_shape(), Shape{10});
+  const std::string s = m.summary();
+  EXPECT_NE(s.find("Total params: 93,322"), std::string::npos) << s;
+  EXPECT_NE(s.find("conv2d_1 (Conv2D)"), std::string::npos) << s;
+  EXPECT_NE(s.find("(None, 64, 3, 3)"), std::string::npos) << s;
+  // The named views tile the flat buffer exactly, in order.
+  int64_t total = 0;
+  for (const auto& [name, t] : m.named_params()) {
+    EXPECT_EQ(t.raw(), static_cast<const void*>(m.params().f32() + total)) << name;
+    total += t.numel();
+  }
+  EXPECT_EQ(total, 93322);
+}
+
+TEST(Sequential, ForwardGivesLogitsPerSample) {
+  Sequential m = reference_cnn();
+  m.build(Shape{1, 28, 28}, 3);
+  const Tensor& y = m.forward(test::random_tensor(Shape{5, 1, 28, 28}, 1, 0.0f, 1.0f), false);
+  EXPECT_EQ(y.shape(), (Shape{5, 10}));
+  EXPECT_EQ(y.layout(), Layout::RowMajor);
+}
+
+TEST(Sequential, SameSeedSameInitialisation) {
+  Sequential a = reference_cnn(), b = reference_cnn(), c = reference_cnn();
+  a.build(Shape{1, 28, 28}, 5);
+  b.build(Shape{1, 28, 28}, 5);
+  c.build(Shape{1, 28, 28}, 6);
+  EXPECT_EQ(a.params().to_vector(), b.params().to_vector());
+  EXPECT_NE(a.params().to_vector(), c.params().to_vector());
+  // Glorot-uniform limit for conv2d_1: sqrt(6 / (32*9 + 64*9)) = 0.0833.
+  const Tensor k = a.named_params()[2].second;
+  float lo = 1, hi = -1;
+  for (float v : k.to_vector()) lo = std::min(lo, v), hi = std::max(hi, v);
+  EXPECT_GE(lo, -0.0834f);
+  EXPECT_LE(hi, 0.0834f);
+  EXPECT_LT(lo, -0.07f);  // and it actually spans the range
+  EXPECT_GT(hi, 0.07f);
+}
+
+// Two classes of 8x8 images: a bright square in the top-left or the bottom-right corner,
+// plus noise. A small CNN must learn it within a few hundred steps.
+Dataset corner_dataset(int64_t n, uint64_t seed) {
+  Tensor images = Tensor::zeros(Shape{n, 1, 8, 8}, DType::U8);
+  Tensor labels = Tensor::zeros(Shape{n}, DType::I32);
+  Rng rng(seed);
+  uint8_t* px = images.data<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int label = static_cast<int>(rng.below(2));
+    labels.data<int32_t>()[i] = label;
+    for (int j = 0; j < 64; ++j) px[i * 64 + j] = static_cast<uint8_t>(rng.below(60));
+    const int off = label == 0 ? 0 : 4;
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c) px[i * 64 + (off + r) * 8 + off + c] = 200;
+  }
+  return Dataset(images, labels, 2, "corners");
+}
+
+TEST(Sequential, TrainingDrivesTheLossDownOnASeparableProblem) {
+  Sequential m;
+  m.add<Conv2D>(4, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Flatten>();
+  m.add<Dense>(2);
+  m.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 1e-2f}));
+  const Dataset train = corner_dataset(512, 1), test = corner_dataset(256, 2);
+  FitOptions opt;
+  opt.epochs = 10;
+  opt.batch_size = 16;
+  opt.seed = 3;
+  opt.verbose = 0;
+  const History h = m.fit(train, opt, &test);
+  ASSERT_EQ(h.epochs.size(), 10u);  // 320 steps
+  EXPECT_LT(h.epochs.back().loss, 0.1 * h.epochs.front().loss);
+  EXPECT_GT(*h.epochs.back().val_accuracy, 0.98);
+  const EvalResult r = m.evaluate(test);
+  EXPECT_EQ(r.samples, 256);
+  EXPECT_NEAR(r.accuracy, *h.epochs.back().val_accuracy, 1e-12);
+  // predict() agrees with evaluate(): the argmax of its logits gives the same accuracy.
+  Tensor x, y;
+  std::vector<int64_t> all(256);
+  for (int64_t i = 0; i < 256; ++i) all[static_cast<size_t>(i)] = i;
+  test.gather(all, x, y);
+  EXPECT_EQ(count_correct(m.predict(x, 100), y), static_cast<int64_t>(std::lround(r.accuracy * 256)));
+}
+
+TEST(Sequential, MaxStepsStopsTraining) {
+  Sequential m;
+  m.add<Flatten>();
+  m.add<Dense>(2);
+  m.compile(std::make_unique<SGD>());
+  FitOptions opt;
+  opt.epochs = 5;
+  opt.batch_size = 10;
+  opt.max_steps = 7;
+  opt.verbose = 0;
+  const History h = m.fit(corner_dataset(50, 1), opt);
+  ASSERT_EQ(h.epochs.size(), 2u);  // 5 steps, then 2
+  EXPECT_EQ(h.epochs[0].steps + h.epochs[1].steps, 7);
+  EXPECT_EQ(m.optimizer()->iterations(), 7);
+}
+
+TEST(Sequential, ErrorsNameTheProblem) {
+  Sequential empty;
+  EXPECT_THROW(empty.build(Shape{1, 8, 8}), Error);
+  Sequential m;
+  m.add<Dense>(4);  // Dense straight on images: needs a Flatten
+  try {
+    m.build(Shape{1, 8, 8});
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("dense"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Flatten"), std::string::npos) << e.what();
+  }
+  Sequential n;
+  n.add<Flatten>();
+  n.add<Dense>(2);
+  FitOptions opt;
+  opt.verbose = 0;
+  EXPECT_THROW(n.fit(corner_dataset(8, 1), opt), Error);  // not compiled
+  n.compile(std::make_unique<Adam>());
+  EXPECT_THROW(n.forward(Tensor::zeros(Shape{2, 1, 7, 8}), false), Error);  // not built yet
+  n.build(Shape{1, 8, 8});
+  EXPECT_THROW(n.forward(Tensor::zeros(Shape{2, 1, 7, 8}), false), ShapeError);
+  EXPECT_THROW(n.add<Dense>(3), Error);  // after build
+}
+
+}  // namespace
+}  // namespace ember

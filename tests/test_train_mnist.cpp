@@ -1,0 +1,104 @@
+// The train_mnist app, run as a user runs it: bad flags exit 2 with one line, missing data
+// exits 1 naming the file, and a short run on synthetic MNIST-format data learns.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "idx_fixtures.h"
+
+namespace {
+
+struct AppRun {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+AppRun run(const std::string& args) {
+  const std::string cmd = std::string(EMBER_TRAIN_MNIST) + " " + args + " 2>&1";
+  AppRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
+  for (const char* args : {"--epochs 0", "--epochs abc", "--batch-size 0", "--no-such-flag", "--dataset cifar",
+                           "--device tpu", "--lr -1", "--threads -3"}) {
+    const AppRun r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
+  }
+}
+
+TEST(TrainMnist, HelpListsFlagsWithDefaults) {
+  const AppRun r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag : {"--device", "--epochs", "--batch-size", "--lr", "--seed", "--data-dir", "--dataset",
+                           "--steps", "--threads", "--history", "--quiet"})
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+  EXPECT_NE(r.output.find("64"), std::string::npos) << "batch size default";
+}
+
+TEST(TrainMnist, MissingDataExitsWith1AndSaysHowToFetch) {
+  const std::string dir = ember::test::temp_dir("empty");
+  const AppRun r = run("--device cpu --data-dir " + dir);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("train-images-idx3-ubyte"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fetch_data.sh"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainMnist, ShortRunLowersTheLossAndWritesHistory) {
+  const std::string dir = ember::test::temp_dir("synth");
+  ember::test::write_synthetic_mnist(dir, 640, 200, /*gzip=*/true);
+  const std::string history = dir + "/history.json";
+  const AppRun r = run("--device cpu --epochs 3 --batch-size 32 --seed 2 --data-dir " + dir + " --history " + history);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Total params: 93,322"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Epoch 3/3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("val_accuracy"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << "no carriage returns when stdout is not a terminal";
+  std::ifstream f(history);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["history"].size(), 3u);
+  const double first = j["history"][0]["loss"], last = j["history"][2]["loss"];
+  EXPECT_LT(last, 0.5 * first) << r.output;
+  EXPECT_GT(double(j["test"]["accuracy"]), 0.9) << r.output;  // 10 well-separated classes
+  EXPECT_GT(double(j["history"][0]["images_per_second"]), 0.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainMnist, StepsLimitAndQuiet) {
+  const std::string dir = ember::test::temp_dir("steps");
+  ember::test::write_synthetic_mnist(dir, 320, 50, /*gzip=*/false);
+  const AppRun r = run("--device cpu --epochs 2 --steps 3 --quiet --data-dir " + dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("Epoch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Test accuracy"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainMnist, GpuRequestWithoutGpuFallsBackOrFailsWhenStrict) {
+  const std::string dir = ember::test::temp_dir("gpu");
+  ember::test::write_synthetic_mnist(dir, 64, 16, false);
+  const AppRun soft = run("--device gpu --steps 1 --epochs 1 --quiet --data-dir " + dir);
+  EXPECT_EQ(soft.code, 0) << soft.output;
+  EXPECT_NE(soft.output.find("running on cpu"), std::string::npos) << soft.output;
+  const AppRun strict = run("--device gpu --strict-placement --steps 1 --data-dir " + dir);
+  EXPECT_EQ(strict.code, 1) << strict.output;
+  EXPECT_NE(strict.output.find("cannot place on cuda:0"), std::string::npos) << strict.output;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,113 @@
+// Test helpers (see test_util.h).
+#include "test_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ember::test {
+
+Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
+  Tensor t = Tensor::empty(shape);
+  Rng rng(seed);
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform(lo, hi);
+  return t;
+}
+
+Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed) {
+  const Shape out = layer.build(sample_shape);
+  std::vector<Tensor> params, grads;
+  for (const auto& spec : layer.param_specs()) {
+    params.push_back(Tensor::zeros(spec.shape));
+    grads.push_back(Tensor::zeros(spec.shape));
+  }
+  layer.bind(params, grads);
+  Rng rng(seed);
+  layer.init_params(rng);
+  const auto specs = layer.param_specs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].init == ParamSpec::Init::Zeros) {
+      Tensor p = layer.params()[i];
+      float* d = p.f32();
+      for (int64_t j = 0; j < p.numel(); ++j) d[j] = rng.uniform(-0.5f, 0.5f);
+    }
+  return out;
+}
+
+double max_rel_error(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double err = std::abs(double(a[i]) - double(b[i])) / std::max(1.0, std::abs(double(b[i])));
+    worst = std::max(worst, err);
+  }
+  return worst;
+}
+
+GradCheckResult check_gradient(const std::function<double()>& loss, std::span<float> values,
+                               std::span<const float> analytic, const std::string& what,
+                               const GradCheckOptions& opt) {
+  GradCheckResult r;
+  EXPECT_EQ(values.size(), analytic.size()) << what;
+  const double f0 = loss();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float saved = values[i];
+    values[i] = static_cast<float>(saved + opt.step);
+    const double h_plus = double(values[i]) - double(saved);  // the step actually taken in float
+    const double fp = loss();
+    values[i] = static_cast<float>(saved - opt.step);
+    const double h_minus = double(saved) - double(values[i]);
+    const double fm = loss();
+    values[i] = saved;
+    const double right = (fp - f0) / h_plus, left = (f0 - fm) / h_minus;
+    if (std::abs(right - left) > opt.kink_threshold * std::max(1.0, std::abs(right) + std::abs(left))) {
+      ++r.skipped;
+      continue;
+    }
+    const double numeric = (fp - fm) / (h_plus + h_minus);
+    const double err = std::abs(double(analytic[i]) - numeric) / std::max(1.0, std::abs(numeric));
+    ++r.checked;
+    if (err > r.max_error) {
+      r.max_error = err;
+      r.worst = what + "[" + std::to_string(i) + "]: analytic " + std::to_string(analytic[i]) + ", numeric " +
+                std::to_string(numeric);
+    }
+  }
+  EXPECT_LE(r.max_error, opt.tolerance) << "gradient mismatch, worst " << r.worst;
+  const double total = r.checked + r.skipped;
+  EXPECT_LE(r.skipped, opt.max_skipped_fraction * total)
+      << what << ": " << r.skipped << " of " << total << " elements sat on kinks; the check proves too little";
+  EXPECT_GT(r.checked, 0) << what << ": nothing checked";
+  return r;
+}
+
+void check_layer_gradients(Layer& layer, Tensor x, uint64_t seed, const GradCheckOptions& opt) {
+  ASSERT_EQ(x.layout(), Layout::RowMajor);
+  const Tensor& y0 = layer.forward(x, true);
+  const Tensor weights = random_tensor(y0.shape(), seed ^ 0xABCDEFull);  // R: dy for sum(y * R)
+  const std::vector<float> w = weights.to_vector();
+  auto loss = [&]() {
+    const std::vector<float> y = layer.forward(x, true).to_vector();  // row-major logical order
+    double s = 0;
+    for (size_t i = 0; i < y.size(); ++i) s += double(y[i]) * double(w[i]);
+    return s;
+  };
+  loss();
+  const Tensor& dx = layer.backward(weights);
+  std::vector<float> dx_v;
+  if (layer.needs_input_grad()) dx_v = dx.to_vector();
+  std::vector<std::vector<float>> dparams;
+  for (const auto& g : layer.grads()) dparams.push_back(g.to_vector());
+
+  if (layer.needs_input_grad())
+    check_gradient(loss, std::span<float>(x.f32(), static_cast<size_t>(x.numel())), dx_v, layer.type() + " input",
+                   opt);
+  const auto specs = layer.param_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Tensor p = layer.params()[i];
+    check_gradient(loss, std::span<float>(p.f32(), static_cast<size_t>(p.numel())), dparams[i],
+                   layer.type() + " " + specs[i].name, opt);
+  }
+}
+
+}  // namespace ember::test

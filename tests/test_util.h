@@ -1,0 +1,58 @@
+// Helpers shared by the tests: random tensors, standalone layers, and the finite-difference
+// gradient checker (central differences, relative tolerance, kink skip).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ember.h"
+
+namespace ember::test {
+
+// A CPU f32 row-major tensor with U(lo, hi) entries.
+Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+
+// Builds `layer` for a per-sample shape, gives it its own parameter/gradient buffers and
+// Keras-default initialisation (biases then randomised too, so a zero bias cannot hide a bug).
+// Returns the per-sample output shape.
+Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed);
+
+// Max |a - b| / max(1, |b|) over two equal-length sequences (relative with an absolute floor).
+double max_rel_error(std::span<const float> a, std::span<const float> b);
+
+struct GradCheckOptions {
+  // Step: big enough that float32 rounding in a forward pass (~1e-6 relative) is small next to
+  // the difference, small enough that smooth parts (softmax) stay close to linear.
+  double step = 1e-2;
+  // |analytic - numeric| / max(1, |numeric|) allowed: float32 forward passes give ~1e-4 of
+  // noise at this step; 1e-2 still catches any wrong index, scale or sign.
+  double tolerance = 1e-2;
+  // One-sided slopes that differ by more than this mark a kink (ReLU at 0, a max that changes
+  // its winner) inside the step: such an element has no derivative there and is skipped.
+  double kink_threshold = 1e-2;
+  // A check that skipped most of its elements proves nothing: fail above this fraction.
+  double max_skipped_fraction = 0.25;
+};
+
+struct GradCheckResult {
+  int checked = 0, skipped = 0;
+  double max_error = 0;
+  std::string worst;  // description of the worst element
+};
+
+// Perturbs each element of `values` in turn, evaluates `loss` and compares the central
+// difference against `analytic` (same length). `what` names the tensor in messages.
+GradCheckResult check_gradient(const std::function<double()>& loss, std::span<float> values,
+                               std::span<const float> analytic, const std::string& what,
+                               const GradCheckOptions& opt = {});
+
+// Checks d(sum(layer(x) * R))/d(x) and /d(every parameter) for a fixed random R.
+// x is row-major (the public layout). Fails the current test on any mismatch.
+void check_layer_gradients(Layer& layer, Tensor x, uint64_t seed, const GradCheckOptions& opt = {});
+
+}  // namespace ember::test
