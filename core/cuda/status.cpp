@@ -11,8 +11,14 @@ cudaError_t probe_kernel_image(int device);
 namespace detail {
 std::string with_device(const std::string& why) {
   int dev = -1;
-  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0) return why + " on cuda:" + std::to_string(dev);
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && cuda_status().usable) return why + " on cuda:" + std::to_string(dev);
+  (void)cudaGetLastError();
   return why;
+}
+
+std::string cublas_status_name(cublasStatus_t s) {
+  // cublasGetStatusName/String exist since cuBLAS 11.4: the library's own words.
+  return std::string(cublasGetStatusName(s)) + ": " + cublasGetStatusString(s);
 }
 }  // namespace detail
 }  // namespace ember::cuda

@@ -1,0 +1,79 @@
+// DataLoader: Fisher-Yates shuffle from the seeded Rng; double-buffered prefetch on a
+// std::async thread (gathering a batch is memory-bound and tiny next to a training step).
+#include "data/dataloader.h"
+
+#include <numeric>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace ember {
+
+DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : dataset_(dataset), opt_(options) {
+  EMBER_CHECK(opt_.batch_size > 0, ArgumentError,
+              "DataLoader: batch size must be > 0, got " + std::to_string(opt_.batch_size));
+  EMBER_CHECK(opt_.num_shards >= 1 && opt_.shard >= 0 && opt_.shard < opt_.num_shards, ArgumentError,
+              "DataLoader: shard " + std::to_string(opt_.shard) + " of " + std::to_string(opt_.num_shards) +
+                  " is invalid");
+  EMBER_CHECK(opt_.batch_size >= opt_.num_shards, ArgumentError,
+              "DataLoader: a global batch of " + std::to_string(opt_.batch_size) + " cannot feed " +
+                  std::to_string(opt_.num_shards) + " shards");
+  EMBER_CHECK(dataset.size() > 0, ArgumentError, "DataLoader: the dataset is empty");
+}
+
+DataLoader::~DataLoader() {
+  if (pending_.valid()) pending_.wait();
+}
+
+int64_t DataLoader::num_batches() const { return (dataset_.size() + opt_.batch_size - 1) / opt_.batch_size; }
+
+std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
+  std::vector<int64_t> order(static_cast<size_t>(dataset_.size()));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (opt_.shuffle) {
+    Rng rng = Rng(opt_.seed).fork(0x5348554646ull /* "SHUFF" */ + static_cast<uint64_t>(epoch));
+    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  }
+  return order;
+}
+
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  EMBER_CHECK(first_batch >= 0 && first_batch <= num_batches(), ArgumentError,
+              "DataLoader: cannot start at batch " + std::to_string(first_batch) + " of " +
+                  std::to_string(num_batches()));
+  if (pending_.valid()) pending_.wait();
+  pending_ = {};
+  order_ = epoch_order(epoch);
+  next_batch_ = first_batch;
+}
+
+void DataLoader::gather_into(int64_t b, Batch& out) const {
+  const int64_t begin = b * opt_.batch_size;
+  const int64_t global = std::min(opt_.batch_size, dataset_.size() - begin);
+  // Shard s gets [global*s/S, global*(s+1)/S): near-equal, contiguous, covering the batch.
+  const int64_t lo = begin + global * opt_.shard / opt_.num_shards;
+  const int64_t hi = begin + global * (opt_.shard + 1) / opt_.num_shards;
+  dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.x, out.y);
+  out.index = b;
+}
+
+bool DataLoader::next(Batch& batch) {
+  EMBER_CHECK(!order_.empty(), Error, "DataLoader: next() before start_epoch()");
+  if (next_batch_ >= num_batches()) return false;
+  if (pending_.valid()) {
+    pending_.get();  // rethrows a gather error here, on the caller's thread
+    current_ = 1 - current_;
+  } else {
+    gather_into(next_batch_, buffers_[current_]);
+  }
+  batch = buffers_[current_];  // shallow: shares storage with the buffer
+  ++next_batch_;
+  if (opt_.prefetch && next_batch_ < num_batches()) {
+    Batch& spare = buffers_[1 - current_];
+    const int64_t b = next_batch_;
+    pending_ = std::async(std::launch::async, [this, &spare, b] { gather_into(b, spare); });
+  }
+  return true;
+}
+
+}  // namespace ember

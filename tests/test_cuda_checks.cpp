@@ -1,0 +1,63 @@
+// The CUDA-library check macros (CUDA builds only): each turns a failing call into its typed
+// error naming the statement, the file and the library's own words. The calls chosen fail the
+// same way with or without a GPU, so this runs on every machine that builds CUDA.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/cuda/check.h"
+#ifdef EMBER_WITH_NCCL
+#include "core/cuda/nccl_check.h"
+#endif
+
+namespace {
+
+template <typename E, typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no exception of the expected type";
+  return "";
+}
+
+TEST(CudaChecks, CudaErrorNamesStatementFileAndReason) {
+  const std::string m = message_of<ember::CudaError>([] { EMBER_CUDA_CHECK(cudaSetDevice(100000)); });
+  EXPECT_NE(m.find("cudaSetDevice(100000)"), std::string::npos) << m;
+  EXPECT_NE(m.find("test_cuda_checks.cpp"), std::string::npos) << m;
+  EXPECT_NE(m.find("CUDA error: cuda"), std::string::npos) << m;  // cudaErrorInvalidDevice / NoDevice / ...
+}
+
+TEST(CudaChecks, CudnnBadParam) {
+  cudnnTensorDescriptor_t desc = nullptr;
+  if (cudnnCreateTensorDescriptor(&desc) != CUDNN_STATUS_SUCCESS) GTEST_SKIP() << "cuDNN cannot create descriptors here";
+  const std::string m = message_of<ember::CudnnError>(
+      [&] { EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, -1, 1, 1, 1)); });
+  cudnnDestroyTensorDescriptor(desc);
+  EXPECT_NE(m.find("cuDNN error"), std::string::npos) << m;
+  EXPECT_NE(m.find("BAD_PARAM"), std::string::npos) << m;
+}
+
+TEST(CudaChecks, CublasWithoutHandle) {
+  float a = 0;
+  const float one = 1;
+  const std::string m = message_of<ember::CublasError>([&] {
+    EMBER_CUBLAS_CHECK(cublasSgemm(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, &a, 1, &a, 1, &one, &a, 1));
+  });
+  EXPECT_NE(m.find("CUBLAS_STATUS_NOT_INITIALIZED"), std::string::npos) << m;
+  // Every backend error is an ember::Error, so apps catch them all in one place.
+  EXPECT_THROW(EMBER_CUBLAS_CHECK(cublasDestroy(nullptr)), ember::Error);
+}
+
+#ifdef EMBER_WITH_NCCL
+TEST(CudaChecks, NcclInvalidArgument) {
+  ncclComm_t comm = nullptr;
+  const std::string m = message_of<ember::NcclError>([&] { EMBER_NCCL_CHECK(ncclCommInitAll(&comm, -1, nullptr)); });
+  EXPECT_NE(m.find("NCCL error"), std::string::npos) << m;
+  EXPECT_NE(m.find("ncclCommInitAll"), std::string::npos) << m;
+}
+#endif
+
+}  // namespace
