@@ -13,6 +13,7 @@
 #include "data/idx.h"
 #include "data/mnist.h"
 #include "layers/activation.h"
+#include "layers/checkpoint.h"
 #include "layers/conv2d.h"
 #include "layers/dense.h"
 #include "layers/flatten.h"

@@ -32,6 +32,11 @@ struct Args {
   bool quiet = false;
   bool strict_placement = false;
   bool log_device_placement = false;
+  std::string save;            // checkpoint at the end
+  std::string checkpoint_dir;  // checkpoint every epoch + the best by val_accuracy
+  std::string resume;          // continue from a checkpoint
+  bool evaluate_only = false;
+  bool seed_given = false;
 };
 
 ember::Sequential reference_cnn() {
@@ -115,6 +120,22 @@ int run(const Args& a) {
   Sequential model = reference_cnn();
   model.build(data.train.sample_shape(), a.seed);
   model.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}));
+  TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
+  if (!a.resume.empty()) {
+    state = model.load(a.resume);
+    if (a.seed_given && state.seed != a.seed)
+      log().warn("--seed {} ignored: resuming the run of {} with its seed {}", a.seed, a.resume, state.seed);
+    if (!a.quiet)
+      std::printf("Resumed %s: %d epoch%s done, seed %llu\n", a.resume.c_str(), state.epochs_done,
+                  state.epochs_done == 1 ? "" : "s", static_cast<unsigned long long>(state.seed));
+    state.batch_size = a.batch_size;
+  }
+  if (a.evaluate_only) {
+    const EvalResult r = model.evaluate(data.test);
+    std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
+                static_cast<long long>(r.samples));
+    return 0;
+  }
   if (!a.quiet) {
     std::printf("%s", model.summary().c_str());
     std::printf("Training on %s with %d thread%s: %lld images, %lld test images\n", device.str().c_str(),
@@ -125,13 +146,35 @@ int run(const Args& a) {
   FitOptions fit;
   fit.epochs = a.epochs;
   fit.batch_size = a.batch_size;
-  fit.seed = a.seed;
+  fit.seed = state.seed;
+  fit.initial_epoch = std::min(state.epochs_done, a.epochs);
   fit.max_steps = a.steps;
   fit.verbose = a.quiet ? 0 : 1;
   if (a.log_device_placement)
     std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
                 model.placement_report(a.batch_size).c_str());
-  const History history = model.fit(data.train, fit, &data.test);
+  double best = -1;
+  if (auto it = state.extra.find("best_val_accuracy"); it != state.extra.end()) best = std::stod(it->second);
+  if (!a.checkpoint_dir.empty()) {
+    std::filesystem::create_directories(a.checkpoint_dir);
+    fit.on_epoch_end = [&](const EpochLogs& logs) {
+      state.epochs_done = logs.epoch;
+      char name[64];
+      std::snprintf(name, sizeof name, "/epoch-%03d.safetensors", logs.epoch);
+      if (logs.val_accuracy && *logs.val_accuracy > best) {
+        best = *logs.val_accuracy;
+        state.extra["best_val_accuracy"] = std::to_string(best);
+        model.save(a.checkpoint_dir + "/best.safetensors", state);
+      }
+      model.save(a.checkpoint_dir + name, state);
+      return true;
+    };
+  }
+  if (fit.initial_epoch >= a.epochs && !a.quiet)
+    std::printf("The checkpoint has already trained %d of --epochs %d: nothing to train.\n", state.epochs_done, a.epochs);
+  const History history = fit.initial_epoch < a.epochs ? model.fit(data.train, fit, &data.test) : History{};
+  if (!history.epochs.empty()) state.epochs_done = history.epochs.back().epoch;
+  if (!a.save.empty()) model.save(a.save, state);
   const EvalResult test = model.evaluate(data.test);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images - total time %.1fs\n", test.accuracy * 100.0,
@@ -150,7 +193,7 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", a.epochs, "Epochs to train")->check(CLI::Range(1, 100000));
   app.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--seed", a.seed, "Seed for initialisation and shuffling");
+  auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling");
   app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
   app.add_option("--steps", a.steps, "Stop after N training steps in total (-1: no limit)")
@@ -162,6 +205,10 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", a.quiet, "Print only the final test line");
   app.add_flag("--strict-placement", a.strict_placement, "Fail instead of falling back to CPU when the GPU is missing");
   app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
+  app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) to this path");
+  app.add_option("--checkpoint-dir", a.checkpoint_dir, "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)");
+  auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total");
+  app.add_flag("--evaluate-only", a.evaluate_only, "Only print the test metrics of the --resume checkpoint")->needs(resume);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -170,6 +217,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_mnist: %s (see --help)\n", e.what());
     return 2;
   }
+  a.seed_given = seed->count() > 0;
   try {
     if (a.device != "auto") ember::Device::parse(a.device);  // a bad --device is a command-line error
   } catch (const ember::ArgumentError& e) {

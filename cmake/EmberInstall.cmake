@@ -2,7 +2,8 @@
 # that find_package(Ember) + target_link_libraries(app Ember::ember) works from any prefix.
 include(CMakePackageConfigHelpers)
 
-foreach(dir core core/cpu layers layers/cpu optim data)
+# Public headers only: backend internals (core/cpu, core/cuda, layers/cpu, layers/cuda) stay private.
+foreach(dir core layers optim data)
   file(GLOB _headers ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.h)
   install(FILES ${_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${dir})
 endforeach()

@@ -5,7 +5,7 @@ set(EMBER_SOURCES
   core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
   layers/loss.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
-  layers/sequential.cpp layers/training.cpp
+  layers/checkpoint.cpp layers/sequential.cpp layers/training.cpp
   layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/dnnl_context.cpp layers/cpu/maxpool2d.cpp
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
   optim/adam.cpp optim/optimizer.cpp optim/sgd.cpp
@@ -23,7 +23,8 @@ set_target_properties(ember PROPERTIES EXPORT_NAME ember OUTPUT_NAME ember VERSI
                                        SOVERSION ${PROJECT_VERSION_MAJOR})
 target_include_directories(ember PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}>
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/ember>)
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>          # #include <ember/ember.h>
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/ember>)   # what ember.h includes: "core/tensor.h", ...
 target_link_libraries(ember
   PUBLIC spdlog::spdlog Threads::Threads
   PRIVATE ember_warnings DNNL::dnnl OpenMP::OpenMP_CXX ZLIB::ZLIB nlohmann_json::nlohmann_json)

@@ -5,7 +5,9 @@
 
 namespace ember {
 
-Shape::Shape(std::initializer_list<int64_t> dims) {
+Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
+
+Shape::Shape(std::span<const int64_t> dims) {
   EMBER_CHECK(dims.size() <= kMaxRank, ShapeError,
               "shape has " + std::to_string(dims.size()) + " dimensions; at most 6 are supported");
   for (int64_t d : dims) {

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 
 namespace ember {
@@ -15,6 +16,7 @@ class Shape {
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(std::span<const int64_t> dims);
 
   int rank() const { return rank_; }
   int64_t operator[](int i) const { return dims_[static_cast<size_t>(i)]; }

@@ -24,8 +24,8 @@ void Layer::init_params(Rng& rng) {
   const auto specs = param_specs();
   for (size_t i = 0; i < specs.size() && i < params_.size(); ++i) {
     Tensor& p = params_[i];
-    if (specs[i].init == ParamSpec::Init::Zeros) {
-      p.fill(0.0f);
+    if (specs[i].init != ParamSpec::Init::GlorotUniform) {
+      p.fill(specs[i].init == ParamSpec::Init::Ones ? 1.0f : 0.0f);
       continue;
     }
     // Glorot (Xavier) uniform: U(-l, l), l = sqrt(6 / (fan_in + fan_out)), Keras' default.

@@ -29,7 +29,7 @@ namespace ember {
 struct ParamSpec {
   std::string name;  // "kernel", "bias"
   Shape shape;
-  enum class Init { GlorotUniform, Zeros } init = Init::Zeros;
+  enum class Init { GlorotUniform, Zeros, Ones } init = Init::Zeros;
   int64_t fan_in = 0, fan_out = 0;  // for GlorotUniform
 };
 

@@ -22,6 +22,7 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "layers/checkpoint.h"
 #include "layers/layer.h"
 #include "layers/loss.h"
 #include "optim/optimizer.h"
@@ -52,7 +53,7 @@ struct FitOptions {
   int verbose = 1;            // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
   int initial_epoch = 0;      // resume: epochs before this one are counted as done
   // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
-  std::function<bool(const EpochLogs&)> on_epoch_end;
+  std::function<bool(const EpochLogs&)> on_epoch_end{};
 };
 
 struct EvalResult {
@@ -84,6 +85,11 @@ class Sequential {
   Tensor predict(const Tensor& x, int64_t batch_size = 256);
   // Keras-style table: layer (type), output shape, parameter count; totals.
   std::string summary() const;
+
+  // --- Checkpoints (safetensors; see layers/checkpoint.h) -------------------------------------
+  void save(const std::string& path, const TrainingState& state = {}) const { save_checkpoint(*this, path, state); }
+  TrainingState load(const std::string& path) { return load_checkpoint(*this, path); }
+  const Optimizer* optimizer() const { return optimizer_.get(); }
 
   // --- Building blocks for custom loops -----------------------------------------------------
   const Tensor& forward(const Tensor& x, bool training);

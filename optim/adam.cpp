@@ -27,6 +27,12 @@ void Adam::step(Tensor& params, const Tensor& grads) {
                    opt_.beta1, opt_.beta2, opt_.epsilon);
 }
 
+void Adam::set_state(const std::string& name, const Tensor& values) {
+  if (name == "m") restore(m_, values);
+  else if (name == "v") restore(v_, values);
+  else throw ArgumentError("Adam has no state '" + name + "' (it has m and v)");
+}
+
 namespace cpu {
 void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr_t, float beta1, float beta2,
                  float epsilon) {

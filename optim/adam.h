@@ -24,6 +24,11 @@ class Adam : public Optimizer {
   float learning_rate() const override { return opt_.learning_rate; }
   void set_learning_rate(float lr) override { opt_.learning_rate = lr; }
   std::vector<std::pair<std::string, Tensor>> state() const override { return {{"m", m_}, {"v", v_}}; }
+  void set_state(const std::string& name, const Tensor& values) override;
+  std::vector<std::pair<std::string, double>> hyperparameters() const override {
+    return {{"learning_rate", opt_.learning_rate}, {"beta1", opt_.beta1}, {"beta2", opt_.beta2},
+            {"epsilon", opt_.epsilon}};
+  }
   const AdamOptions& options() const { return opt_; }
 
  private:

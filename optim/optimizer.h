@@ -22,12 +22,17 @@ class Optimizer {
   virtual void set_learning_rate(float lr) = 0;
   // Named state buffers (allocated on the first step) and hyper-parameters, for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
+  // Restores one state buffer by name (checkpoints); throws ArgumentError for an unknown name.
+  virtual void set_state(const std::string& name, const Tensor& values) = 0;
+  virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t n) { iterations_ = n; }
 
  protected:
   // Validates a step's arguments and allocates `state` buffers (zeros) on first use.
   void prepare(const Tensor& params, const Tensor& grads, std::vector<Tensor*> state);
+  // Copies `values` (f32, flat) into `slot`, allocating it.
+  static void restore(Tensor& slot, const Tensor& values);
   int64_t iterations_ = 0;
 };
 

@@ -29,4 +29,9 @@ void SGD::step(Tensor& params, const Tensor& grads) {
   }
 }
 
+void SGD::set_state(const std::string& name, const Tensor& values) {
+  if (name != "velocity") throw ArgumentError("SGD has no state '" + name + "' (it has velocity)");
+  restore(velocity_, values);
+}
+
 }  // namespace ember

@@ -21,6 +21,10 @@ class SGD : public Optimizer {
   float learning_rate() const override { return opt_.learning_rate; }
   void set_learning_rate(float lr) override { opt_.learning_rate = lr; }
   std::vector<std::pair<std::string, Tensor>> state() const override { return {{"velocity", velocity_}}; }
+  void set_state(const std::string& name, const Tensor& values) override;
+  std::vector<std::pair<std::string, double>> hyperparameters() const override {
+    return {{"learning_rate", opt_.learning_rate}, {"momentum", opt_.momentum}, {"nesterov", opt_.nesterov ? 1 : 0}};
+  }
 
  private:
   SgdOptions opt_;

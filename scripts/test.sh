@@ -23,12 +23,29 @@ cmake --build build/test-cuda
 # -j1: each test process already uses both cores through OpenMP.
 ctest --test-dir build/test-cuda -j1
 
+# The installed package: public headers free of CUDA, and the example project built against it.
+check_install() {  # check_install <build dir> <prefix> [extra CXX flags for the example]
+  rm -rf "$2"
+  cmake --install "$1" --prefix "$2" >/dev/null
+  if grep -rEn '#include <(cuda|cudnn|cublas|nccl|mpi)' "$2/include"; then
+    echo "public headers expose a CUDA/MPI header" >&2; return 1
+  fi
+  cmake -S examples/custom_model -B "$1/example" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$2" \
+        -DCMAKE_CXX_FLAGS="${3:-}" >/dev/null
+  cmake --build "$1/example"
+  "$1/example/custom_model" data/mnist
+}
+section "configuration 1: install + examples/custom_model"
+check_install build/test-cuda build/install-cuda
+
 section "configuration 2: CUDA=OFF, ASan + UBSan, -Werror"
 cmake -S . -B build/test-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_CUDA=OFF -DEMBER_SANITIZE=ON \
       -DEMBER_WERROR=ON
 cmake --build build/test-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/test-asan -j1 -LE realdata
+section "configuration 2: install + examples/custom_model"
+ASAN_OPTIONS=detect_leaks=1 check_install build/test-asan build/install-asan "-fsanitize=address,undefined"
 
 section "fuzzing the IDX reader for ${FUZZ_SECONDS}s"
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_FUZZ=ON \

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ember.h"
 #include "idx_fixtures.h"
 
 namespace {
@@ -98,6 +99,47 @@ TEST(TrainMnist, GpuRequestWithoutGpuFallsBackOrFailsWhenStrict) {
   const AppRun strict = run("--device gpu --strict-placement --steps 1 --data-dir " + dir);
   EXPECT_EQ(strict.code, 1) << strict.output;
   EXPECT_NE(strict.output.find("cannot place on cuda:0"), std::string::npos) << strict.output;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<float> all_values(const std::string& path) {
+  std::vector<float> out;
+  for (const auto& [name, t] : ember::read_safetensors(path).tensors)
+    if (t.dtype() == ember::DType::F32) {
+      const auto v = t.to_vector();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+  return out;
+}
+
+TEST(TrainMnist, ResumeEqualsUninterruptedAndCheckpointsAreUsable) {
+  const std::string dir = ember::test::temp_dir("resume");
+  ember::test::write_synthetic_mnist(dir, 256, 64, false);
+  const std::string common = " --device cpu --batch-size 32 --seed 3 --quiet --data-dir " + dir;
+  ASSERT_EQ(run("--epochs 2 --save " + dir + "/straight.st" + common).code, 0);
+  ASSERT_EQ(run("--epochs 1 --save " + dir + "/half.st --checkpoint-dir " + dir + "/ckpts" + common).code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpts/epoch-001.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpts/best.safetensors"));
+  const AppRun resumed = run("--epochs 2 --resume " + dir + "/half.st --save " + dir + "/resumed.st" + common);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const auto a = all_values(dir + "/straight.st"), b = all_values(dir + "/resumed.st");
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_TRUE(a == b) << "weights and optimizer state after resume differ from the uninterrupted run";
+
+  const AppRun eval = run("--evaluate-only --resume " + dir + "/straight.st" + common);
+  EXPECT_EQ(eval.code, 0) << eval.output;
+  EXPECT_NE(eval.output.find("Test accuracy"), std::string::npos) << eval.output;
+  EXPECT_EQ(run("--evaluate-only" + common).code, 2);  // needs --resume
+
+  // A corrupt checkpoint: one line, exit 1, and the file named.
+  std::ofstream(dir + "/bad.st") << "not a checkpoint at all";
+  const AppRun bad = run("--resume " + dir + "/bad.st" + common);
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("bad.st"), std::string::npos) << bad.output;
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,214 @@
+// Checkpoints: safetensors round trip, metadata, resume == uninterrupted (bit for bit),
+// every kind of bad file as a CheckpointError that leaves the model untouched, atomic writes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "idx_fixtures.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+namespace fs = std::filesystem;
+
+Sequential small_cnn() {
+  Sequential m;
+  m.add<Conv2D>(4, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Flatten>();
+  m.add<Dense>(8, Activation::ReLU);
+  m.add<Dense>(10);
+  return m;
+}
+
+Dataset synthetic(int n, uint64_t seed) {
+  Tensor images = Tensor::empty(Shape{n, 1, 8, 8}, DType::U8);
+  Tensor labels = Tensor::empty(Shape{n}, DType::I32);
+  Rng rng(seed);
+  for (int i = 0; i < n; ++i) {
+    const int k = static_cast<int>(rng.below(10));
+    labels.data<int32_t>()[i] = k;
+    for (int j = 0; j < 64; ++j) images.data<uint8_t>()[i * 64 + j] = static_cast<uint8_t>(rng.below(50) + (j == k * 6 ? 200 : 0));
+  }
+  return Dataset(images, labels, 10);
+}
+
+std::vector<uint8_t> read_bytes(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+void write_bytes(const std::string& p, const std::vector<uint8_t>& b) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+class Checkpoint : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::temp_dir("ckpt"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string dir_;
+};
+
+TEST_F(Checkpoint, SafetensorsRoundTripOfEveryDtypeAndMetadata) {
+  SafeTensors st;
+  st.tensors.emplace_back("a", test::random_tensor(Shape{2, 3}, 1));
+  Tensor i = Tensor::empty(Shape{3}, DType::I32);
+  i.data<int32_t>()[0] = -7, i.data<int32_t>()[1] = 0, i.data<int32_t>()[2] = 1 << 30;
+  st.tensors.emplace_back("ints", i);
+  Tensor u = Tensor::zeros(Shape{1, 5}, DType::U8);
+  u.data<uint8_t>()[4] = 255;
+  st.tensors.emplace_back("bytes", u);
+  st.tensors.emplace_back("nhwc", test::random_tensor(Shape{1, 2, 2, 3}, 2).to_layout(Layout::NHWC));
+  st.metadata = {{"k", "v"}, {"json", "{\"x\": [1, 2]}"}};
+  write_safetensors(path("a.safetensors"), st);
+  const SafeTensors back = read_safetensors(path("a.safetensors"));
+  ASSERT_EQ(back.tensors.size(), 4u);
+  std::map<std::string, Tensor> m(back.tensors.begin(), back.tensors.end());
+  EXPECT_EQ(m["a"].to_vector(), st.tensors[0].second.to_vector());
+  EXPECT_EQ(m["ints"].data<int32_t>()[2], 1 << 30);
+  EXPECT_EQ(m["bytes"].data<uint8_t>()[4], 255);
+  EXPECT_EQ(m["nhwc"].to_vector(), st.tensors[3].second.to_vector());  // stored row-major
+  EXPECT_EQ(back.metadata, st.metadata);
+  // The file follows the format byte for byte: 8-byte LE length, JSON, data 8-byte aligned.
+  const auto bytes = read_bytes(path("a.safetensors"));
+  uint64_t n = 0;
+  for (int k = 7; k >= 0; --k) n = (n << 8) | bytes[static_cast<size_t>(k)];
+  EXPECT_EQ(n % 8, 0u);
+  EXPECT_EQ(bytes[8], '{');
+  EXPECT_EQ(bytes.size(), 8 + n + 24 + 12 + 5 + 48);
+}
+
+TEST_F(Checkpoint, ModelAndOptimizerRoundTrip) {
+  Sequential a = small_cnn();
+  a.build(Shape{1, 8, 8}, 1);
+  a.compile(std::make_unique<Adam>());
+  FitOptions fo;
+  fo.verbose = 0;
+  fo.batch_size = 16;
+  a.fit(synthetic(64, 1), fo);
+  TrainingState s;
+  s.epochs_done = 1;
+  s.seed = 42;
+  s.batch_size = 16;
+  s.extra["note"] = "hello";
+  a.save(path("m.safetensors"), s);
+
+  Sequential b = small_cnn();
+  b.build(Shape{1, 8, 8}, 2);
+  b.compile(std::make_unique<Adam>());
+  const TrainingState r = b.load(path("m.safetensors"));
+  EXPECT_EQ(b.params().to_vector(), a.params().to_vector());
+  EXPECT_EQ(b.optimizer()->iterations(), 4);
+  EXPECT_EQ(b.optimizer()->state()[0].second.to_vector(), a.optimizer()->state()[0].second.to_vector());
+  EXPECT_EQ(b.optimizer()->state()[1].second.to_vector(), a.optimizer()->state()[1].second.to_vector());
+  EXPECT_EQ(r.epochs_done, 1);
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_EQ(r.batch_size, 16);
+  EXPECT_EQ(r.extra.at("note"), "hello");
+  const SafeTensors raw = read_safetensors(path("m.safetensors"));
+  EXPECT_EQ(raw.metadata.at("format"), "ember");
+  EXPECT_EQ(raw.metadata.at("ember_version"), EMBER_VERSION);
+  EXPECT_NE(raw.metadata.at("architecture").find("\"Conv2D\""), std::string::npos);
+  EXPECT_NE(raw.metadata.at("optimizer").find("\"beta2\""), std::string::npos);
+}
+
+TEST_F(Checkpoint, ResumeEqualsAnUninterruptedRunBitForBit) {
+  const Dataset train = synthetic(100, 3);
+  FitOptions fo;
+  fo.verbose = 0;
+  fo.batch_size = 16;
+  fo.seed = 5;
+  fo.epochs = 2;
+  Sequential straight = small_cnn();
+  straight.build(Shape{1, 8, 8}, 5);
+  straight.compile(std::make_unique<Adam>());
+  straight.fit(train, fo);
+
+  Sequential first = small_cnn();
+  first.build(Shape{1, 8, 8}, 5);
+  first.compile(std::make_unique<Adam>());
+  fo.epochs = 1;
+  first.fit(train, fo);
+  first.save(path("e1.safetensors"), TrainingState{.epochs_done = 1, .seed = 5, .batch_size = 16});
+
+  Sequential resumed = small_cnn();
+  resumed.build(Shape{1, 8, 8}, 99);  // different init: everything must come from the file
+  resumed.compile(std::make_unique<Adam>());
+  const TrainingState st = resumed.load(path("e1.safetensors"));
+  fo.epochs = 2;
+  fo.initial_epoch = st.epochs_done;
+  resumed.fit(train, fo);
+  EXPECT_EQ(resumed.params().to_vector(), straight.params().to_vector());
+  EXPECT_EQ(resumed.optimizer()->iterations(), straight.optimizer()->iterations());
+}
+
+TEST_F(Checkpoint, BadFilesGiveCheckpointErrorsAndLeaveTheModelAlone) {
+  Sequential a = small_cnn();
+  a.build(Shape{1, 8, 8}, 1);
+  a.save(path("good.safetensors"));
+  const auto good = read_bytes(path("good.safetensors"));
+  Sequential target = small_cnn();
+  target.build(Shape{1, 8, 8}, 2);
+  const std::vector<float> before = target.params().to_vector();
+
+  auto expect_bad = [&](const std::vector<uint8_t>& bytes, const std::string& needle) {
+    write_bytes(path("bad.safetensors"), bytes);
+    try {
+      target.load(path("bad.safetensors"));
+      ADD_FAILURE() << "expected CheckpointError containing '" << needle << "'";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(target.params().to_vector(), before) << needle;
+  };
+  expect_bad({1, 2, 3}, "too short");
+  expect_bad(std::vector<uint8_t>(good.begin(), good.end() - 100), "outside");     // truncated data
+  expect_bad(std::vector<uint8_t>(good.begin(), good.begin() + 40), "does not fit");  // truncated header
+  auto huge = good;
+  huge[7] = 0x7F;  // header length ~ 2^63
+  expect_bad(huge, "does not fit");
+  auto garbled = good;
+  garbled[9] = '#';
+  expect_bad(garbled, "not valid JSON");
+  auto dtype = good;
+  const std::string text(good.begin(), good.end());
+  const size_t f32 = text.find("\"F32\"");
+  ASSERT_NE(f32, std::string::npos);
+  dtype[f32 + 1] = 'F', dtype[f32 + 2] = '6', dtype[f32 + 3] = '4';
+  expect_bad(dtype, "F64");
+
+  // A checkpoint of another architecture.
+  Sequential other;
+  other.add<Flatten>();
+  other.add<Dense>(10);
+  other.build(Shape{1, 8, 8});
+  other.save(path("other.safetensors"));
+  try {
+    target.load(path("other.safetensors"));
+    ADD_FAILURE();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("conv2d/kernel"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(target.params().to_vector(), before);
+  EXPECT_THROW(target.load(path("missing.safetensors")), CheckpointError);
+}
+
+TEST_F(Checkpoint, FailedWriteLeavesTheOldFileIntact) {
+  Sequential a = small_cnn();
+  a.build(Shape{1, 8, 8}, 1);
+  a.save(path("ckpt.safetensors"));
+  const auto old_bytes = read_bytes(path("ckpt.safetensors"));
+  SafeTensors st;
+  st.tensors.emplace_back("x", test::random_tensor(Shape{1000}, 3));
+  EXPECT_THROW(write_safetensors(path("ckpt.safetensors"), st, /*fail_after_bytes=*/1000), IoError);
+  EXPECT_EQ(read_bytes(path("ckpt.safetensors")), old_bytes);
+  for (const auto& e : fs::directory_iterator(dir_))  // no temporary left behind
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  EXPECT_THROW(write_safetensors(dir_ + "/no/such/dir/x.safetensors", st), IoError);
+}
+
+}  // namespace
+}  // namespace ember
