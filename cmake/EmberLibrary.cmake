@@ -2,7 +2,7 @@
 
 set(EMBER_SOURCES
   core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
-  core/cpu/host_allocator.cpp
+  core/cpu/cpu_check.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
   layers/loss.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
   layers/checkpoint.cpp layers/sequential.cpp layers/training.cpp
@@ -29,6 +29,12 @@ target_link_libraries(ember
   PUBLIC spdlog::spdlog Threads::Threads
   PRIVATE ember_warnings DNNL::dnnl OpenMP::OpenMP_CXX ZLIB::ZLIB nlohmann_json::nlohmann_json)
 target_compile_definitions(ember PUBLIC EMBER_VERSION="${PROJECT_VERSION}")
+if(EMBER_CPU_ARCH AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  target_compile_options(ember PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=${EMBER_CPU_ARCH}>)
+  target_compile_definitions(ember PRIVATE EMBER_CPU_ARCH="${EMBER_CPU_ARCH}")
+  # The check that the CPU can run the kernels must itself run on any x86-64.
+  set_source_files_properties(core/cpu/cpu_check.cpp PROPERTIES COMPILE_OPTIONS "-march=x86-64")
+endif()
 if(EMBER_HAVE_CUDA)
   target_link_libraries(ember PRIVATE CUDA::cudart CUDA::cublas CUDNN::cudnn)
   target_compile_definitions(ember PUBLIC EMBER_WITH_CUDA=1)

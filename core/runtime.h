@@ -45,6 +45,11 @@ std::vector<LibraryVersion> cuda_library_versions();  // the CUDA part ({} witho
 // with one warning saying why; with `strict`, it throws DeviceError instead.
 Device resolve_device(Device requested, bool strict);
 
+// Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
+// (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.
+// Sequential::build and the apps call it.
+void check_cpu_support();
+
 // CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool). 0 = all cores.
 void set_num_threads(int n);
 int num_threads();

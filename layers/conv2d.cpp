@@ -76,7 +76,7 @@ const Tensor& Conv2D::backward(const Tensor& dy) {
     ensure(dx_, x_.shape(), DType::F32, x_.device(), Layout::NHWC);
     dx = &dx_;
   }
-  cpu::conv2d_backward(g, x_, params_.at(0), y_, g_nhwc, dx, grads_.at(0), grads_.at(1));
+  cpu::conv2d_backward(g, x_, params_.at(0), y_, g_nhwc, dx, grads_.at(0), grads_.at(1), output_grad_premasked_);
   static const Tensor none;
   return dx ? dx_ : none;
 }

@@ -22,6 +22,7 @@ class Conv2D : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
   std::string kernel_info(int64_t batch) const override;
+  bool relu_output() const override { return activation_ == Activation::ReLU; }
 
  private:
   Conv2dShape geometry(int64_t batch) const;

@@ -44,7 +44,7 @@ const Tensor& Dense::backward(const Tensor& dy) {
     ensure(dx_, x_.shape(), DType::F32, x_.device());
     dx = &dx_;
   }
-  cpu::dense_backward(x_, params_.at(0), y_, dy_, relu_, dx, grads_.at(0), grads_.at(1));
+  cpu::dense_backward(x_, params_.at(0), y_, dy_, relu_ && !output_grad_premasked_, dx, grads_.at(0), grads_.at(1));
   static const Tensor none;
   return dx ? dx_ : none;
 }

@@ -17,6 +17,7 @@ class Dense : public Layer {
   std::vector<ParamSpec> param_specs() const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  bool relu_output() const override { return relu_; }
   std::string kernel_info(int64_t) const override { return "oneDNN sgemm + ember bias" + std::string(relu_ ? "/relu" : ""); }
 
  private:

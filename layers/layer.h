@@ -48,6 +48,16 @@ class Layer {
   // What runs this layer at this batch size, for --log-device-placement (e.g. "oneDNN fwd jit:avx2 ...").
   virtual std::string kernel_info(int64_t /*batch*/) const { return "ember cpu kernel"; }
 
+  // ReLU-backward fusion. Sequential::build pairs a layer whose output went through a ReLU
+  // (relu_output()) with a following layer that can apply the ReLU's mask inside its own
+  // backward (fuse_input_relu_mask() returns true and from then on does so, e.g. MaxPool2D);
+  // the first layer is then told its output gradient arrives already masked and skips that
+  // pass over memory.
+  virtual bool relu_output() const { return false; }
+  virtual bool fuse_input_relu_mask() { return false; }
+  void set_output_grad_premasked(bool v) { output_grad_premasked_ = v; }
+  bool output_grad_premasked() const { return output_grad_premasked_; }
+
   // Binds parameter and gradient views (param_specs() order). Called once after build().
   virtual void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
   // Fills the bound parameters per their ParamSpec::Init.
@@ -64,6 +74,7 @@ class Layer {
  protected:
   std::vector<Tensor> params_, grads_;
   bool needs_input_grad_ = true;
+  bool output_grad_premasked_ = false;
 
  private:
   std::string name_;

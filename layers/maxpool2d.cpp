@@ -46,6 +46,7 @@ const Tensor& MaxPool2D::forward(const Tensor& x, bool /*training*/) {
   ensure(y_, out, DType::F32, x.device(), Layout::NHWC);
   ensure(argmax_, out, DType::I32, x.device(), Layout::NHWC);
   cpu::maxpool2d_forward(g_, xn, y_, argmax_);
+  if (mask_input_relu_) x_ = xn;  // the ReLU output, for the fused mask in backward
   return y_;
 }
 
@@ -57,7 +58,7 @@ const Tensor& MaxPool2D::backward(const Tensor& dy) {
   if (!needs_input_grad_) return none;
   const Tensor& gn = as_layout(dy, Layout::NHWC, dy_nhwc_);
   ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, dy.device(), Layout::NHWC);
-  cpu::maxpool2d_backward(g_, gn, argmax_, dx_);
+  cpu::maxpool2d_backward(g_, gn, argmax_, dx_, mask_input_relu_ ? &x_ : nullptr);
   return dx_;
 }
 

@@ -20,13 +20,17 @@ class MaxPool2D : public Layer {
   Shape build(const Shape& sample_shape) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
-  std::string kernel_info(int64_t) const override { return "ember cpu max-pool (NHWC, argmax)"; }
+  std::string kernel_info(int64_t) const override {
+    return std::string("ember cpu max-pool (NHWC, argmax)") + (mask_input_relu_ ? ", backward fused with ReLU's" : "");
+  }
+  bool fuse_input_relu_mask() override { return mask_input_relu_ = true; }
 
  private:
   Size2 pool_, strides_;
   Padding padding_;
   Pool2dShape g_;
-  Tensor x_nhwc_, y_, argmax_, dy_nhwc_, dx_;
+  bool mask_input_relu_ = false;
+  Tensor x_, x_nhwc_, y_, argmax_, dy_nhwc_, dx_;
   Shape in_shape_;
 };
 

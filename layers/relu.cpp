@@ -18,6 +18,7 @@ const Tensor& ReLU::backward(const Tensor& dy) {
               "ReLU: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
   static const Tensor none;
   if (!needs_input_grad_) return none;
+  if (output_grad_premasked_) return dy;  // the next layer applied the mask already
   const Tensor& g = as_layout(dy, y_.layout(), dy_);
   ensure(dx_, y_.shape(), DType::F32, y_.device(), y_.layout());
   cpu::relu_backward(y_, g, dx_);

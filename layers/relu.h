@@ -12,6 +12,7 @@ class ReLU : public Layer {
   Shape build(const Shape& sample_shape) override { return sample_shape; }
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  bool relu_output() const override { return true; }
 
  private:
   Tensor y_, dy_, dx_;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/runtime.h"
 
 namespace ember {
 
@@ -45,6 +46,7 @@ Layer& Sequential::add(std::unique_ptr<Layer> layer) {
 void Sequential::build(const Shape& sample_shape, uint64_t seed) {
   EMBER_CHECK(!layers_.empty(), Error, "Sequential::build: the model has no layers");
   EMBER_CHECK(!built(), Error, "Sequential::build: the model is already built");
+  check_cpu_support();
   std::map<std::string, int> counts;
   std::vector<std::string> used;
   for (auto& l : layers_) {
@@ -83,6 +85,8 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
     l->init_params(init);
   }
   layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
+  for (size_t i = 0; i + 1 < layers_.size(); ++i)
+    if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask()) layers_[i]->set_output_grad_premasked(true);
 }
 
 void Sequential::compile(std::unique_ptr<Optimizer> optimizer) {

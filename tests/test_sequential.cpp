@@ -154,3 +154,37 @@ TEST(Sequential, ErrorsNameTheProblem) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// The whole model's gradients (fused Conv-ReLU -> MaxPool backward included) against finite
+// differences of the real loss.
+TEST(Sequential, ModelGradientsMatchFiniteDifferencesWithFusedReluPool) {
+  Sequential m;
+  m.add<Conv2D>(3, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Conv2D>(4, Size2{2, 2}, Activation::ReLU, Padding::Same);
+  m.add<ReLU>();
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Flatten>();
+  m.add<Dense>(5, Activation::ReLU);
+  m.add<Dense>(3);
+  m.build(Shape{2, 10, 10}, 4);
+  EXPECT_TRUE(m.layers()[0]->output_grad_premasked());  // conv -> pool: fused
+  EXPECT_TRUE(m.layers()[3]->output_grad_premasked());  // ReLU layer -> pool: fused
+  EXPECT_FALSE(m.layers()[2]->output_grad_premasked()); // conv -> ReLU layer: not
+  const Tensor x = test::random_tensor(Shape{3, 2, 10, 10}, 5);
+  Tensor labels = Tensor::zeros(Shape{3}, DType::I32);
+  labels.data<int32_t>()[1] = 2;
+  m.compute_gradients(x, labels);
+  const std::vector<float> analytic = m.grads().to_vector();
+  SoftmaxCrossEntropy loss;
+  test::GradCheckOptions opt;
+  opt.step = 1e-3;  // the loss is smooth between kinks; keep its curvature error small
+  test::check_gradient([&] { return double(loss.forward(m.forward(x, true), labels)); },
+                       std::span<float>(m.params().f32(), static_cast<size_t>(m.num_params())), analytic, "model", opt);
+}
+
+}  // namespace
+}  // namespace ember

@@ -155,7 +155,7 @@ void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, cons
 }
 
 void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor& db) {
+                     Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked) {
   check_tensor(x, g.n, g.c, g.h, g.w, "input", g);
   check_tensor(y, g.n, g.k, g.p, g.q, "output", g);
   check_tensor(dy, g.n, g.k, g.p, g.q, "output gradient", g);
@@ -168,7 +168,7 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
   auto& strm = dnnl_stream();
 
   const Tensor* grad = &dy;
-  if (g.relu) {
+  if (g.relu && !dy_premasked) {
     ensure(plan.masked_dy, dy.shape(), DType::F32, dy.device(), Layout::NHWC);
     relu_backward(y, dy, plan.masked_dy);
     grad = &plan.masked_dy;

@@ -16,9 +16,10 @@ namespace ember::cpu {
 void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 
 // y is the forward output (needed to undo the fused ReLU); dx may be null when the input
-// gradient is not needed (the first layer of a model).
+// gradient is not needed (the first layer of a model). With `dy_premasked` the caller has
+// already applied the ReLU's mask to dy (fused into the next layer's backward).
 void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                     Tensor* dx, Tensor& dw, Tensor& db);
+                     Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked = false);
 
 // The oneDNN implementations chosen for this shape, e.g. "fwd jit:avx2, bwd-data ..., bwd-weights ...".
 std::string conv2d_kernel_info(const Conv2dShape& g);
