@@ -19,6 +19,7 @@
 #include "layers/flatten.h"
 #include "layers/layer.h"
 #include "layers/loss.h"
+#include "layers/matmul.h"
 #include "layers/maxpool2d.h"
 #include "layers/relu.h"
 #include "layers/sequential.h"

@@ -4,7 +4,7 @@ set(EMBER_SOURCES
   core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
   core/cpu/cpu_check.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
-  layers/loss.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
+  layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
   layers/checkpoint.cpp layers/sequential.cpp layers/training.cpp
   layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/dnnl_context.cpp layers/cpu/maxpool2d.cpp
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp

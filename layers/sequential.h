@@ -109,6 +109,7 @@ class Sequential {
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shapes_.back(); }
+  const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  // per sample
   int64_t num_params() const { return params_.defined() ? params_.numel() : 0; }
   // "kernel"/"bias" views per layer, named "<layer>/<param>", in buffer order.
   std::vector<std::pair<std::string, Tensor>> named_params() const;

@@ -1,0 +1,105 @@
+// bench_matmul: the CPU-vs-GPU matmul experiment of the TensorFlow tutorials, timed right:
+// warm-up, synchronisation before the clock stops, median of repeats, GFLOP/s and speed-up.
+//   bench_matmul [--sizes 50,100,500,1000,2000,5000,7000,10000] [--csv out.csv]
+// The naive triple loop runs only up to --naive-max (default 1000; it is O(n^3) at ~1 GFLOP/s).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "apps/bench_gpu_matmul.h"
+#include "bench/harness.h"
+#include "ember.h"
+
+namespace {
+
+void naive_matmul(const float* a, const float* b, float* c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0;
+      for (int64_t k = 0; k < n; ++k) acc += a[i * n + k] * b[k * n + j];
+      c[i * n + j] = acc;
+    }
+}
+
+std::string num(double v, const char* f = "%.3f") {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ember;
+  std::string sizes = "50,100,500,1000,2000,5000,7000,10000", csv;
+  int64_t naive_max = 1000;
+  int threads = 0;
+  CLI::App app{"CPU vs GPU square matmul, synchronised and warmed up (medians).", "bench_matmul"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--sizes", sizes, "Comma-separated matrix sizes");
+  app.add_option("--naive-max", naive_max, "Largest size for the naive triple loop");
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--csv", csv, "Also write the table as CSV to this path");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "bench_matmul: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    const std::vector<int64_t> ns = bench::parse_list(sizes);
+    set_num_threads(threads);
+    check_cpu_support();
+    std::string why;
+    std::printf("bench_matmul: %d CPU threads (oneDNN sgemm); GPU: %s\n", num_threads(),
+                cuda_available() ? cuda_status().gpus[0].name.c_str() : cuda_status().reason.c_str());
+    const std::string header =
+        "n,naive_ms,cpu_ms,cpu_gflops,gpu_ms,gpu_gflops,gpu_with_copies_ms,gpu_launch_only_ms,gpu_speedup";
+    std::vector<std::string> rows;
+    std::printf("%6s %11s %11s %10s %11s %10s %13s %13s %8s\n", "n", "naive ms", "cpu ms", "cpu GF/s", "gpu ms",
+                "gpu GF/s", "gpu+copy ms", "launch-only", "speedup");
+    for (int64_t n : ns) {
+      Tensor a = Tensor::empty(Shape{n, n}), b = Tensor::empty(Shape{n, n}), c = Tensor::empty(Shape{n, n});
+      Rng rng(static_cast<uint64_t>(n));
+      for (int64_t i = 0; i < n * n; ++i) a.f32()[i] = rng.uniform(-1, 1), b.f32()[i] = rng.uniform(-1, 1);
+      const double flop = 2.0 * double(n) * double(n) * double(n);
+      // Enough repeats for a stable median, few enough that 10000^3 stays under a minute.
+      const int repeats = n <= 500 ? 20 : n <= 2000 ? 7 : 3;
+      std::string naive = "";
+      if (n <= naive_max)
+        naive = num(bench::time_ms([&] { naive_matmul(a.f32(), b.f32(), c.f32(), n); }, 1, n <= 500 ? 5 : 1).median);
+      const bench::Stats cpu = bench::time_ms([&] { matmul(a, b, c); }, 1, repeats);
+      const auto gpu = bench::gpu_matmul(n, 2, repeats, &why);
+      const double cpu_gf = flop / cpu.median / 1e6;
+      std::string g_ms, g_gf, g_copy, g_launch, speed;
+      if (gpu) {
+        g_ms = num(gpu->kernel.median);
+        g_gf = num(flop / gpu->kernel.median / 1e6, "%.1f");
+        g_copy = num(gpu->with_copies.median);
+        g_launch = num(gpu->launch_only.median, "%.4f");
+        speed = num(cpu.median / gpu->kernel.median, "%.1f");
+      }
+      std::printf("%6lld %11s %11.3f %10.1f %11s %10s %13s %13s %8s\n", static_cast<long long>(n),
+                  naive.empty() ? "-" : naive.c_str(), cpu.median, cpu_gf, g_ms.empty() ? "-" : g_ms.c_str(),
+                  g_gf.empty() ? "-" : g_gf.c_str(), g_copy.empty() ? "-" : g_copy.c_str(),
+                  g_launch.empty() ? "-" : g_launch.c_str(), speed.empty() ? "-" : speed.c_str());
+      std::fflush(stdout);
+      rows.push_back(std::to_string(n) + "," + naive + "," + num(cpu.median) + "," + num(cpu_gf, "%.1f") + "," + g_ms +
+                     "," + g_gf + "," + g_copy + "," + g_launch + "," + speed);
+    }
+    if (!why.empty()) std::printf("GPU columns empty: %s\n", why.c_str());
+    if (!csv.empty()) {
+      std::ofstream f(csv);
+      f << header << "\n";
+      for (const auto& r : rows) f << r << "\n";
+      if (!f) throw IoError("cannot write " + csv);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_matmul: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,104 @@
+// bench_train: the reference CNN's training step, per batch size, two ways:
+//   step  - forward, loss, backward and Adam on a batch already in memory (data excluded)
+//   data  - the same plus the DataLoader's gather and normalisation (data included)
+// Median of --steps timed steps after --warmup; images/s and achieved GFLOP/s.
+//   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--csv out.csv]
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "apps/reference_cnn.h"
+#include "bench/harness.h"
+#include "ember.h"
+
+int main(int argc, char** argv) {
+  using namespace ember;
+  std::string batches = "32,64,128,256,512,1024", csv, data_dir = "data/mnist";
+  int steps = 100, warmup = 20, threads = 0;
+  CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--batch-sizes", batches, "Comma-separated batch sizes");
+  app.add_option("--steps", steps, "Timed steps per configuration")->check(CLI::Range(1, 100000));
+  app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(0, 100000));
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)");
+  app.add_option("--csv", csv, "Also write the results as CSV to this path");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "bench_train: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    set_num_threads(threads);
+    enable_flush_to_zero();
+    Dataset train;
+    try {
+      train = load_mnist(data_dir).train;
+    } catch (const IoError&) {
+      Tensor images = Tensor::empty(Shape{60000, 1, 28, 28}, DType::U8), labels = Tensor::empty(Shape{60000}, DType::I32);
+      Rng rng(1);
+      for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = static_cast<uint8_t>(rng.below(256));
+      for (int64_t i = 0; i < 60000; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
+      train = Dataset(images, labels, 10, "synthetic");
+    }
+    std::printf("bench_train: reference CNN, cpu, %d threads, data: %s\n", num_threads(), train.name().c_str());
+    std::printf("%6s %6s %10s %10s %12s %9s\n", "batch", "mode", "median ms", "min ms", "images/s", "GFLOP/s");
+    std::vector<std::string> rows;
+    for (int64_t batch : bench::parse_list(batches)) {
+      Sequential model;
+      apps::add_reference_cnn(model);
+      model.build(Shape{1, 28, 28}, 1);
+      model.compile(std::make_unique<Adam>());
+      const double flop = apps::training_flop(model, batch);
+      DataLoader loader(train, {.batch_size = batch, .shuffle = true, .seed = 1});
+      loader.start_epoch(0);
+      Batch fixed;
+      loader.next(fixed);
+      const Tensor x = fixed.x.clone(), y = fixed.y.clone();
+      Batch b;
+      int64_t epoch = 0;
+      auto next = [&] {
+        if (!loader.next(b)) {
+          loader.start_epoch(++epoch);
+          loader.next(b);
+        }
+      };
+      for (const char* mode : {"step", "data"}) {
+        const bool with_data = mode[0] == 'd';
+        const bench::Stats s = bench::time_ms(
+            [&] {
+              if (with_data) {
+                next();
+                if (b.x.dim(0) != batch) next();  // keep the batch size fixed (skip an epoch's last)
+                model.train_step(b.x, b.y);
+              } else {
+                model.train_step(x, y);
+              }
+            },
+            warmup, steps);
+        const double ips = static_cast<double>(batch) / (s.median / 1e3);
+        std::printf("%6lld %6s %10.3f %10.3f %12.0f %9.1f\n", static_cast<long long>(batch), mode, s.median, s.min, ips,
+                    flop / s.median / 1e6);
+        std::fflush(stdout);
+        char row[256];
+        std::snprintf(row, sizeof row, "ember,cpu,%lld,%s,%.4f,%.4f,%.1f,%.2f", static_cast<long long>(batch), mode,
+                      s.median, s.min, ips, flop / s.median / 1e6);
+        rows.push_back(row);
+      }
+    }
+    if (!csv.empty()) {
+      std::ofstream f(csv);
+      f << "framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops\n";
+      for (const auto& r : rows) f << r << "\n";
+      if (!f) throw IoError("cannot write " + csv);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: error: %s\n", e.what());
+    return 1;
+  }
+}

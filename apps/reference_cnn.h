@@ -1,0 +1,38 @@
+// The reference CNN of the apps and benchmarks (Keras' MNIST tutorial model, 93,322 parameters):
+// Conv32-Pool-Conv64-Pool-Conv64-Flatten-Dense64-Dense10, ReLU after each Conv and the first Dense.
+#pragma once
+
+#include "ember.h"
+
+namespace ember::apps {
+
+inline void add_reference_cnn(Sequential& m) {
+  m.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
+  m.add<Flatten>();
+  m.add<Dense>(64, Activation::ReLU);
+  m.add<Dense>(10);
+}
+
+// Multiply-adds x2 of one training step (forward, input and weight gradients; the first
+// layer computes no input gradient), for GFLOP/s figures. Pooling, ReLU, loss and Adam are
+// memory-bound and not counted.
+inline double training_flop(const Sequential& m, int64_t batch) {
+  double flop = 0;
+  const auto& shapes = m.layer_output_shapes();
+  for (size_t i = 0; i < m.layers().size(); ++i) {
+    const Layer& l = *m.layers()[i];
+    if (l.params().empty()) continue;
+    const Shape k = l.params()[0].shape();  // (K, C, R, S) or (out, in)
+    const double per_out = static_cast<double>(k.numel()) / static_cast<double>(k[0]);  // C*R*S or in
+    const double outputs = static_cast<double>(shapes[i].numel()) * static_cast<double>(batch);
+    const double fwd = 2.0 * outputs * per_out;
+    flop += fwd * (i == 0 ? 2.0 : 3.0);  // forward + weight gradient (+ input gradient)
+  }
+  return flop;
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Ember vs PyTorch on the reference CNN, side by side on this machine: the same model, init,
+# optimizer and batch, run alternately (Ember, PyTorch NCHW, PyTorch channels_last) for
+# ROUNDS rounds in one invocation, so that machine noise hits all three alike. Reports the
+# median over rounds of each run's median step time, and Ember's ratio to PyTorch's faster
+# layout (the anchor). Optionally (EPOCHS=1) also one full MNIST epoch each, with peak RSS.
+#
+#   bench/compare_pytorch.sh                 # CPU, 2 threads, batch 64
+#   DEVICE=cuda bench/compare_pytorch.sh     # on a GPU machine (PyTorch's own build there)
+# Env: ROUNDS (5), STEPS (200), BATCH (64), THREADS (2), EPOCHS (0), PYTHON (/usr/bin/python3),
+#      EMBER_BIN (build/release/apps), OUT (bench/results)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-5} STEPS=${STEPS:-200} BATCH=${BATCH:-64} THREADS=${THREADS:-2} EPOCHS=${EPOCHS:-0}
+PYTHON=${PYTHON:-/usr/bin/python3} EMBER_BIN=${EMBER_BIN:-build/release/apps} OUT=${OUT:-bench/results}
+DEVICE=${DEVICE:-cpu}
+mkdir -p "$OUT"
+[[ -x $EMBER_BIN/bench_train ]] || { echo "compare_pytorch: build first (cmake --build build/release)" >&2; exit 1; }
+"$PYTHON" -c "import torch" 2>/dev/null || { echo "compare_pytorch: $PYTHON has no torch (apt-get install python3-torch)" >&2; exit 1; }
+
+raw="$OUT/compare_${DEVICE}_raw.csv"
+echo "round,framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops" > "$raw"
+for r in $(seq 1 "$ROUNDS"); do
+  tmp=$(mktemp)
+  "$EMBER_BIN"/bench_train --batch-sizes "$BATCH" --steps "$STEPS" --threads "$THREADS" --csv "$tmp" >/dev/null
+  tail -n +2 "$tmp" | sed "s/^/$r,/" >> "$raw"
+  for fmt in nchw channels_last; do
+    for mode in step data; do
+      "$PYTHON" bench/pytorch_reference.py --mode $mode --memory-format $fmt --device "$DEVICE" --threads "$THREADS" \
+        --batch-sizes "$BATCH" --steps "$STEPS" --no-header | sed "s/^/$r,/" >> "$raw"
+    done
+  done
+  rm -f "$tmp"
+  echo "round $r/$ROUNDS done" >&2
+done
+
+"$PYTHON" - "$raw" "$OUT/compare_${DEVICE}.csv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = {}
+for r in rows:
+    by.setdefault((r["framework"], r["mode"]), []).append(float(r["median_ms"]))
+out = open(sys.argv[2], "w")
+out.write("framework,mode,rounds,median_ms,min_round_ms,max_round_ms\n")
+print(f"{'framework':24s} {'mode':5s} {'median ms':>10s} {'range over rounds':>20s}")
+for (fw, mode), v in sorted(by.items()):
+    print(f"{fw:24s} {mode:5s} {statistics.median(v):10.3f} {min(v):9.3f} .. {max(v):7.3f}")
+    out.write(f"{fw},{mode},{len(v)},{statistics.median(v):.4f},{min(v):.4f},{max(v):.4f}\n")
+for mode in ("step", "data"):
+    e = statistics.median(by[("ember", mode)])
+    torch_best = min(statistics.median(by[(f"pytorch-{f}", mode)]) for f in ("nchw", "channels_last"))
+    # Per-round ratios too: each round ran both back to back, so their spread shows the noise.
+    per_round = []
+    for rnd in sorted({r["round"] for r in rows}):
+        def get(fw):
+            return [float(r["median_ms"]) for r in rows if r["round"] == rnd and r["framework"] == fw and r["mode"] == mode]
+        t = min(get("pytorch-nchw") + get("pytorch-channels_last"))
+        per_round.append(get("ember")[0] / t)
+    print(f"{mode}: Ember / PyTorch(best layout) = {e / torch_best:.3f}  (per round {min(per_round):.3f} .. {max(per_round):.3f})")
+PY
+
+if [[ "$EPOCHS" -gt 0 && -d data/mnist ]]; then
+  echo "--- $EPOCHS epoch(s) on MNIST, time and peak RSS ---"
+  /usr/bin/time -f "ember: peak RSS %M KB, %e s" "$EMBER_BIN"/train_mnist --device "$DEVICE" --epochs "$EPOCHS" \
+    --threads "$THREADS" --seed 1 --quiet
+  /usr/bin/time -f "pytorch-channels_last: peak RSS %M KB, %e s" "$PYTHON" bench/pytorch_reference.py --mode epochs \
+    --epochs "$EPOCHS" --memory-format channels_last --device "$DEVICE" --threads "$THREADS"
+fi

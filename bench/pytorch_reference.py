@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""PyTorch twin of Ember's reference CNN, for side-by-side comparisons (bench/compare_pytorch.sh).
+
+Same model (Conv32-Pool-Conv64-Pool-Conv64-Flatten-Dense64-Dense10, ReLUs), same initialisation
+(Glorot-uniform weights, zero biases: Keras' defaults, as Ember), same optimizer (Adam, lr 1e-3,
+eps 1e-7; PyTorch adds eps after the bias correction, TensorFlow/Ember before: a negligible
+difference), same data handling (uint8 images normalised per batch).
+
+Modes, each printing CSV rows like Ember's bench_train
+(framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops):
+  --mode step    training steps on one batch already in memory (data excluded)
+  --mode data    the same plus gathering + normalising a shuffled batch from uint8 (data included)
+  --mode epochs  full epochs on MNIST (--data-dir): seconds per epoch and test accuracy
+"""
+import argparse
+import gzip
+import os
+import statistics
+import struct
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+
+def reference_cnn():
+    m = nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 64, 3), nn.ReLU(), nn.Flatten(),
+        nn.Linear(576, 64), nn.ReLU(), nn.Linear(64, 10))
+    for layer in m:
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            nn.init.xavier_uniform_(layer.weight)  # Glorot: fan_in = C*R*S, fan_out = K*R*S, as Keras
+            nn.init.zeros_(layer.bias)
+    return m
+
+
+def read_idx(path):
+    """Raw or gzipped IDX (unsigned byte) -> uint8 tensor."""
+    for p in (path, path + ".gz"):
+        if os.path.exists(p):
+            with (gzip.open(p, "rb") if p.endswith(".gz") else open(p, "rb")) as f:
+                data = f.read()
+            zero, dtype, rank = struct.unpack(">HBB", data[:4])
+            assert zero == 0 and dtype == 0x08, f"{p}: not an unsigned-byte IDX file"
+            dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
+            return torch.frombuffer(bytearray(data[4 + 4 * rank:]), dtype=torch.uint8).reshape(dims)
+    sys.exit(f"pytorch_reference: missing {path}[.gz]; run scripts/fetch_data.sh")
+
+
+def load_mnist(d):
+    return (read_idx(f"{d}/train-images-idx3-ubyte"), read_idx(f"{d}/train-labels-idx1-ubyte").long(),
+            read_idx(f"{d}/t10k-images-idx3-ubyte"), read_idx(f"{d}/t10k-labels-idx1-ubyte").long())
+
+
+def to_batch(images_u8, fmt, device):
+    x = images_u8.to(device).unsqueeze(1).float().div_(255.0)
+    return x.contiguous(memory_format=torch.channels_last) if fmt == "channels_last" else x
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", choices=["step", "data", "epochs"], default="step")
+    ap.add_argument("--memory-format", choices=["nchw", "channels_last"], default="channels_last")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-sizes", default="64")
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data-dir", default="data/mnist")
+    ap.add_argument("--no-header", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)  # Debian's build defaults to 1 thread here
+    # Flush denormals to zero, as Ember does: without it, repeated steps on one batch drive
+    # PyTorch into denormal arithmetic and its step time up by ~50% (measured here).
+    torch.set_flush_denormal(True)
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
+    tag = f"pytorch-{a.memory_format}"
+
+    if a.mode == "epochs":
+        xtr, ytr, xte, yte = load_mnist(a.data_dir)
+        model = reference_cnn().to(dev)
+        if a.memory_format == "channels_last":
+            model = model.to(memory_format=torch.channels_last)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+        lossf = nn.CrossEntropyLoss()
+        bs = int(a.batch_sizes.split(",")[0])
+        if dev.type == "cuda":
+            xtr, ytr, xte, yte = xtr.to(dev), ytr.to(dev), xte.to(dev), yte.to(dev)  # preloaded on the GPU
+        for epoch in range(a.epochs):
+            t0 = time.perf_counter()
+            model.train()
+            perm = torch.randperm(xtr.shape[0], device=xtr.device)
+            for i in range(0, xtr.shape[0], bs):
+                idx = perm[i:i + bs]
+                x, y = to_batch(xtr[idx], a.memory_format, dev), ytr[idx].to(dev)
+                opt.zero_grad(set_to_none=True)
+                lossf(model(x), y).backward()
+                opt.step()
+            sync()
+            train_s = time.perf_counter() - t0
+            model.eval()
+            correct = 0
+            with torch.no_grad():
+                for i in range(0, xte.shape[0], 1000):
+                    correct += (model(to_batch(xte[i:i + 1000], a.memory_format, dev)).argmax(1) == yte[i:i + 1000].to(dev)).sum().item()
+            print(f"epoch {epoch + 1}: train {train_s:.2f} s, total {time.perf_counter() - t0:.2f} s, "
+                  f"test accuracy {correct / xte.shape[0]:.4f}", flush=True)
+        return
+
+    if not a.no_header:
+        print("framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops")
+    gen = torch.Generator().manual_seed(a.seed)
+    pool_u8 = torch.randint(0, 256, (60000, 28, 28), dtype=torch.uint8, generator=gen)
+    if os.path.exists(f"{a.data_dir}/train-images-idx3-ubyte") or os.path.exists(f"{a.data_dir}/train-images-idx3-ubyte.gz"):
+        pool_u8 = read_idx(f"{a.data_dir}/train-images-idx3-ubyte")
+    if dev.type == "cuda":
+        pool_u8 = pool_u8.to(dev)
+    for bs in [int(b) for b in a.batch_sizes.split(",")]:
+        model = reference_cnn().to(dev)
+        if a.memory_format == "channels_last":
+            model = model.to(memory_format=torch.channels_last)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+        lossf = nn.CrossEntropyLoss()
+        x_fixed = to_batch(pool_u8[:bs], a.memory_format, dev)
+        y = torch.randint(0, 10, (bs,), generator=gen).to(dev)
+
+        def step(x):
+            opt.zero_grad(set_to_none=True)
+            lossf(model(x), y).backward()
+            opt.step()
+
+        times = []
+        for i in range(a.warmup + a.steps):
+            t0 = time.perf_counter()
+            if a.mode == "data":
+                idx = torch.randint(0, pool_u8.shape[0], (bs,), device=pool_u8.device)
+                step(to_batch(pool_u8[idx], a.memory_format, dev))
+            else:
+                step(x_fixed)
+            sync()
+            if i >= a.warmup:
+                times.append((time.perf_counter() - t0) * 1e3)
+        med = statistics.median(times)
+        print(f"{tag},{dev.type},{bs},{a.mode},{med:.4f},{min(times):.4f},{bs / med * 1e3:.1f},", flush=True)
+
+
+if __name__ == "__main__":
+    main()
