@@ -12,6 +12,8 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/mnist.h"
+#include "distribute/communicator.h"
+#include "distribute/strategy.h"
 #include "layers/activation.h"
 #include "layers/checkpoint.h"
 #include "layers/conv2d.h"

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "apps/reference_cnn.h"
 #include "ember.h"
 
 namespace {
@@ -37,20 +38,17 @@ struct Args {
   std::string resume;          // continue from a checkpoint
   bool evaluate_only = false;
   bool seed_given = false;
+  std::string strategy = "default";
+  int replicas = 2;
+  double collective_timeout = 60;
+  std::string inject_fault;  // "REPLICA:STEP", for tests of failure handling
 };
 
-ember::Sequential reference_cnn() {
-  using namespace ember;
-  Sequential model;
-  model.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
-  model.add<MaxPool2D>(Size2{2, 2});
-  model.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
-  model.add<MaxPool2D>(Size2{2, 2});
-  model.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
-  model.add<Flatten>();
-  model.add<Dense>(64, Activation::ReLU);
-  model.add<Dense>(10);
-  return model;
+std::unique_ptr<ember::Strategy> make_strategy(const Args& a) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.collective_timeout * 1000));
+  if (a.strategy == "mirrored") return ember::make_mirrored_cpu_strategy(a.replicas, timeout);
+  if (a.strategy == "multiworker") return ember::make_multiworker_strategy(timeout);
+  return ember::make_default_strategy();
 }
 
 ember::Device choose_device(const Args& a) {
@@ -113,34 +111,45 @@ int run(const Args& a) {
   enable_flush_to_zero();
   const Device device = choose_device(a);
 
+  const std::unique_ptr<Strategy> strategy = make_strategy(a);
+  const bool chief = strategy->is_chief();  // only rank 0 prints and writes files
+  const bool quiet = a.quiet || !chief;
   const std::string dir = a.data_dir.empty() ? "data/" + a.dataset : a.data_dir;
   MnistData data = load_mnist(dir, a.dataset);
   if (a.limit_train > 0) data.train = data.train.take(std::min(a.limit_train, data.train.size()));
 
-  Sequential model = reference_cnn();
-  model.build(data.train.sample_shape(), a.seed);
-  model.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}));
+  ModelRecipe recipe;
+  recipe.add_layers = [](Sequential& m) { apps::add_reference_cnn(m); };
+  recipe.input_shape = data.train.sample_shape();
+  recipe.seed = a.seed;
+  recipe.make_optimizer = [&] { return std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}); };
+  strategy->build(recipe);
+  if (!a.inject_fault.empty()) {
+    const auto colon = a.inject_fault.find(':');
+    strategy->inject_fault(std::stoi(a.inject_fault.substr(0, colon)), std::stoll(a.inject_fault.substr(colon + 1)));
+  }
+  Sequential& model = strategy->model();
   TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
   if (!a.resume.empty()) {
-    state = model.load(a.resume);
+    state = strategy->load(a.resume);
     if (a.seed_given && state.seed != a.seed)
       log().warn("--seed {} ignored: resuming the run of {} with its seed {}", a.seed, a.resume, state.seed);
-    if (!a.quiet)
+    if (!quiet)
       std::printf("Resumed %s: %d epoch%s done, seed %llu\n", a.resume.c_str(), state.epochs_done,
                   state.epochs_done == 1 ? "" : "s", static_cast<unsigned long long>(state.seed));
     state.batch_size = a.batch_size;
   }
   if (a.evaluate_only) {
-    const EvalResult r = model.evaluate(data.test);
-    std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
+    const EvalResult r = strategy->evaluate(data.test, 256);
+    if (chief) std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
                 static_cast<long long>(r.samples));
     return 0;
   }
-  if (!a.quiet) {
+  if (!quiet) {
     std::printf("%s", model.summary().c_str());
-    std::printf("Training on %s with %d thread%s: %lld images, %lld test images\n", device.str().c_str(),
-                num_threads(), num_threads() == 1 ? "" : "s", static_cast<long long>(data.train.size()),
-                static_cast<long long>(data.test.size()));
+    std::printf("Training on %s with %d thread%s, strategy %s: %lld images, %lld test images\n", device.str().c_str(),
+                num_threads(), num_threads() == 1 ? "" : "s", strategy->name().c_str(),
+                static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()));
     std::fflush(stdout);
   }
   FitOptions fit;
@@ -149,16 +158,23 @@ int run(const Args& a) {
   fit.seed = state.seed;
   fit.initial_epoch = std::min(state.epochs_done, a.epochs);
   fit.max_steps = a.steps;
-  fit.verbose = a.quiet ? 0 : 1;
-  if (a.log_device_placement)
+  fit.verbose = quiet ? 0 : 1;
+  if (a.log_device_placement && chief)
     std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
                 model.placement_report(a.batch_size).c_str());
   double best = -1;
   if (auto it = state.extra.find("best_val_accuracy"); it != state.extra.end()) best = std::stod(it->second);
-  if (!a.checkpoint_dir.empty()) {
-    std::filesystem::create_directories(a.checkpoint_dir);
-    fit.on_epoch_end = [&](const EpochLogs& logs) {
-      state.epochs_done = logs.epoch;
+  if (!a.checkpoint_dir.empty() && chief) std::filesystem::create_directories(a.checkpoint_dir);
+  fit.on_epoch_end = [&](const EpochLogs& logs) {
+    state.epochs_done = logs.epoch;
+    if (!quiet && strategy->num_replicas() > 1) {
+      const StrategyStats& s = strategy->stats();
+      std::printf("  %s: %.0f images/s in total, %.0f per replica; all-reduce %.1f%% of step time\n",
+                  strategy->name().c_str(), logs.images_per_second,
+                  logs.images_per_second / strategy->num_replicas(),
+                  s.step_seconds > 0 ? 100.0 * s.allreduce_seconds / s.step_seconds : 0.0);
+    }
+    if (!a.checkpoint_dir.empty() && chief) {
       char name[64];
       std::snprintf(name, sizeof name, "/epoch-%03d.safetensors", logs.epoch);
       if (logs.val_accuracy && *logs.val_accuracy > best) {
@@ -167,19 +183,20 @@ int run(const Args& a) {
         model.save(a.checkpoint_dir + "/best.safetensors", state);
       }
       model.save(a.checkpoint_dir + name, state);
-      return true;
-    };
-  }
-  if (fit.initial_epoch >= a.epochs && !a.quiet)
+    }
+    return true;
+  };
+  if (fit.initial_epoch >= a.epochs && !quiet)
     std::printf("The checkpoint has already trained %d of --epochs %d: nothing to train.\n", state.epochs_done, a.epochs);
-  const History history = fit.initial_epoch < a.epochs ? model.fit(data.train, fit, &data.test) : History{};
+  const History history = fit.initial_epoch < a.epochs ? strategy->fit(data.train, fit, &data.test) : History{};
   if (!history.epochs.empty()) state.epochs_done = history.epochs.back().epoch;
-  if (!a.save.empty()) model.save(a.save, state);
-  const EvalResult test = model.evaluate(data.test);
+  if (!a.save.empty() && chief) model.save(a.save, state);
+  const EvalResult test = strategy->evaluate(data.test, 256);  // reduced across ranks
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images - total time %.1fs\n", test.accuracy * 100.0,
-              test.loss, static_cast<long long>(test.samples), total);
-  if (!a.history.empty()) write_history(a.history, a, history, test, total, device);
+  if (chief)
+    std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images - total time %.1fs\n", test.accuracy * 100.0,
+                test.loss, static_cast<long long>(test.samples), total);
+  if (!a.history.empty() && chief) write_history(a.history, a, history, test, total, device);
   return 0;
 }
 
@@ -209,6 +226,19 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", a.checkpoint_dir, "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)");
   auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total");
   app.add_flag("--evaluate-only", a.evaluate_only, "Only print the test metrics of the --resume checkpoint")->needs(resume);
+  app.add_option("--strategy", a.strategy,
+                 "default (one replica), mirrored (replicas in this process), multiworker (one per MPI rank)")
+      ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
+  app.add_option("--replicas", a.replicas, "CPU replicas on threads for --strategy mirrored")->check(CLI::Range(1, 256));
+  app.add_option("--collective-timeout", a.collective_timeout,
+                 "Seconds a collective may wait for the other replicas before the job is ended")
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--inject-fault", a.inject_fault, "REPLICA:STEP - make that replica fail at that step (tests)")
+      ->group("")  // hidden
+      ->check([](const std::string& s) {
+        const auto c = s.find(':');
+        return c == std::string::npos || c == 0 || c + 1 == s.size() ? std::string("expected REPLICA:STEP") : std::string();
+      });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

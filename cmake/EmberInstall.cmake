@@ -3,7 +3,7 @@
 include(CMakePackageConfigHelpers)
 
 # Public headers only: backend internals (core/cpu, core/cuda, layers/cpu, layers/cuda) stay private.
-foreach(dir core layers optim data)
+foreach(dir core layers optim data distribute)
   file(GLOB _headers ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.h)
   install(FILES ${_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${dir})
 endforeach()

@@ -10,7 +10,13 @@ set(EMBER_SOURCES
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
   optim/adam.cpp optim/optimizer.cpp optim/sgd.cpp
   data/dataloader.cpp data/dataset.cpp data/idx.cpp data/mnist.cpp
+  distribute/local_communicator.cpp distribute/multiworker.cpp distribute/replica_step.cpp distribute/strategy.cpp
 )
+if(EMBER_HAVE_MPI)
+  list(APPEND EMBER_SOURCES distribute/mpi_communicator.cpp)
+else()
+  list(APPEND EMBER_SOURCES distribute/mpi_communicator_stub.cpp)
+endif()
 if(EMBER_HAVE_CUDA)
   list(APPEND EMBER_SOURCES core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu)
 else()
@@ -44,5 +50,6 @@ if(EMBER_HAVE_CUDA)
   endif()
 endif()
 if(EMBER_HAVE_MPI)
+  target_link_libraries(ember PRIVATE MPI::MPI_CXX)
   target_compile_definitions(ember PUBLIC EMBER_WITH_MPI=1)
 endif()

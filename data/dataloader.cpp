@@ -55,6 +55,7 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   const int64_t hi = begin + global * (opt_.shard + 1) / opt_.num_shards;
   dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.x, out.y);
   out.index = b;
+  out.global_size = global;
 }
 
 bool DataLoader::next(Batch& batch) {

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/dataloader.h"
 #include "layers/progress.h"
+#include "layers/fit_loop.h"
 #include "layers/sequential.h"
 
 namespace ember {
@@ -30,50 +31,63 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
                   std::to_string(output_shape()[0]) + " logits");
 
   DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed});
+  FitLoopHooks hooks;
+  hooks.step = [this](const Batch& b) {
+    StepResult r;
+    r.loss_sum = static_cast<double>(train_step(b.x, b.y, &r.correct)) * static_cast<double>(b.x.dim(0));
+    r.samples = b.x.dim(0);
+    return r;
+  };
+  hooks.evaluate = [this](const Dataset& d, int64_t bs) { return evaluate(d, bs); };
+  hooks.print = options.verbose > 0;
+  return fit_loop(loader, options, validation, hooks);
+}
+
+History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* validation, const FitLoopHooks& hooks) {
   History history;
   int64_t steps_total = 0;
   const bool limited = options.max_steps >= 0;
+  const bool print = hooks.print && options.verbose > 0;
   for (int epoch = options.initial_epoch; epoch < options.epochs; ++epoch) {
     if (limited && steps_total >= options.max_steps) break;
-    if (options.verbose) std::printf("Epoch %d/%d\n", epoch + 1, options.epochs);
+    if (print) std::printf("Epoch %d/%d\n", epoch + 1, options.epochs);
     std::fflush(stdout);
     const auto t0 = Clock::now();
     ProgressBar bar(loader.num_batches());
     loader.start_epoch(epoch);
     Batch batch;
-    double loss_sum = 0;
-    int64_t correct_sum = 0, seen = 0, steps = 0;
+    StepResult sum;
+    int64_t steps = 0;
     while (loader.next(batch)) {
-      int64_t correct = 0;
-      const float loss = train_step(batch.x, batch.y, &correct);
-      const int64_t b = batch.x.dim(0);
-      loss_sum += static_cast<double>(loss) * static_cast<double>(b);
-      correct_sum += correct;
-      seen += b;
+      const StepResult r = hooks.step(batch);
+      sum.loss_sum += r.loss_sum;
+      sum.correct += r.correct;
+      sum.samples += r.samples;
       ++steps;
       ++steps_total;
-      if (options.verbose)
-        bar.update(steps, {{"loss", loss_sum / static_cast<double>(seen)},
-                           {"accuracy", static_cast<double>(correct_sum) / static_cast<double>(seen)}});
+      if (print)
+        bar.update(steps, {{"loss", sum.loss_sum / static_cast<double>(sum.samples)},
+                           {"accuracy", static_cast<double>(sum.correct) / static_cast<double>(sum.samples)}});
       if (limited && steps_total >= options.max_steps) break;
     }
+    const double train_seconds = seconds_since(t0);
+    const StepResult total = hooks.reduce_epoch ? hooks.reduce_epoch(sum) : sum;
     EpochLogs logs;
     logs.epoch = epoch + 1;
     logs.steps = steps;
-    logs.loss = loss_sum / static_cast<double>(seen);
-    logs.accuracy = static_cast<double>(correct_sum) / static_cast<double>(seen);
-    const double train_seconds = seconds_since(t0);
-    logs.images_per_second = static_cast<double>(seen) / train_seconds;
+    logs.loss = total.loss_sum / static_cast<double>(total.samples);
+    logs.accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
+    logs.images_per_second = static_cast<double>(total.samples) / train_seconds;
     ProgressBar::Metrics metrics{{"loss", logs.loss}, {"accuracy", logs.accuracy}};
     if (validation) {
-      const EvalResult v = evaluate(*validation, std::max<int64_t>(options.batch_size, 256));
+      const EvalResult v = hooks.evaluate(*validation, std::max<int64_t>(options.batch_size, 256));
       logs.val_loss = v.loss;
       logs.val_accuracy = v.accuracy;
       metrics.push_back({"val_loss", v.loss});
       metrics.push_back({"val_accuracy", v.accuracy});
     }
     logs.seconds = seconds_since(t0);
-    if (options.verbose) bar.finish(steps, train_seconds, metrics);
+    if (print) bar.finish(steps, train_seconds, metrics);
     history.epochs.push_back(logs);
     if (options.on_epoch_end && !options.on_epoch_end(logs)) break;
   }

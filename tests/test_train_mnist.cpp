@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -142,5 +144,81 @@ TEST(TrainMnist, ResumeEqualsUninterruptedAndCheckpointsAreUsable) {
   EXPECT_NE(bad.output.find("bad.st"), std::string::npos) << bad.output;
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace
+
+namespace {
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+  return worst;
+}
+
+// Tolerance for N replicas vs one: see kReplicaTolerance in test_distribute.cpp (measured 6e-8
+// there); 40 Adam steps of the reference CNN here.
+constexpr double kAppReplicaTolerance = 1e-5;
+
+class TrainMnistStrategies : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ember::test::temp_dir("strat");
+    ember::test::write_synthetic_mnist(dir_, 320, 64, false);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string common() const { return " --device cpu --epochs 1 --steps 40 --batch-size 32 --seed 4 --data-dir " + dir_; }
+  std::string dir_;
+};
+
+TEST_F(TrainMnistStrategies, MirroredEqualsDefault) {
+  ASSERT_EQ(run("--quiet --save " + dir_ + "/default.st" + common()).code, 0);
+  const AppRun m = run("--strategy mirrored --replicas 2 --save " + dir_ + "/mirrored.st" + common());
+  ASSERT_EQ(m.code, 0) << m.output;
+  EXPECT_NE(m.output.find("per replica"), std::string::npos) << m.output;
+  EXPECT_LE(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/mirrored.st")), kAppReplicaTolerance);
+  EXPECT_EQ(run("--strategy mirrored --replicas 3" + common()).code, 1);  // 32 does not split over 3
+}
+
+#ifdef EMBER_MPIEXEC
+std::string mpirun(int np) {
+  // As root OpenMPI needs --allow-run-as-root; 2 cores need --oversubscribe for np > 2.
+  return std::string(EMBER_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np) +
+         " " + EMBER_TRAIN_MNIST;
+}
+
+AppRun run_raw(const std::string& cmd) {
+  AppRun r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrints) {
+  ASSERT_EQ(run("--quiet --save " + dir_ + "/default.st" + common()).code, 0);
+  const AppRun m = run_raw(mpirun(2) + " --strategy multiworker --threads 1 --save " + dir_ + "/mpi.st" + common());
+  ASSERT_EQ(m.code, 0) << m.output;
+  size_t epochs = 0;
+  for (size_t pos = m.output.find("Epoch 1/1"); pos != std::string::npos; pos = m.output.find("Epoch 1/1", pos + 1)) ++epochs;
+  EXPECT_EQ(epochs, 1u) << m.output;
+  EXPECT_NE(m.output.find("2 ranks, MPI"), std::string::npos) << m.output;
+  EXPECT_LE(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/mpi.st")), kAppReplicaTolerance);
+}
+
+TEST_F(TrainMnistStrategies, AFailingRankEndsTheJobNamingIt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const AppRun m = run_raw(mpirun(2) + " --strategy multiworker --threads 1 --collective-timeout 20 --inject-fault 1:3" +
+                           common());
+  EXPECT_NE(m.code, 0) << m.output;
+  EXPECT_NE(m.output.find("rank 1 failed"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("step 3"), std::string::npos) << m.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+}
+#endif
 
 }  // namespace

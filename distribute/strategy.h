@@ -1,0 +1,74 @@
+// Strategy: how a model is trained across devices and processes (design.md, "Distribution").
+//   Default       one replica in this process
+//   Mirrored      N replicas in this process (N CPU replicas on threads; GPUs with the GPU
+//                 backend): each step's global batch is split evenly, gradients are averaged
+//                 with one all-reduce, every replica runs the same optimizer step
+//   MultiWorker   one replica per process, launched by mpirun/srun; MPI gives rank and size
+//                 and reduces the gradients; each rank reads its own shard of every batch
+// All give the same update as one replica on the same global batch (tests/test_distribute.cpp).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "layers/sequential.h"
+
+namespace ember {
+
+// How to make one replica: the same recipe runs once per replica.
+struct ModelRecipe {
+  std::function<void(Sequential&)> add_layers;
+  Shape input_shape;
+  uint64_t seed = 0;
+  std::function<std::unique_ptr<Optimizer>()> make_optimizer;
+};
+
+struct StrategyStats {
+  double allreduce_seconds = 0;  // in gradient all-reduces during the last fit (replica 0)
+  double step_seconds = 0;       // in whole training steps during the last fit
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+  virtual int num_replicas() const = 0;  // in total, across processes
+  virtual int rank() const { return 0; }  // this process's rank
+  bool is_chief() const { return rank() == 0; }
+  // Builds every replica from the recipe; replica 0's weights are broadcast to all.
+  virtual void build(const ModelRecipe& recipe) = 0;
+  virtual History fit(const Dataset& train, const FitOptions& options, const Dataset* validation = nullptr) = 0;
+  // Metrics over the whole data set (all ranks together).
+  virtual EvalResult evaluate(const Dataset& data, int64_t batch_size = 256) = 0;
+  // Replica 0 (its parameters equal every replica's): for saving, predicting, summaries.
+  virtual Sequential& model() = 0;
+  // Loads a checkpoint into every local replica (each rank reads the file itself).
+  virtual TrainingState load(const std::string& path) { return model().load(path); }
+  const StrategyStats& stats() const { return stats_; }
+  // Fault injection for tests of failure handling: replica (or rank) `replica` throws at the
+  // start of training step `step` (counted from 0 over the whole fit).
+  void inject_fault(int replica, int64_t step) {
+    fault_replica_ = replica;
+    fault_step_ = step;
+  }
+
+ protected:
+  void maybe_fail(int replica, int64_t step) const {
+    if (replica == fault_replica_ && step == fault_step_)
+      throw Error("injected fault in replica " + std::to_string(replica) + " at step " + std::to_string(step));
+  }
+  StrategyStats stats_;
+  int fault_replica_ = -1;
+  int64_t fault_step_ = -1;
+};
+
+std::unique_ptr<Strategy> make_default_strategy();
+// N replicas on CPU threads of this process; OpenMP threads are shared out between them.
+std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas,
+                                                     std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// One replica per MPI process (CPU); throws DeviceError in a build without MPI.
+std::unique_ptr<Strategy> make_multiworker_strategy(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+}  // namespace ember

@@ -1,0 +1,31 @@
+// The epoch loop behind Sequential::fit and the distribution strategies: batches from a
+// DataLoader, a step callback, running metrics, the Keras progress bar, validation, history
+// and callbacks. What a "step" is (one model, N replicas, N ranks) is the caller's business.
+#pragma once
+
+#include <functional>
+
+#include "data/dataloader.h"
+#include "layers/sequential.h"
+
+namespace ember {
+
+struct StepResult {
+  double loss_sum = 0;   // sum over the batch's samples of their loss
+  int64_t correct = 0;
+  int64_t samples = 0;
+};
+
+struct FitLoopHooks {
+  // Trains on one batch from the loader.
+  std::function<StepResult(const Batch&)> step;
+  // Validation at the end of each epoch (only called when validation data is given).
+  std::function<EvalResult(const Dataset&, int64_t batch_size)> evaluate;
+  // Turns this process's epoch totals into global ones (multi-process); identity by default.
+  std::function<StepResult(const StepResult&)> reduce_epoch;
+  bool print = true;  // progress output (rank 0 only)
+};
+
+History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* validation, const FitLoopHooks& hooks);
+
+}  // namespace ember
