@@ -117,21 +117,23 @@ def main():
     if not a.no_header:
         print("framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops")
     gen = torch.Generator().manual_seed(a.seed)
+    # Real MNIST when present (as Ember's bench_train), else random images and labels.
     pool_u8 = torch.randint(0, 256, (60000, 28, 28), dtype=torch.uint8, generator=gen)
+    pool_y = torch.randint(0, 10, (60000,), generator=gen)
     if os.path.exists(f"{a.data_dir}/train-images-idx3-ubyte") or os.path.exists(f"{a.data_dir}/train-images-idx3-ubyte.gz"):
         pool_u8 = read_idx(f"{a.data_dir}/train-images-idx3-ubyte")
+        pool_y = read_idx(f"{a.data_dir}/train-labels-idx1-ubyte").long()
     if dev.type == "cuda":
-        pool_u8 = pool_u8.to(dev)
+        pool_u8, pool_y = pool_u8.to(dev), pool_y.to(dev)
     for bs in [int(b) for b in a.batch_sizes.split(",")]:
         model = reference_cnn().to(dev)
         if a.memory_format == "channels_last":
             model = model.to(memory_format=torch.channels_last)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
         lossf = nn.CrossEntropyLoss()
-        x_fixed = to_batch(pool_u8[:bs], a.memory_format, dev)
-        y = torch.randint(0, 10, (bs,), generator=gen).to(dev)
+        x_fixed, y_fixed = to_batch(pool_u8[:bs], a.memory_format, dev), pool_y[:bs]
 
-        def step(x):
+        def step(x, y):
             opt.zero_grad(set_to_none=True)
             lossf(model(x), y).backward()
             opt.step()
@@ -141,9 +143,9 @@ def main():
             t0 = time.perf_counter()
             if a.mode == "data":
                 idx = torch.randint(0, pool_u8.shape[0], (bs,), device=pool_u8.device)
-                step(to_batch(pool_u8[idx], a.memory_format, dev))
+                step(to_batch(pool_u8[idx], a.memory_format, dev), pool_y[idx])
             else:
-                step(x_fixed)
+                step(x_fixed, y_fixed)
             sync()
             if i >= a.warmup:
                 times.append((time.perf_counter() - t0) * 1e3)

@@ -9,7 +9,11 @@ foreach(dir core layers optim data distribute)
 endforeach()
 install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 
-install(TARGETS ember ember_warnings EXPORT EmberTargets
+set(_ember_targets ember ember_warnings)
+if(TARGET ember_cuda)
+  list(APPEND _ember_targets ember_cuda)  # found at run time next to libember
+endif()
+install(TARGETS ${_ember_targets} EXPORT EmberTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,7 +1,7 @@
 # The Ember::ember library: every module folder's sources, plus the CUDA backend when enabled.
 
 set(EMBER_SOURCES
-  core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
+  core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
   core/cpu/cpu_check.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
   layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
@@ -17,11 +17,6 @@ if(EMBER_HAVE_MPI)
 else()
   list(APPEND EMBER_SOURCES distribute/mpi_communicator_stub.cpp)
 endif()
-if(EMBER_HAVE_CUDA)
-  list(APPEND EMBER_SOURCES core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu)
-else()
-  list(APPEND EMBER_SOURCES core/cuda_status_stub.cpp)
-endif()
 
 add_library(ember ${EMBER_SOURCES})
 add_library(Ember::ember ALIAS ember)
@@ -33,7 +28,7 @@ target_include_directories(ember PUBLIC
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/ember>)   # what ember.h includes: "core/tensor.h", ...
 target_link_libraries(ember
   PUBLIC spdlog::spdlog Threads::Threads
-  PRIVATE ember_warnings DNNL::dnnl OpenMP::OpenMP_CXX ZLIB::ZLIB nlohmann_json::nlohmann_json)
+  PRIVATE ember_warnings DNNL::dnnl OpenMP::OpenMP_CXX ZLIB::ZLIB nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS})
 target_compile_definitions(ember PUBLIC EMBER_VERSION="${PROJECT_VERSION}")
 if(EMBER_CPU_ARCH AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   target_compile_options(ember PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=${EMBER_CPU_ARCH}>)
@@ -41,13 +36,20 @@ if(EMBER_CPU_ARCH AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   # The check that the CPU can run the kernels must itself run on any x86-64.
   set_source_files_properties(core/cpu/cpu_check.cpp PROPERTIES COMPILE_OPTIONS "-march=x86-64")
 endif()
+# The CUDA backend: a separate module that libember dlopens on first use (core/cuda_module.h),
+# so that libember itself links no CUDA library.
 if(EMBER_HAVE_CUDA)
-  target_link_libraries(ember PRIVATE CUDA::cudart CUDA::cublas CUDNN::cudnn)
-  target_compile_definitions(ember PUBLIC EMBER_WITH_CUDA=1)
+  add_library(ember_cuda SHARED core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu)
+  set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+  target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDNN::cudnn PRIVATE ember_warnings)
+  target_compile_definitions(ember_cuda PUBLIC EMBER_WITH_CUDA=1)
   if(EMBER_HAVE_NCCL)
-    target_link_libraries(ember PRIVATE NCCL::nccl)
-    target_compile_definitions(ember PUBLIC EMBER_WITH_NCCL=1)
+    target_link_libraries(ember_cuda PUBLIC NCCL::nccl)
+    target_compile_definitions(ember_cuda PUBLIC EMBER_WITH_NCCL=1)
   endif()
+  target_compile_definitions(ember PUBLIC EMBER_WITH_CUDA=1)
+  target_compile_definitions(ember PRIVATE
+    EMBER_CUDA_MODULE="${CMAKE_SHARED_LIBRARY_PREFIX}ember_cuda${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR}")
 endif()
 if(EMBER_HAVE_MPI)
   target_link_libraries(ember PRIVATE MPI::MPI_CXX)

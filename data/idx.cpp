@@ -73,12 +73,11 @@ const char* type_name(uint8_t t) {
 
 }  // namespace
 
-IdxArray decode_idx(std::span<const uint8_t> bytes, const std::string& name, size_t max_bytes) {
-  std::vector<uint8_t> inflated;
-  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) {
-    inflated = gunzip(bytes, name, max_bytes);
-    bytes = inflated;
-  }
+namespace {
+// Decodes a buffer it owns, so that the data can stay in it (no copy of a 47 MB file).
+IdxArray decode_owned(std::vector<uint8_t> owned, const std::string& name, size_t max_bytes) {
+  if (owned.size() >= 2 && owned[0] == 0x1f && owned[1] == 0x8b) owned = gunzip(owned, name, max_bytes);
+  const std::span<const uint8_t> bytes(owned);
   if (bytes.size() < 4)
     throw IoError(name + ": not an IDX file (" + std::to_string(bytes.size()) + " bytes, shorter than the header)");
   if (bytes[0] != 0 || bytes[1] != 0)
@@ -113,8 +112,14 @@ IdxArray decode_idx(std::span<const uint8_t> bytes, const std::string& name, siz
   if (count < payload)
     throw IoError(name + ": " + std::to_string(payload - count) + " bytes of trailing data after the " +
                   std::to_string(count) + " elements the header describes");
-  a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
+  owned.erase(owned.begin(), owned.begin() + static_cast<std::ptrdiff_t>(header));
+  a.data = std::move(owned);
   return a;
+}
+}  // namespace
+
+IdxArray decode_idx(std::span<const uint8_t> bytes, const std::string& name, size_t max_bytes) {
+  return decode_owned(std::vector<uint8_t>(bytes.begin(), bytes.end()), name, max_bytes);
 }
 
 IdxArray read_idx(const std::string& path) {
@@ -125,7 +130,7 @@ IdxArray read_idx(const std::string& path) {
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   f.seekg(0);
   if (!f.read(reinterpret_cast<char*>(bytes.data()), size)) throw IoError(path + ": read failed");
-  return decode_idx(bytes, path);
+  return decode_owned(std::move(bytes), path, size_t{1} << 31);
 }
 
 Tensor load_idx_images(const std::string& path) {

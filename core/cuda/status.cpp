@@ -5,13 +5,17 @@
 #include "core/cuda/check.h"
 #include "core/runtime.h"
 
+namespace ember {
+const CudaStatus& probed_status();
+}
+
 namespace ember::cuda {
 cudaError_t probe_kernel_image(int device);
 
 namespace detail {
 std::string with_device(const std::string& why) {
   int dev = -1;
-  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && cuda_status().usable) return why + " on cuda:" + std::to_string(dev);
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && probed_status().usable) return why + " on cuda:" + std::to_string(dev);
   (void)cudaGetLastError();
   return why;
 }
@@ -87,9 +91,14 @@ CudaStatus probe() {
 }
 }  // namespace
 
-const CudaStatus& cuda_status() {
+const CudaStatus& probed_status() {
   static const CudaStatus status = probe();
   return status;
 }
 
 }  // namespace ember
+
+// The module's entry point (see core/cuda_module.h).
+extern "C" __attribute__((visibility("default"))) const ember::CudaStatus* ember_cuda_status_v1() {
+  return &ember::probed_status();
+}

@@ -18,7 +18,7 @@ std::string dotted(int major, int minor, int patch) {
 }
 }  // namespace
 
-std::vector<LibraryVersion> cuda_library_versions() {
+static std::vector<LibraryVersion> versions() {
   std::vector<LibraryVersion> out;
   int driver = 0, runtime = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
@@ -50,3 +50,8 @@ std::vector<LibraryVersion> cuda_library_versions() {
 }
 
 }  // namespace ember
+
+// The module's entry point (see core/cuda_module.h).
+extern "C" __attribute__((visibility("default"))) void ember_cuda_versions_v1(std::vector<ember::LibraryVersion>* out) {
+  *out = ember::versions();
+}

@@ -1,0 +1,86 @@
+// Finding and loading libember_cuda (see cuda_module.h): first next to libember itself (found
+// with dladdr), then through the normal library search path.
+#include "core/cuda_module.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+
+namespace ember::detail {
+
+namespace {
+struct Loaded {
+  CudaModule module;
+  bool ok = false;
+  std::string why;
+};
+
+Loaded load() {
+  Loaded l;
+#ifndef EMBER_CUDA_MODULE
+  l.why = "this Ember build has no CUDA backend (configured with EMBER_CUDA=OFF or no CUDA toolkit found)";
+  return l;
+#else
+  const std::string file = EMBER_CUDA_MODULE;  // e.g. "libember_cuda.so.0"
+  std::vector<std::string> candidates;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuda_module), &info) && info.dli_fname)
+    candidates.push_back((std::filesystem::path(info.dli_fname).parent_path() / file).string());
+  candidates.push_back(file);
+  std::string errors;
+  for (const auto& c : candidates) {
+    void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* e = dlerror();
+      errors += std::string(errors.empty() ? "" : "; ") + (e ? e : c);
+      continue;
+    }
+    l.module.status = reinterpret_cast<const CudaStatus* (*)()>(dlsym(h, "ember_cuda_status_v1"));
+    l.module.versions = reinterpret_cast<void (*)(std::vector<LibraryVersion>*)>(dlsym(h, "ember_cuda_versions_v1"));
+    if (l.module.status && l.module.versions) {
+      l.ok = true;  // the module stays loaded for the life of the process
+      return l;
+    }
+    errors += "; " + c + " lacks the ember_cuda_*_v1 entry points (a mismatched Ember version?)";
+    dlclose(h);
+  }
+  l.why = "the CUDA backend module could not be loaded (" + errors + ")";
+  return l;
+#endif
+}
+}  // namespace
+
+const CudaModule* cuda_module(std::string* why) {
+  static const Loaded loaded = load();
+  if (!loaded.ok) {
+    if (why) *why = loaded.why;
+    return nullptr;
+  }
+  return &loaded.module;
+}
+
+}  // namespace ember::detail
+
+namespace ember {
+
+const CudaStatus& cuda_status() {
+  static const CudaStatus status = [] {
+    std::string why;
+    if (const detail::CudaModule* m = detail::cuda_module(&why)) return *m->status();
+    CudaStatus s;
+#ifdef EMBER_CUDA_MODULE
+    s.built = true;
+#endif
+    s.reason = why;
+    return s;
+  }();
+  return status;
+}
+
+std::vector<LibraryVersion> cuda_library_versions() {
+  std::vector<LibraryVersion> out;
+  if (const detail::CudaModule* m = detail::cuda_module(nullptr)) m->versions(&out);
+  return out;
+}
+
+}  // namespace ember
