@@ -6,7 +6,7 @@ command -v gnuplot >/dev/null || { echo "plot: gnuplot missing (apt-get install 
 
 if [[ -f matmul_cpu.csv ]]; then
 gnuplot <<'GP'
-set terminal pngcairo size 900,560 font ",11"
+set terminal pngcairo size 900,560 font ",11" noenhanced
 set output "matmul_cpu.png"
 set datafile separator ","
 set key autotitle columnhead top left
@@ -22,7 +22,7 @@ fi
 
 if [[ -f train_cpu.csv ]]; then
 gnuplot <<'GP'
-set terminal pngcairo size 900,560 font ",11"
+set terminal pngcairo size 900,560 font ",11" noenhanced
 set output "train_cpu.png"
 set datafile separator ","
 set logscale x 2
@@ -38,7 +38,7 @@ fi
 
 if [[ -f conv_cpu.csv ]]; then
 gnuplot <<'GP'
-set terminal pngcairo size 900,560 font ",11"
+set terminal pngcairo size 900,560 font ",11" noenhanced
 set output "conv_cpu.png"
 set datafile separator ","
 set xlabel "images N (128x128x3)"
@@ -52,7 +52,7 @@ fi
 
 if [[ -f compare_cpu.csv ]]; then
 gnuplot <<'GP'
-set terminal pngcairo size 900,560 font ",11"
+set terminal pngcairo size 900,560 font ",11" noenhanced
 set output "compare_cpu.png"
 set datafile separator ","
 set style data histograms
