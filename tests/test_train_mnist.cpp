@@ -222,3 +222,16 @@ TEST_F(TrainMnistStrategies, AFailingRankEndsTheJobNamingIt) {
 #endif
 
 }  // namespace
+
+namespace {
+
+TEST_F(TrainMnistStrategies, MirroredResumeEqualsUninterruptedBitForBit) {
+  const std::string m = " --strategy mirrored --replicas 2 --quiet --device cpu --batch-size 32 --seed 6 --data-dir " + dir_;
+  ASSERT_EQ(run("--epochs 2 --save " + dir_ + "/straight.st" + m).code, 0);
+  ASSERT_EQ(run("--epochs 1 --save " + dir_ + "/half.st" + m).code, 0);
+  const AppRun r = run("--epochs 2 --resume " + dir_ + "/half.st --save " + dir_ + "/resumed.st" + m);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(all_values(dir_ + "/straight.st") == all_values(dir_ + "/resumed.st"));
+}
+
+}  // namespace

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU check: everything a session with a lent GPU must run, in two halves.
+#
+#   scripts/gpu_check.sh prepare     here (Debian, no GPU): builds build/gpu (Release, CUDA on,
+#                                    MPI off) and gathers a bundle in gpu-bundle/ (binaries,
+#                                    libember, libember_cuda and the non-CUDA libraries they
+#                                    need: oneDNN, spdlog, fmt, OpenCL loader, libgomp)
+#   scripts/gpu_check.sh run         on the GPU machine (device tool, carry gpu-bundle): points
+#                                    LD_LIBRARY_PATH at the bundle and at the CUDA libraries of
+#                                    the PyTorch there, then runs every check and writes a log
+#                                    to $OUT (or gpu-bundle/) for docs/gpu-verification.md
+#
+# Checks today (the GPU layers are not built yet; each later issue adds its checks here):
+#   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); the unit tests
+#   (the CUDA check-macro tests, the soft-placement test, which skips when a GPU is usable);
+#   bench_matmul's cuBLAS columns (kernel, with copies, launch-only) next to the CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+BUNDLE=gpu-bundle
+
+prepare() {
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_MPI=OFF >/dev/null
+  cmake --build build/gpu
+  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
+  cp build/gpu/apps/{train_mnist,ember_info,bench_matmul,bench_train,bench_conv} "$BUNDLE/bin/"
+  for t in build/gpu/tests/test_*; do [[ -x $t && -f $t ]] && cp "$t" "$BUNDLE/bin/"; done
+  cp -P build/gpu/libember.so* build/gpu/libember_cuda.so* "$BUNDLE/lib/"
+  # Non-CUDA shared libraries the binaries need that a bare machine lacks (CUDA ones come from
+  # the PyTorch installation there).
+  for lib in libdnnl.so.2 libspdlog.so.1.10 libfmt.so.9 libOpenCL.so.1 libgomp.so.1; do
+    cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$BUNDLE/lib/"
+  done
+  strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/lib/libember*.so.*.* 2>/dev/null || true
+  grep -qx "/$BUNDLE/" .git/info/exclude 2>/dev/null || echo "/$BUNDLE/" >> .git/info/exclude
+  du -sh "$BUNDLE"
+  echo "carry: $BUNDLE (device tool), then: scripts/gpu_check.sh run"
+}
+
+run_checks() {
+  [[ -d $BUNDLE ]] || { echo "gpu_check: no $BUNDLE: run 'scripts/gpu_check.sh prepare' first" >&2; exit 1; }
+  local out=${OUT:-$BUNDLE}
+  local site
+  site=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null || true)
+  local libs="$PWD/$BUNDLE/lib"
+  if [[ -n $site ]]; then
+    for d in "$site"/nvidia/*/lib; do libs="$libs:$d"; done
+  fi
+  export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
+  local B=$BUNDLE/bin status=0
+  {
+    echo "== gpu_check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || status=1
+    echo "== ember_info";          "$B"/ember_info || status=1
+    echo "== ember_info --doctor"; "$B"/ember_info --doctor || status=1
+    for t in "$B"/test_*; do
+      [[ $(basename "$t") == test_mnist_real ]] && continue  # needs MNIST, which is not carried
+      echo "== $(basename "$t")"; "$t" --gtest_brief=1 || status=1
+    done
+    echo "== bench_matmul (CPU vs cuBLAS)"
+    "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
+      --csv "$out/matmul_gpu.csv" || status=1
+    echo "== train_mnist --device gpu --strict-placement (expected to fail until the GPU layers land)"
+    "$B"/train_mnist --device gpu --strict-placement --steps 1 --data-dir /nonexistent || true
+    echo "== result: $([[ $status == 0 ]] && echo PASS || echo FAIL)"
+  } > "$out/gpu_check.log" 2>&1  # a group, not a pipe: $status must survive it
+  cat "$out/gpu_check.log"
+  return "$status"
+}
+
+case "$mode" in
+  prepare) prepare ;;
+  run) run_checks ;;
+  *) echo "usage: $0 prepare|run" >&2; exit 2 ;;
+esac
