@@ -7,6 +7,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -22,8 +23,15 @@ struct AppRun {
   std::string output;  // stdout and stderr
 };
 
+// The app under test: the one built with the tests, or EMBER_TRAIN_MNIST_BIN (a bundle moved
+// to another machine, scripts/gpu_check.sh).
+std::string train_mnist_bin() {
+  const char* env = std::getenv("EMBER_TRAIN_MNIST_BIN");
+  return env && *env ? env : EMBER_TRAIN_MNIST;
+}
+
 AppRun run(const std::string& args) {
-  const std::string cmd = std::string(EMBER_TRAIN_MNIST) + " " + args + " 2>&1";
+  const std::string cmd = train_mnist_bin() + " " + args + " 2>&1";
   AppRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -184,7 +192,7 @@ TEST_F(TrainMnistStrategies, MirroredEqualsDefault) {
 std::string mpirun(int np) {
   // As root OpenMPI needs --allow-run-as-root; 2 cores need --oversubscribe for np > 2.
   return std::string(EMBER_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np) +
-         " " + EMBER_TRAIN_MNIST;
+         " " + train_mnist_bin();
 }
 
 AppRun run_raw(const std::string& cmd) {
