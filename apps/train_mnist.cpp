@@ -41,7 +41,7 @@ struct Args {
   std::string strategy = "default";
   int replicas = 2;
   double collective_timeout = 60;
-  std::string inject_fault;  // "REPLICA:STEP", for tests of failure handling
+  std::string inject_fault;  // "REPLICA:STEP[:hang]", for tests of failure handling
 };
 
 std::unique_ptr<ember::Strategy> make_strategy(const Args& a) {
@@ -126,7 +126,8 @@ int run(const Args& a) {
   strategy->build(recipe);
   if (!a.inject_fault.empty()) {
     const auto colon = a.inject_fault.find(':');
-    strategy->inject_fault(std::stoi(a.inject_fault.substr(0, colon)), std::stoll(a.inject_fault.substr(colon + 1)));
+    const bool hang = a.inject_fault.ends_with(":hang");
+    strategy->inject_fault(std::stoi(a.inject_fault.substr(0, colon)), std::stoll(a.inject_fault.substr(colon + 1)), hang);
   }
   Sequential& model = strategy->model();
   TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
@@ -233,7 +234,7 @@ int main(int argc, char** argv) {
   app.add_option("--collective-timeout", a.collective_timeout,
                  "Seconds a collective may wait for the other replicas before the job is ended")
       ->check(CLI::Range(0.1, 86400.0));
-  app.add_option("--inject-fault", a.inject_fault, "REPLICA:STEP - make that replica fail at that step (tests)")
+  app.add_option("--inject-fault", a.inject_fault, "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden
       ->check([](const std::string& s) {
         const auto c = s.find(':');

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "layers/sequential.h"
 
@@ -48,20 +49,24 @@ class Strategy {
   virtual TrainingState load(const std::string& path) { return model().load(path); }
   const StrategyStats& stats() const { return stats_; }
   // Fault injection for tests of failure handling: replica (or rank) `replica` throws at the
-  // start of training step `step` (counted from 0 over the whole fit).
-  void inject_fault(int replica, int64_t step) {
+  // start of training step `step` (counted from 0 over the whole fit), or, with `hang`, stops
+  // responding there (sleeps for an hour) so that the others' collectives must time out.
+  void inject_fault(int replica, int64_t step, bool hang = false) {
     fault_replica_ = replica;
     fault_step_ = step;
+    fault_hangs_ = hang;
   }
 
  protected:
   void maybe_fail(int replica, int64_t step) const {
-    if (replica == fault_replica_ && step == fault_step_)
-      throw Error("injected fault in replica " + std::to_string(replica) + " at step " + std::to_string(step));
+    if (replica != fault_replica_ || step != fault_step_) return;
+    if (fault_hangs_) std::this_thread::sleep_for(std::chrono::hours(1));
+    throw Error("injected fault in replica " + std::to_string(replica) + " at step " + std::to_string(step));
   }
   StrategyStats stats_;
   int fault_replica_ = -1;
   int64_t fault_step_ = -1;
+  bool fault_hangs_ = false;
 };
 
 std::unique_ptr<Strategy> make_default_strategy();

@@ -227,6 +227,15 @@ TEST_F(TrainMnistStrategies, AFailingRankEndsTheJobNamingIt) {
   EXPECT_NE(m.output.find("step 3"), std::string::npos) << m.output;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
 }
+
+TEST_F(TrainMnistStrategies, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const AppRun m = run_raw(mpirun(2) + " --strategy multiworker --threads 1 --collective-timeout 2 --inject-fault 1:3:hang" +
+                           common());
+  EXPECT_NE(m.code, 0) << m.output;
+  EXPECT_NE(m.output.find("rank 0: all_reduce stuck at step 3"), std::string::npos) << m.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));  // not the injected hour
+}
 #endif
 
 }  // namespace
