@@ -1,7 +1,7 @@
 # The Ember::ember library: every module folder's sources, plus the CUDA backend when enabled.
 
 set(EMBER_SOURCES
-  core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
+  core/caching_allocator.cpp core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
   core/cpu/cpu_check.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
   layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp

@@ -1,0 +1,147 @@
+// The caching allocator (see caching_allocator.h).
+#include "core/caching_allocator.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace ember {
+
+std::string format_bytes(size_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+MemoryPolicy MemoryPolicy::limit(std::string_view text) {
+  const std::string s(text);
+  const auto bad = [&] {
+    return ArgumentError("invalid memory limit '" + s + "': expected bytes, or a number with KiB, MiB, GiB, KB, MB or GB");
+  };
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  const std::string unit = s.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KiB") scale = 1024.0;
+  else if (unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  else throw bad();
+  if (!(value > 0) || !std::isfinite(value) || value * scale > 1e18) throw bad();
+  MemoryPolicy p;
+  p.limit_bytes = static_cast<size_t>(value * scale);
+  return p;
+}
+
+MemoryPolicy MemoryPolicy::fraction(double f, size_t total_bytes) {
+  EMBER_CHECK(f > 0 && f <= 1, ArgumentError, "memory fraction must be in (0, 1], got " + std::to_string(f));
+  MemoryPolicy p;
+  p.limit_bytes = static_cast<size_t>(f * static_cast<double>(total_bytes));
+  return p;
+}
+
+std::string MemoryPolicy::str() const { return limit_bytes ? "limit " + format_bytes(limit_bytes) : "grow"; }
+
+CachingAllocator::CachingAllocator(std::string device, RawAlloc raw_alloc, RawFree raw_free, MemoryPolicy policy)
+    : device_(std::move(device)), raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)), policy_(policy) {}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard lock(mu_);
+  release_cached_locked();
+  // Blocks still handed out belong to tensors that outlive the allocator: a bug elsewhere, but
+  // freeing them here would turn it into a use-after-free, so they are left to the process.
+}
+
+void CachingAllocator::out_of_memory(size_t request, const char* why) const {
+  std::string msg = "out of memory on " + device_ + ": " + why + " (requested " + format_bytes(request) +
+                    ", in use " + format_bytes(stats_.in_use) + ", cached " + format_bytes(stats_.cached) + ", policy " +
+                    policy_.str() + ", peak " + format_bytes(stats_.peak_in_use) + ")";
+  throw OutOfMemoryError(msg);
+}
+
+void* CachingAllocator::allocate(size_t bytes) {
+  const size_t size = (std::max<size_t>(bytes, 1) + kGranularity - 1) / kGranularity * kGranularity;
+  std::lock_guard lock(mu_);
+  // Best fit among cached blocks, but never more than twice the request (no 1 GiB block for
+  // a 1 KiB tensor).
+  auto it = free_.lower_bound(size);
+  if (it != free_.end() && it->first <= 2 * size) {
+    void* p = it->second;
+    const size_t block = it->first;
+    free_.erase(it);
+    stats_.cached -= block;
+    stats_.in_use += block;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    ++stats_.cache_hits;
+    live_.emplace(p, block);
+    return p;
+  }
+  const auto over_limit = [&] {
+    return policy_.limit_bytes && stats_.in_use + stats_.cached + size > policy_.limit_bytes;
+  };
+  if (over_limit()) release_cached_locked();
+  if (over_limit()) out_of_memory(size, "the request exceeds the memory limit");
+  void* p = raw_alloc_(size);
+  if (!p) {
+    release_cached_locked();
+    p = raw_alloc_(size);
+    if (!p) out_of_memory(size, "the device has no more memory");
+  }
+  ++stats_.raw_allocs;
+  stats_.in_use += size;
+  stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+  live_.emplace(p, size);
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p) noexcept {
+  if (!p) return;
+  std::lock_guard lock(mu_);
+  const auto it = live_.find(p);
+  if (it == live_.end()) return;  // not ours: ignoring beats corrupting the cache
+  const size_t size = it->second;
+  live_.erase(it);
+  stats_.in_use -= size;
+  try {
+    free_.emplace(size, p);
+    stats_.cached += size;
+  } catch (...) {  // no memory for the cache node: give the block back instead
+    raw_free_(p);
+    ++stats_.raw_frees;
+  }
+}
+
+void CachingAllocator::release_cached() noexcept {
+  std::lock_guard lock(mu_);
+  release_cached_locked();
+}
+
+void CachingAllocator::release_cached_locked() noexcept {
+  for (auto& [size, p] : free_) {
+    raw_free_(p);
+    ++stats_.raw_frees;
+  }
+  free_.clear();
+  stats_.cached = 0;
+}
+
+CachingAllocator::Stats CachingAllocator::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace ember

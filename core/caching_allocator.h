@@ -1,0 +1,72 @@
+// CachingAllocator: device memory the way TensorFlow users expect it, independent of the device
+// API (the CUDA module instantiates it over cudaMalloc/cudaFree; tests over malloc).
+//
+// Policies (MemoryPolicy): grow on demand (default) or a hard cap in bytes (TensorFlow's
+// memory limit; a fraction of the card becomes a cap of fraction * total). Freed blocks stay
+// cached for reuse, so a training loop that allocates the same sizes every step stops calling
+// the device allocator after its first step. When a request would exceed the cap, or the
+// device refuses, cached blocks are released and the request retried once; if it still does
+// not fit, OutOfMemoryError names the request, the cap and the bytes in use and cached.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace ember {
+
+struct MemoryPolicy {
+  size_t limit_bytes = 0;  // 0: grow on demand without a cap
+  // "4096", "512MiB", "2GiB", "1.5GiB", "300MB" (MB/GB are powers of 1000); ArgumentError otherwise.
+  static MemoryPolicy limit(std::string_view text);
+  // A cap of fraction * total_bytes, 0 < fraction <= 1; ArgumentError otherwise.
+  static MemoryPolicy fraction(double fraction, size_t total_bytes);
+  std::string str() const;  // "grow" or "limit 512.0 MiB"
+};
+
+std::string format_bytes(size_t bytes);  // "512.0 MiB"
+
+class CachingAllocator {
+ public:
+  using RawAlloc = std::function<void*(size_t)>;  // returns nullptr when the device refuses
+  using RawFree = std::function<void(void*)>;      // must not throw
+
+  struct Stats {
+    size_t in_use = 0;       // bytes handed out (rounded sizes)
+    size_t cached = 0;       // bytes held in the cache, free for reuse
+    size_t peak_in_use = 0;
+    size_t raw_allocs = 0, raw_frees = 0, cache_hits = 0;
+  };
+
+  CachingAllocator(std::string device, RawAlloc raw_alloc, RawFree raw_free, MemoryPolicy policy = {});
+  ~CachingAllocator();  // returns every cached block to the device; never throws
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  void* allocate(size_t bytes);
+  void deallocate(void* p) noexcept;
+  void release_cached() noexcept;
+  Stats stats() const;
+  const MemoryPolicy& policy() const { return policy_; }
+
+  static constexpr size_t kGranularity = 512;  // every block is a multiple of this
+
+ private:
+  void release_cached_locked() noexcept;
+  [[noreturn]] void out_of_memory(size_t request, const char* why) const;
+
+  std::string device_;
+  RawAlloc raw_alloc_;
+  RawFree raw_free_;
+  MemoryPolicy policy_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;         // cached blocks by size
+  std::unordered_map<void*, size_t> live_;    // handed-out blocks and their sizes
+  Stats stats_;
+};
+
+}  // namespace ember

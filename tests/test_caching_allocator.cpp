@@ -1,0 +1,115 @@
+// The caching allocator over a counting malloc: reuse, the cap, release-and-retry, the OOM
+// message, and limit parsing. (On a GPU the same class runs over cudaMalloc.)
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "core/caching_allocator.h"
+#include "core/error.h"
+
+namespace ember {
+namespace {
+
+struct FakeDevice {
+  size_t capacity = SIZE_MAX, used = 0;
+  std::map<void*, size_t> live;
+  CachingAllocator::RawAlloc alloc() {
+    return [this](size_t n) -> void* {
+      if (used + n > capacity) return nullptr;
+      void* p = std::malloc(n);
+      used += n;
+      live.emplace(p, n);
+      return p;
+    };
+  }
+  CachingAllocator::RawFree free() {
+    return [this](void* p) {
+      used -= live.at(p);
+      live.erase(p);
+      std::free(p);
+    };
+  }
+};
+
+TEST(CachingAllocator, ReusesFreedBlocksSoTheSteadyStateAllocatesNothing) {
+  FakeDevice dev;
+  CachingAllocator a("fake:0", dev.alloc(), dev.free());
+  for (int step = 0; step < 10; ++step) {  // a "training step" allocating the same sizes
+    void* x = a.allocate(1000);
+    void* y = a.allocate(70000);
+    a.deallocate(x);
+    a.deallocate(y);
+  }
+  const auto s = a.stats();
+  EXPECT_EQ(s.raw_allocs, 2u);
+  EXPECT_EQ(s.cache_hits, 18u);
+  EXPECT_EQ(s.in_use, 0u);
+  EXPECT_EQ(s.cached, 1024u + 70144u);  // rounded to 512-byte multiples
+  EXPECT_EQ(s.peak_in_use, 1024u + 70144u);
+  a.release_cached();
+  EXPECT_TRUE(dev.live.empty());
+}
+
+TEST(CachingAllocator, DoesNotHandOutBlocksFarLargerThanTheRequest) {
+  FakeDevice dev;
+  CachingAllocator a("fake:0", dev.alloc(), dev.free());
+  a.deallocate(a.allocate(1 << 20));
+  void* small = a.allocate(1000);  // the cached 1 MiB block is too big to waste on 1 KB
+  EXPECT_EQ(a.stats().raw_allocs, 2u);
+  a.deallocate(small);
+}
+
+TEST(CachingAllocator, CapIsRespectedAndTheErrorSaysWhy) {
+  FakeDevice dev;
+  CachingAllocator a("cuda:0", dev.alloc(), dev.free(), MemoryPolicy::limit("8KiB"));
+  void* p = a.allocate(6000);
+  try {
+    a.allocate(4000);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cuda:0"), std::string::npos) << m;
+    EXPECT_NE(m.find("requested 4.0 KiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("in use 6.0 KiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("limit 8.0 KiB"), std::string::npos) << m;
+  }
+  a.deallocate(p);
+  EXPECT_LE(dev.used, 8192u);
+}
+
+TEST(CachingAllocator, ReleasesTheCacheToFitUnderTheCapOrTheDevice) {
+  FakeDevice dev;
+  CachingAllocator capped("fake:0", dev.alloc(), dev.free(), MemoryPolicy::limit("10KiB"));
+  capped.deallocate(capped.allocate(8192));   // 8 KiB cached
+  void* p = capped.allocate(3000);             // 3 KiB: too small for the cached block, and
+                                               // 8 + 3 KiB > 10 KiB: the cache goes first
+  EXPECT_EQ(capped.stats().cached, 0u);
+  EXPECT_EQ(capped.stats().raw_frees, 1u);
+  capped.deallocate(p);
+
+  FakeDevice small;
+  small.capacity = 12 * 1024;
+  CachingAllocator grow("fake:1", small.alloc(), small.free());
+  grow.deallocate(grow.allocate(8192));
+  void* q = grow.allocate(8192 + 2048);  // no cap, but the device is full until the cache goes
+  EXPECT_NE(q, nullptr);
+  grow.deallocate(q);
+  EXPECT_THROW(grow.allocate(64 * 1024), OutOfMemoryError);  // larger than the device
+}
+
+TEST(MemoryPolicy, ParsesLimitsAndFractions) {
+  EXPECT_EQ(MemoryPolicy::limit("4096").limit_bytes, 4096u);
+  EXPECT_EQ(MemoryPolicy::limit("512MiB").limit_bytes, 512u << 20);
+  EXPECT_EQ(MemoryPolicy::limit("1.5GiB").limit_bytes, 3u << 29);
+  EXPECT_EQ(MemoryPolicy::limit("300MB").limit_bytes, 300000000u);
+  for (const char* bad : {"", "abc", "-1GiB", "0", "12 GiB", "3TB", "nanGiB"})
+    EXPECT_THROW(MemoryPolicy::limit(bad), ArgumentError) << bad;
+  EXPECT_EQ(MemoryPolicy::fraction(0.5, 1000).limit_bytes, 500u);
+  EXPECT_THROW(MemoryPolicy::fraction(0.0, 1000), ArgumentError);
+  EXPECT_THROW(MemoryPolicy::fraction(1.5, 1000), ArgumentError);
+  EXPECT_EQ(MemoryPolicy{}.str(), "grow");
+}
+
+}  // namespace
+}  // namespace ember
