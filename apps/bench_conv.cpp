@@ -1,7 +1,7 @@
 // bench_conv: the tutorials' convolution experiment: N random 128x128 RGB images through a
 // Conv2D of 32 filters of 8x8, forward + backward + Adam update, per N (medians).
 //   bench_conv [--images 20,40,60,80,100,200] [--csv out.csv]
-#include <CLI/CLI.hpp>
+#include "apps/cli.h"
 
 #include <cstdio>
 #include <fstream>
@@ -19,14 +19,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "Timed repeats per N")->check(CLI::Range(1, 10000));
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "bench_conv: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     set_num_threads(threads);
     enable_flush_to_zero();

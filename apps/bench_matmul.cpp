@@ -2,7 +2,7 @@
 // warm-up, synchronisation before the clock stops, median of repeats, GFLOP/s and speed-up.
 //   bench_matmul [--sizes 50,100,500,1000,2000,5000,7000,10000] [--csv out.csv]
 // The naive triple loop runs only up to --naive-max (default 1000; it is O(n^3) at ~1 GFLOP/s).
-#include <CLI/CLI.hpp>
+#include "apps/cli.h"
 
 #include <cstdio>
 #include <fstream>
@@ -41,14 +41,7 @@ int main(int argc, char** argv) {
   app.add_option("--naive-max", naive_max, "Largest size for the naive triple loop");
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--csv", csv, "Also write the table as CSV to this path");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "bench_matmul: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     const std::vector<int64_t> ns = bench::parse_list(sizes);
     set_num_threads(threads);

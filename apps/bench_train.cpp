@@ -3,7 +3,7 @@
 //   data  - the same plus the DataLoader's gather and normalisation (data included)
 // Median of --steps timed steps after --warmup; images/s and achieved GFLOP/s.
 //   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--csv out.csv]
-#include <CLI/CLI.hpp>
+#include "apps/cli.h"
 
 #include <cstdio>
 #include <fstream>
@@ -24,14 +24,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)");
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "bench_train: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     set_num_threads(threads);
     enable_flush_to_zero();

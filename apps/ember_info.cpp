@@ -1,7 +1,7 @@
 // ember_info: what Ember sees on this machine: devices, library versions (compiled against and
 // loaded), CPU threads. --doctor explains what is wrong and what to do; --version prints the
 // Ember version.
-#include <CLI/CLI.hpp>
+#include "apps/cli.h"
 
 #include <cstdio>
 
@@ -69,14 +69,7 @@ int main(int argc, char** argv) {
   bool version = false, run_doctor = false;
   app.add_flag("--version", version, "Print the Ember version and exit");
   app.add_flag("--doctor", run_doctor, "Diagnose GPU set-up problems and say what to do (exit 1 if any)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ember_info: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   if (version) {
     std::printf("Ember %s\n", EMBER_VERSION);
     return 0;

@@ -4,7 +4,7 @@
 //   train_mnist --device cpu --epochs 5 --seed 1 --history history.json
 //
 // Exit codes: 0 success, 1 runtime error (missing data, device, I/O), 2 bad command line.
-#include <CLI/CLI.hpp>
+#include "apps/cli.h"
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -240,14 +240,7 @@ int main(int argc, char** argv) {
         const auto c = s.find(':');
         return c == std::string::npos || c == 0 || c + 1 == s.size() ? std::string("expected REPLICA:STEP") : std::string();
       });
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "train_mnist: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   a.seed_given = seed->count() > 0;
   try {
     if (a.device != "auto") ember::Device::parse(a.device);  // a bad --device is a command-line error

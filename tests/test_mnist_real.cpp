@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 
+#include "apps/reference_cnn.h"
 #include "ember.h"
 
 namespace {
@@ -23,16 +24,7 @@ TEST(RealMnist, OneEpochReaches98Percent) {
   ASSERT_EQ(data.test.size(), 10000);
   ember::enable_flush_to_zero();
   ember::Sequential m;
-  using ember::Activation;
-  using ember::Size2;
-  m.add<ember::Conv2D>(32, Size2{3, 3}, Activation::ReLU);
-  m.add<ember::MaxPool2D>(Size2{2, 2});
-  m.add<ember::Conv2D>(64, Size2{3, 3}, Activation::ReLU);
-  m.add<ember::MaxPool2D>(Size2{2, 2});
-  m.add<ember::Conv2D>(64, Size2{3, 3}, Activation::ReLU);
-  m.add<ember::Flatten>();
-  m.add<ember::Dense>(64, Activation::ReLU);
-  m.add<ember::Dense>(10);
+  ember::apps::add_reference_cnn(m);
   m.build(ember::Shape{1, 28, 28}, 4);
   m.compile(std::make_unique<ember::Adam>());
   ember::FitOptions opt;

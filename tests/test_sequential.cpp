@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "apps/reference_cnn.h"
 #include "test_util.h"
 
 namespace ember {
@@ -11,14 +12,7 @@ namespace {
 
 Sequential reference_cnn() {
   Sequential m;
-  m.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
-  m.add<MaxPool2D>(Size2{2, 2});
-  m.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
-  m.add<MaxPool2D>(Size2{2, 2});
-  m.add<Conv2D>(64, Size2{3, 3}, Activation::ReLU);
-  m.add<Flatten>();
-  m.add<Dense>(64, Activation::ReLU);
-  m.add<Dense>(10);
+  apps::add_reference_cnn(m);
   return m;
 }
 

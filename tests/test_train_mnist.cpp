@@ -30,10 +30,10 @@ std::string train_mnist_bin() {
   return env && *env ? env : EMBER_TRAIN_MNIST;
 }
 
-AppRun run(const std::string& args) {
-  const std::string cmd = train_mnist_bin() + " " + args + " 2>&1";
+// Runs a shell command line; its exit code and its stdout and stderr together.
+AppRun run_raw(const std::string& cmd) {
   AppRun r;
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
   size_t n;
@@ -42,6 +42,8 @@ AppRun run(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+AppRun run(const std::string& args) { return run_raw(train_mnist_bin() + " " + args); }
 
 TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
   for (const char* args : {"--epochs 0", "--epochs abc", "--batch-size 0", "--no-such-flag", "--dataset cifar",
@@ -193,18 +195,6 @@ std::string mpirun(int np) {
   // As root OpenMPI needs --allow-run-as-root; 2 cores need --oversubscribe for np > 2.
   return std::string(EMBER_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np) +
          " " + train_mnist_bin();
-}
-
-AppRun run_raw(const std::string& cmd) {
-  AppRun r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrints) {
