@@ -1,8 +1,9 @@
-// DataLoader: Fisher-Yates shuffle from the seeded Rng; double-buffered prefetch on a
-// std::async thread (gathering a batch is memory-bound and tiny next to a training step).
+// DataLoader: Fisher-Yates shuffle from the seeded Rng; double-buffered prefetch on one worker
+// thread (gathering a batch is memory-bound and small next to a training step).
 #include "data/dataloader.h"
 
 #include <numeric>
+#include <utility>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -19,10 +20,43 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : data
               "DataLoader: a global batch of " + std::to_string(opt_.batch_size) + " cannot feed " +
                   std::to_string(opt_.num_shards) + " shards");
   EMBER_CHECK(dataset.size() > 0, ArgumentError, "DataLoader: the dataset is empty");
+  if (opt_.prefetch) worker_ = std::thread([this] { prefetch_loop(); });
 }
 
 DataLoader::~DataLoader() {
-  if (pending_.valid()) pending_.wait();
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void DataLoader::prefetch_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || requested_ >= 0; });
+    if (stop_) return;
+    const int64_t b = requested_;
+    Batch& spare = buffers_[1 - current_];
+    lock.unlock();
+    std::exception_ptr err;
+    try {
+      gather_into(b, spare);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lock.lock();
+    requested_ = -1;
+    ready_ = !err;
+    error_ = err;
+    cv_.notify_all();
+  }
+}
+
+void DataLoader::wait_idle() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return requested_ < 0; });
 }
 
 int64_t DataLoader::num_batches() const { return (dataset_.size() + opt_.batch_size - 1) / opt_.batch_size; }
@@ -41,8 +75,12 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   EMBER_CHECK(first_batch >= 0 && first_batch <= num_batches(), ArgumentError,
               "DataLoader: cannot start at batch " + std::to_string(first_batch) + " of " +
                   std::to_string(num_batches()));
-  if (pending_.valid()) pending_.wait();
-  pending_ = {};
+  wait_idle();
+  {
+    std::lock_guard lock(mu_);
+    ready_ = false;
+    error_ = nullptr;
+  }
   order_ = epoch_order(epoch);
   next_batch_ = first_batch;
 }
@@ -61,18 +99,23 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
 bool DataLoader::next(Batch& batch) {
   EMBER_CHECK(!order_.empty(), Error, "DataLoader: next() before start_epoch()");
   if (next_batch_ >= num_batches()) return false;
-  if (pending_.valid()) {
-    pending_.get();  // rethrows a gather error here, on the caller's thread
-    current_ = 1 - current_;
-  } else {
-    gather_into(next_batch_, buffers_[current_]);
+  bool prefetched = false;
+  if (opt_.prefetch) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return requested_ < 0; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));  // on the caller's thread
+    prefetched = std::exchange(ready_, false);
+    if (prefetched) current_ = 1 - current_;
   }
+  if (!prefetched) gather_into(next_batch_, buffers_[current_]);
   batch = buffers_[current_];  // shallow: shares storage with the buffer
   ++next_batch_;
   if (opt_.prefetch && next_batch_ < num_batches()) {
-    Batch& spare = buffers_[1 - current_];
-    const int64_t b = next_batch_;
-    pending_ = std::async(std::launch::async, [this, &spare, b] { gather_into(b, spare); });
+    {
+      std::lock_guard lock(mu_);
+      requested_ = next_batch_;  // into buffers_[1 - current_]
+    }
+    cv_.notify_all();
   }
   return true;
 }

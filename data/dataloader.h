@@ -4,12 +4,16 @@
 //  - Batches of batch_size and a smaller last one (60000 / 64 -> 938 steps, as Keras).
 //  - Sharding for data-parallel workers: with `num_shards` > 1 every global batch is split into
 //    contiguous, near-equal slices and shard `shard` receives its slice.
-//  - Prefetch: the next batch is gathered on a background thread while the caller trains on
-//    the current one.
+//  - Prefetch: the next batch is gathered on a background thread (one, for the loader's life)
+//    while the caller trains on the current one; batch buffers are reused, so the steady state
+//    allocates nothing.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
-#include <future>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "data/dataset.h"
@@ -52,6 +56,8 @@ class DataLoader {
 
  private:
   void gather_into(int64_t b, Batch& out) const;  // this shard's part of global batch b
+  void prefetch_loop();
+  void wait_idle();  // waits until the worker holds no request (caller holds no lock)
 
   const Dataset& dataset_;
   DataLoaderOptions opt_;
@@ -59,7 +65,14 @@ class DataLoader {
   int64_t next_batch_ = 0;
   Batch buffers_[2];
   int current_ = 0;
-  std::future<void> pending_;  // gathering buffers_[1 - current_] for batch next_batch_
+  // Prefetch state, guarded by mu_: the worker gathers batch `requested_` into
+  // buffers_[1 - current_] and sets `ready_` (or `error_`).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t requested_ = -1;
+  bool ready_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
 };
 
 }  // namespace ember
