@@ -6,11 +6,13 @@
 
 #include <filesystem>
 
+#include "core/error.h"
+
 namespace ember::detail {
 
 namespace {
 struct Loaded {
-  CudaModule module;
+  const CudaModuleApi* api = nullptr;
   bool ok = false;
   std::string why;
 };
@@ -35,13 +37,12 @@ Loaded load() {
       errors += std::string(errors.empty() ? "" : "; ") + (e ? e : c);
       continue;
     }
-    l.module.status = reinterpret_cast<const CudaStatus* (*)()>(dlsym(h, "ember_cuda_status_v1"));
-    l.module.versions = reinterpret_cast<void (*)(std::vector<LibraryVersion>*)>(dlsym(h, "ember_cuda_versions_v1"));
-    if (l.module.status && l.module.versions) {
+    const auto entry = reinterpret_cast<const CudaModuleApi* (*)()>(dlsym(h, "ember_cuda_api_v1"));
+    if (entry && (l.api = entry()) != nullptr) {
       l.ok = true;  // the module stays loaded for the life of the process
       return l;
     }
-    errors += "; " + c + " lacks the ember_cuda_*_v1 entry points (a mismatched Ember version?)";
+    errors += "; " + c + " lacks the entry point ember_cuda_api_v1 (a mismatched Ember version?)";
     dlclose(h);
   }
   l.why = "the CUDA backend module could not be loaded (" + errors + ")";
@@ -50,13 +51,20 @@ Loaded load() {
 }
 }  // namespace
 
-const CudaModule* cuda_module(std::string* why) {
+const CudaModuleApi* cuda_module(std::string* why) {
   static const Loaded loaded = load();
   if (!loaded.ok) {
     if (why) *why = loaded.why;
     return nullptr;
   }
-  return &loaded.module;
+  return loaded.api;
+}
+
+const CudaModuleApi& require_cuda_module(const std::string& what) {
+  std::string why;
+  const CudaModuleApi* api = cuda_module(&why);
+  if (!api) throw DeviceError(what + ": " + why);
+  return *api;
 }
 
 }  // namespace ember::detail
@@ -66,7 +74,7 @@ namespace ember {
 const CudaStatus& cuda_status() {
   static const CudaStatus status = [] {
     std::string why;
-    if (const detail::CudaModule* m = detail::cuda_module(&why)) return *m->status();
+    if (const detail::CudaModuleApi* m = detail::cuda_module(&why)) return *m->status();
     CudaStatus s;
 #ifdef EMBER_CUDA_MODULE
     s.built = true;
@@ -79,7 +87,7 @@ const CudaStatus& cuda_status() {
 
 std::vector<LibraryVersion> cuda_library_versions() {
   std::vector<LibraryVersion> out;
-  if (const detail::CudaModule* m = detail::cuda_module(nullptr)) m->versions(&out);
+  if (const detail::CudaModuleApi* m = detail::cuda_module(nullptr)) m->versions(&out);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "core/cuda_module.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -40,6 +41,22 @@ Device resolve_device(Device requested, bool strict) {
   log().warn("{} requested but {}; running on cpu (soft placement; --strict-placement makes this an error)",
              requested.str(), why);
   return Device::cpu();
+}
+
+void set_gpu_memory_policy(int device, const MemoryPolicy& policy) {
+  detail::require_cuda_module("cannot set the memory policy of cuda:" + std::to_string(device))
+      .set_memory_policy(device, policy);
+}
+
+void set_gpu_memory_fraction(int device, double fraction) {
+  const CudaStatus& st = cuda_status();
+  for (const GpuInfo& g : st.gpus)
+    if (g.index == device) return set_gpu_memory_policy(device, MemoryPolicy::fraction(fraction, g.total_memory));
+  throw DeviceError("there is no usable cuda:" + std::to_string(device) + (st.usable ? "" : ": " + st.reason));
+}
+
+CachingAllocator::Stats gpu_memory_stats(int device) {
+  return detail::require_cuda_module("no memory statistics for cuda:" + std::to_string(device)).memory_stats(device);
 }
 
 void set_num_threads(int n) {

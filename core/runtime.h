@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/caching_allocator.h"
 #include "core/device.h"
 
 namespace ember {
@@ -44,6 +45,12 @@ std::vector<LibraryVersion> cuda_library_versions();  // the CUDA part ({} witho
 // Resolves a requested device under soft placement: a CUDA device that is missing becomes CPU
 // with one warning saying why; with `strict`, it throws DeviceError instead.
 Device resolve_device(Device requested, bool strict);
+
+// GPU memory, TensorFlow's two policies: grow on demand (default) or a cap. Set before the
+// first tensor on that GPU. Throws DeviceError without a usable GPU.
+void set_gpu_memory_policy(int device, const MemoryPolicy& policy);
+void set_gpu_memory_fraction(int device, double fraction);  // a cap of fraction * the card's memory
+CachingAllocator::Stats gpu_memory_stats(int device);
 
 // Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
 // (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.

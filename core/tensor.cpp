@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "core/cpu/host_allocator.h"
+#include "core/cuda_module.h"
 #include "core/error.h"
 
 namespace ember {
@@ -29,15 +30,30 @@ const char* dtype_name(DType t) {
 
 const char* layout_name(Layout l) { return l == Layout::NHWC ? "nhwc" : "row-major"; }
 
+namespace {
+void free_host(void* p, Device) noexcept { cpu::host_free(p); }
+void free_cuda(void* p, Device d) noexcept {
+  if (const detail::CudaModuleApi* m = detail::cuda_module(nullptr)) m->deallocate(d.index, p);
+}
+}  // namespace
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layout) {
   EMBER_CHECK(layout == Layout::RowMajor || shape.rank() == 4, ShapeError,
               "NHWC layout needs a 4-D shape, got " + shape.str());
-  if (!device.is_cpu())
-    throw DeviceError("cannot allocate a tensor on " + device.str() +
-                      ": this Ember build allocates device memory only through the CUDA backend");
   Tensor t;
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  t.storage_ = std::make_shared<Storage>(cpu::host_alloc(bytes), bytes, device, &cpu::host_free);
+  if (device.is_cpu()) {
+    t.storage_ = std::make_shared<Storage>(cpu::host_alloc(bytes), bytes, device, &free_host);
+  } else {
+    const auto& cuda = detail::require_cuda_module("cannot allocate a tensor on " + device.str());
+    void* p = cuda.allocate(device.index, bytes);
+    try {
+      t.storage_ = std::make_shared<Storage>(p, bytes, device, &free_cuda);
+    } catch (...) {
+      cuda.deallocate(device.index, p);
+      throw;
+    }
+  }
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.layout_ = layout;
@@ -46,6 +62,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layo
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  if (!device.is_cpu()) return zeros(shape, dtype).to(device);
   Tensor t = empty(shape, dtype, device);
   std::memset(t.raw(), 0, t.nbytes());
   return t;
@@ -71,6 +88,8 @@ T* Tensor::data() {
   EMBER_CHECK(defined(), Error, "access to an undefined tensor");
   EMBER_CHECK(dtype_ == dtype_of<T>(), ShapeError,
               std::string("tensor holds ") + dtype_name(dtype_) + ", accessed as " + dtype_name(dtype_of<T>()));
+  EMBER_CHECK(device_.is_cpu(), DeviceError,
+              "host access to a tensor on " + device_.str() + ": copy it with to(Device::cpu()) first");
   return static_cast<T*>(storage_->data()) + offset_;
 }
 template <typename T>
@@ -120,9 +139,12 @@ Tensor Tensor::relabel(Layout layout) const {
 }
 
 Tensor Tensor::to(Device device) const {
-  if (device == device_) return clone();
-  throw DeviceError("cannot copy a tensor from " + device_.str() + " to " + device.str() +
-                    ": device copies need the CUDA backend");
+  EMBER_CHECK(defined(), Error, "to(): undefined tensor");
+  if (device == device_ && device.is_cpu()) return clone();
+  const auto& cuda = detail::require_cuda_module("cannot copy a tensor from " + device_.str() + " to " + device.str());
+  Tensor t = empty(shape_, dtype_, device, layout_);
+  cuda.copy(t.raw(), device.is_cpu() ? -1 : device.index, raw(), device_.is_cpu() ? -1 : device_.index, nbytes());
+  return t;
 }
 
 namespace {
@@ -147,8 +169,14 @@ void permute_4d(const T* src, T* dst, int64_t n, int64_t c, int64_t h, int64_t w
 void Tensor::copy_from(const Tensor& src) {
   EMBER_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, ShapeError,
               "copy_from: " + src.str() + " into " + str());
+  if (src.layout_ == layout_ && !(device_.is_cpu() && src.device_.is_cpu())) {
+    const auto& cuda = detail::require_cuda_module("copy_from " + src.device_.str() + " to " + device_.str());
+    cuda.copy(raw(), device_.is_cpu() ? -1 : device_.index, src.raw(), src.device_.is_cpu() ? -1 : src.device_.index,
+              nbytes());
+    return;
+  }
   EMBER_CHECK(device_.is_cpu() && src.device_.is_cpu(), DeviceError,
-              "copy_from between devices needs Tensor::to()");
+              "copy_from " + src.device_.str() + " to " + device_.str() + " with a layout change: convert on the cpu");
   if (src.layout_ == layout_) {
     std::memmove(raw(), src.raw(), nbytes());
     return;
@@ -177,6 +205,7 @@ void Tensor::fill(float value) {
 }
 
 std::vector<float> Tensor::to_vector() const {
+  if (!device_.is_cpu()) return to(Device::cpu()).to_vector();
   const Tensor rm = layout_ == Layout::RowMajor ? *this : to_layout(Layout::RowMajor);
   const float* p = rm.f32();
   return std::vector<float>(p, p + numel());

@@ -30,11 +30,11 @@ const char* layout_name(Layout l);
 // Owns one allocation on one device. Move-only; freed by its deleter, which never throws.
 class Storage {
  public:
-  using Deleter = void (*)(void*) noexcept;
+  using Deleter = void (*)(void* data, Device device) noexcept;
   Storage(void* data, size_t bytes, Device device, Deleter deleter)
       : data_(data), bytes_(bytes), device_(device), deleter_(deleter) {}
   ~Storage() {
-    if (data_ && deleter_) deleter_(data_);
+    if (data_ && deleter_) deleter_(data_, device_);
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -71,13 +71,15 @@ class Tensor {
   Layout layout() const { return layout_; }
   Device device() const { return device_; }
 
-  // Typed access; throws if the dtype does not match T.
+  // Typed access to CPU tensors; throws if the dtype does not match T or the tensor is not on
+  // the CPU (a device pointer dereferenced on the host would crash: use to(Device::cpu())).
   template <typename T>
   T* data();
   template <typename T>
   const T* data() const;
   float* f32() { return data<float>(); }
   const float* f32() const { return data<float>(); }
+  // The address of the first element on whatever device holds it (for backend kernels).
   void* raw() const;
 
   // A view of `shape.numel()` elements starting `offset` elements into this tensor (row-major).
@@ -89,7 +91,8 @@ class Tensor {
   // (4-D with C == 1 or H*W == 1, e.g. MNIST images), else ShapeError.
   Tensor relabel(Layout layout) const;
 
-  // A deep copy on `device` (CPU only until the CUDA backend is built).
+  // A deep copy on `device` (host <-> GPU and GPU <-> GPU copies go through the CUDA module;
+  // synchronous). The layout is kept.
   Tensor to(Device device) const;
   // A deep copy with the requested memory layout (CPU, 4-D for NHWC).
   Tensor to_layout(Layout layout) const;

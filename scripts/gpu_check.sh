@@ -12,7 +12,7 @@
 #
 # Checks today (the GPU layers are not built yet; each later issue adds its checks here):
 #   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); the unit tests
-#   (the CUDA check-macro tests, the soft-placement test, which skips when a GPU is usable);
+#   (CUDA check macros; test_cuda_tensor: bit-exact copies, the allocator's reuse and cap);
 #   bench_matmul's cuBLAS columns (kernel, with copies, launch-only) next to the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."

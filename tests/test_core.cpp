@@ -68,11 +68,6 @@ TEST(Tensor, TypedAccessChecksTheDtype) {
   EXPECT_THROW(Tensor::from_vector(Shape{3}, std::vector<float>{1, 2}), ShapeError);
 }
 
-TEST(Tensor, DeviceTensorsNeedTheCudaBackend) {
-  EXPECT_THROW(Tensor::empty(Shape{2}, DType::F32, Device::cuda(0)), DeviceError);
-  EXPECT_THROW(Tensor::zeros(Shape{2}).to(Device::cuda(0)), DeviceError);
-}
-
 TEST(Rng, SameSeedSameStreamDifferentForks) {
   Rng a(42), b(42);
   for (int i = 0; i < 100; ++i) ASSERT_EQ(a.next_u64(), b.next_u64());

@@ -98,7 +98,4 @@ const CudaStatus& probed_status() {
 
 }  // namespace ember
 
-// The module's entry point (see core/cuda_module.h).
-extern "C" __attribute__((visibility("default"))) const ember::CudaStatus* ember_cuda_status_v1() {
-  return &ember::probed_status();
-}
+

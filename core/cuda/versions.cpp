@@ -18,7 +18,7 @@ std::string dotted(int major, int minor, int patch) {
 }
 }  // namespace
 
-static std::vector<LibraryVersion> versions() {
+std::vector<LibraryVersion> probed_versions() {
   std::vector<LibraryVersion> out;
   int driver = 0, runtime = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
@@ -51,7 +51,4 @@ static std::vector<LibraryVersion> versions() {
 
 }  // namespace ember
 
-// The module's entry point (see core/cuda_module.h).
-extern "C" __attribute__((visibility("default"))) void ember_cuda_versions_v1(std::vector<ember::LibraryVersion>* out) {
-  *out = ember::versions();
-}
+

@@ -1,0 +1,135 @@
+// Device memory for the CUDA module: one CachingAllocator per device over cudaMalloc/cudaFree,
+// and synchronous copies; plus the module's entry-point table (core/cuda_module.h).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <mutex>
+
+#include "core/cuda/check.h"
+#include "core/cuda_module.h"
+
+namespace ember {
+const CudaStatus& probed_status();
+std::vector<LibraryVersion> probed_versions();
+}  // namespace ember
+
+namespace ember::cuda {
+
+namespace {
+constexpr int kMaxDevices = 64;
+
+// Makes `device` current for the scope, restoring the previous one (frees run in destructors
+// on any thread, whatever device is current there).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) EMBER_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+struct Allocators {
+  std::mutex mu;
+  std::array<std::unique_ptr<CachingAllocator>, kMaxDevices> per_device;
+  std::array<MemoryPolicy, kMaxDevices> policy{};
+};
+
+Allocators& allocators() {
+  static Allocators* a = new Allocators();  // never destroyed: tensors may be freed at exit
+  return *a;
+}
+
+void check_device(int device) {
+  const CudaStatus& st = probed_status();
+  if (!st.usable) throw DeviceError("cuda:" + std::to_string(device) + " is not usable: " + st.reason);
+  if (device < 0 || device >= kMaxDevices ||
+      std::none_of(st.gpus.begin(), st.gpus.end(), [&](const GpuInfo& g) { return g.index == device; }))
+    throw DeviceError("there is no usable cuda:" + std::to_string(device));
+}
+
+CachingAllocator& allocator(int device) {
+  check_device(device);
+  Allocators& a = allocators();
+  std::lock_guard lock(a.mu);
+  auto& slot = a.per_device[static_cast<size_t>(device)];
+  if (!slot) {
+    auto raw_alloc = [device](size_t bytes) -> void* {
+      DeviceGuard g(device);
+      void* p = nullptr;
+      const cudaError_t err = cudaMalloc(&p, bytes);
+      if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // out of memory is not sticky: the allocator retries or reports
+        return nullptr;
+      }
+      EMBER_CUDA_CHECK(err);
+      return p;
+    };
+    auto raw_free = [device](void* p) {
+      int previous = -1;
+      cudaGetDevice(&previous);
+      cudaSetDevice(device);
+      cudaFree(p);  // frees never throw (destructors); an error here is reported by the next call
+      if (previous >= 0) cudaSetDevice(previous);
+    };
+    slot = std::make_unique<CachingAllocator>("cuda:" + std::to_string(device), raw_alloc, raw_free,
+                                              a.policy[static_cast<size_t>(device)]);
+  }
+  return *slot;
+}
+
+void* allocate(int device, size_t bytes) { return allocator(device).allocate(bytes); }
+
+void deallocate(int device, void* p) noexcept {
+  if (device < 0 || device >= kMaxDevices) return;
+  Allocators& a = allocators();
+  CachingAllocator* alloc = nullptr;
+  {
+    std::lock_guard lock(a.mu);
+    alloc = a.per_device[static_cast<size_t>(device)].get();
+  }
+  if (alloc) alloc->deallocate(p);
+}
+
+void set_memory_policy(int device, const MemoryPolicy& policy) {
+  check_device(device);
+  Allocators& a = allocators();
+  std::lock_guard lock(a.mu);
+  auto& slot = a.per_device[static_cast<size_t>(device)];
+  if (slot && slot->stats().in_use > 0)
+    throw ArgumentError("cuda:" + std::to_string(device) + ": the memory policy must be set before tensors are allocated");
+  slot.reset();  // rebuilt with the new policy on the next allocation (its cache is released)
+  a.policy[static_cast<size_t>(device)] = policy;
+}
+
+CachingAllocator::Stats memory_stats(int device) { return allocator(device).stats(); }
+
+void copy(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
+  if (bytes == 0) return;
+  DeviceGuard g(dst_device >= 0 ? dst_device : src_device);
+  // Unified addressing lets the runtime tell host from device pointers (cudaMemcpyDefault).
+  EMBER_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+const CudaStatus* status() { return &probed_status(); }
+void versions(std::vector<LibraryVersion>* out) { *out = probed_versions(); }
+
+}  // namespace
+
+const ::ember::detail::CudaModuleApi kApi{status, versions, allocate, deallocate, set_memory_policy, memory_stats, copy};
+
+}  // namespace ember::cuda
+
+// The module's one entry point (see core/cuda_module.h).
+extern "C" __attribute__((visibility("default"))) const ember::detail::CudaModuleApi* ember_cuda_api_v1() {
+  return &ember::cuda::kApi;
+}
