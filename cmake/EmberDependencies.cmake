@@ -26,7 +26,13 @@ if(NOT EMBER_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)  # sm_90 SASS + compute_90 PTX; override with -DCMAKE_CUDA_ARCHITECTURES=...
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no C++20 flag for nvcc 13; kernels need only 17
+    # CMake 3.25 does not know nvcc's C++20 flag (nvcc >= 12 has it): tell it, so that the
+    # module's launchers can include Ember's C++20 headers.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(NCCL QUIET)
     if(NCCL_FOUND)

@@ -39,7 +39,10 @@ endif()
 # The CUDA backend: a separate module that libember dlopens on first use (core/cuda_module.h),
 # so that libember itself links no CUDA library.
 if(EMBER_HAVE_CUDA)
-  add_library(ember_cuda SHARED core/cuda/memory.cpp core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu)
+  add_library(ember_cuda SHARED
+    core/cuda/memory.cpp core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu
+    layers/cuda/context.cpp layers/cuda/dense.cpp layers/cuda/dense_kernels.cu layers/cuda/relu.cu
+    layers/cuda/softmax_xent.cu optim/cuda/adam.cu)
   set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
   target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDNN::cudnn PRIVATE ember_warnings)
   target_compile_definitions(ember_cuda PUBLIC EMBER_WITH_CUDA=1)

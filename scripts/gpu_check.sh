@@ -12,7 +12,8 @@
 #
 # Checks today (the GPU layers are not built yet; each later issue adds its checks here):
 #   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); the unit tests
-#   (CUDA check macros; test_cuda_tensor: bit-exact copies, the allocator's reuse and cap);
+#   (CUDA check macros; test_cuda_tensor: bit-exact copies, the allocator's reuse and cap;
+#   test_cuda_parity: relu, softmax cross-entropy, dense and Adam against the CPU);
 #   bench_matmul's cuBLAS columns (kernel, with copies, launch-only) next to the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,0 +1,48 @@
+// Per-device contexts (see context.h).
+#include "layers/cuda/context.h"
+
+#include <array>
+#include <memory>
+#include <mutex>
+
+#include "core/cuda/check.h"
+
+namespace ember::cuda {
+
+Context::Context(int device) : device_(device) {
+  EMBER_CUDA_CHECK(cudaSetDevice(device));
+  EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  try {
+    EMBER_CUBLAS_CHECK(cublasCreate(&blas_));
+    EMBER_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    // Float32 results must match the CPU path: no TF32 unless asked for (a later option).
+    EMBER_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+    EMBER_CUDNN_CHECK(cudnnCreate(&dnn_));
+    EMBER_CUDNN_CHECK(cudnnSetStream(dnn_, stream_));
+  } catch (...) {
+    if (dnn_) cudnnDestroy(dnn_);
+    if (blas_) cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+    throw;
+  }
+}
+
+Context::~Context() {
+  if (dnn_) cudnnDestroy(dnn_);
+  if (blas_) cublasDestroy(blas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void Context::synchronize() const { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+Context& context(int device) {
+  static std::mutex mu;
+  static std::array<std::unique_ptr<Context>, 64>* contexts = new std::array<std::unique_ptr<Context>, 64>();
+  EMBER_CHECK(device >= 0 && device < 64, DeviceError, "no cuda:" + std::to_string(device));
+  std::lock_guard lock(mu);
+  auto& c = (*contexts)[static_cast<size_t>(device)];
+  if (!c) c = std::make_unique<Context>(device);
+  return *c;
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,36 @@
+// Per-device CUDA context: the stream every op of that device runs on, and the cuBLAS and
+// cuDNN handles bound to it. RAII, created lazily on first use, one per device, never copied.
+// Part of the CUDA module (libember_cuda); never included by public headers.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+namespace ember::cuda {
+
+class Context {
+ public:
+  explicit Context(int device);
+  ~Context();  // destroys handles and the stream; never throws
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+  cudnnHandle_t dnn() const { return dnn_; }
+  // Blocks the host until the stream's work is done (and reports an asynchronous error).
+  void synchronize() const;
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cudnnHandle_t dnn_ = nullptr;
+};
+
+// The context of `device`, created on first use (thread-safe).
+Context& context(int device);
+
+}  // namespace ember::cuda

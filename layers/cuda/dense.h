@@ -1,0 +1,15 @@
+// Dense on the GPU: cuBLAS SGEMM plus small bias/ReLU kernels; the contract of
+// layers/cpu/dense.h (x (N, I), w (O, I) row-major, b (O), y (N, O)).
+#pragma once
+
+#include "core/tensor.h"
+#include "layers/cuda/context.h"
+
+namespace ember::cuda {
+
+void dense_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y);
+// dy is overwritten with the pre-activation gradient when relu is set; dx may be null.
+void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
+                    Tensor& dw, Tensor& db);
+
+}  // namespace ember::cuda
