@@ -6,7 +6,11 @@
 #include <cmath>
 #include <limits>
 
+#include "layers/cpu/conv2d.h"
 #include "layers/cpu/dense.h"
+#include "layers/cpu/maxpool2d.h"
+#include "layers/cuda/conv2d.h"
+#include "layers/cuda/maxpool2d.h"
 #include "layers/cpu/relu.h"
 #include "layers/cpu/softmax_xent.h"
 #include "layers/cuda/dense.h"
@@ -130,6 +134,58 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
   EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-5);
   EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-5);
   EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-5);
+}
+
+TEST_F(Parity, Conv2dForwardAndBackward) {
+  for (const bool same : {false, true}) {
+    Conv2dShape g;
+    g.n = 3, g.c = 4, g.h = 9, g.w = 8, g.k = 6, g.r = 3, g.s = 3, g.relu = true;
+    g.pad_top = g.pad_bottom = g.pad_left = g.pad_right = same ? 1 : 0;
+    g.p = same ? g.h : g.h - 2;
+    g.q = same ? g.w : g.w - 2;
+    const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21), w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
+                 b = test::random_tensor(Shape{g.k}, 23), dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 24);
+    // CPU reference (NHWC inside), compared in logical order.
+    const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
+    Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+    Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+    Tensor dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
+    cpu::conv2d_forward(g, xn, w, b, y);
+    cpu::conv2d_backward(g, xn, w, y, dyn, &dx, dw, db);
+
+    const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to(kGpu);
+    Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()), dbg = nan_on_gpu(b.shape());
+    cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg);
+    cuda::conv2d_backward(ctx(), g, xg, wg, yg, dyg, &dxg, dwg, dbg, false);
+    ctx().synchronize();
+    // Sums of <= 36 products (forward, dx) or 3*7*7 = 147 (dw, db) in other orders, and cuDNN
+    // may pick FFT/Winograd: 1e-4 relative is still 1000x below a wrong index or a lost bias.
+    EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-4) << (same ? "same" : "valid");
+    EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-4) << (same ? "same" : "valid");
+    EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-4) << (same ? "same" : "valid");
+    EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-4) << (same ? "same" : "valid");
+  }
+}
+
+TEST_F(Parity, MaxPoolForwardAndBackwardWithFusedRelu) {
+  Pool2dShape g;
+  g.n = 2, g.c = 5, g.h = 8, g.w = 6, g.r = 2, g.s = 2, g.stride_h = 2, g.stride_w = 2, g.p = 4, g.q = 3;
+  Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 31);
+  const Tensor dy = test::random_tensor(Shape{g.n, g.c, g.p, g.q}, 32);
+  const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
+  Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+  Tensor am = Tensor::empty(dy.shape(), DType::I32, Device::cpu(), Layout::NHWC);
+  Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+  cpu::maxpool2d_forward(g, xn, y, am);
+  cpu::maxpool2d_backward(g, dyn, am, dx, &xn);  // ReLU fused: x plays the ReLU's output
+
+  const Tensor xg = x.to(kGpu), dyg = dy.to(kGpu);
+  Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape());
+  cuda::maxpool2d_forward(ctx(), g, xg, yg);
+  cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, dxg, true);
+  ctx().synchronize();
+  EXPECT_EQ(yg.to_vector(), y.to_vector());    // a max selects: exact
+  EXPECT_EQ(dxg.to_vector(), dx.to_vector());  // routing and masking: exact
 }
 
 }  // namespace

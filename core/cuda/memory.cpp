@@ -9,6 +9,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda_module.h"
+#include "layers/cuda/context.h"
 
 namespace ember {
 const CudaStatus& probed_status();
@@ -115,9 +116,15 @@ CachingAllocator::Stats memory_stats(int device) { return allocator(device).stat
 
 void copy(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
   if (bytes == 0) return;
-  DeviceGuard g(dst_device >= 0 ? dst_device : src_device);
+  const int device = dst_device >= 0 ? dst_device : src_device;
+  DeviceGuard g(device);
+  // On the device's own stream, so the copy is ordered after the kernels that produced the data
+  // (the context's stream does not synchronise with the legacy default stream), then waited for.
   // Unified addressing lets the runtime tell host from device pointers (cudaMemcpyDefault).
-  EMBER_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  Context& ctx = context(device);
+  if (src_device >= 0 && src_device != device) context(src_device).synchronize();  // producer on another GPU
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream()));
+  ctx.synchronize();
 }
 
 const CudaStatus* status() { return &probed_status(); }

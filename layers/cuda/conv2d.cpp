@@ -1,0 +1,169 @@
+// Conv2D on cuDNN (legacy descriptor API, supported through cuDNN 9). One Plan per shape and
+// device: descriptors, the three algorithms and the workspace size.
+#include "layers/cuda/conv2d.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "core/cuda/check.h"
+#include "layers/cuda/relu.h"
+
+namespace ember::cuda {
+
+namespace {
+bool g_deterministic = false;
+
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t workspace = 0;
+  ~Plan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+int i32(int64_t v) { return static_cast<int>(v); }
+
+Plan& plan_for(Context& ctx, const Conv2dShape& g) {
+  EMBER_CHECK(g.pad_top == g.pad_bottom && g.pad_left == g.pad_right, ShapeError,
+              "conv2d (cuda): asymmetric padding (same padding with an even kernel or stride) is not supported on "
+              "the GPU: " + g.str());
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, bool>;
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, std::unique_ptr<Plan>>();
+  const Key key{ctx.device(), g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left,
+                g_deterministic};
+  std::lock_guard lock(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return *it->second;
+  auto p = std::make_unique<Plan>();
+  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
+  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
+  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->bias));
+  EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
+  EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
+  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
+  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.k), i32(g.p), i32(g.q)));
+  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(g.k), 1, 1));
+  EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
+  // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU.
+  EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
+                                                    i32(g.stride_w), 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH));
+  int out_n = 0, out_c = 0, out_h = 0, out_w = 0;
+  EMBER_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &out_n, &out_c, &out_h, &out_w));
+  EMBER_CHECK(out_h == g.p && out_w == g.q, ShapeError, "conv2d (cuda): cuDNN computes a different output size for " + g.str());
+
+  constexpr int kMax = 8;
+  int found = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
+  EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
+  EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no forward algorithm for " + g.str());
+  p->fwd = fwd[0].algo;
+  cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
+  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
+  EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-data algorithm for " + g.str());
+  p->bwd_data = bd[0].algo;
+  for (int i = 0; i < found && g_deterministic; ++i)
+    if (bd[i].status == CUDNN_STATUS_SUCCESS && bd[i].determinism == CUDNN_DETERMINISTIC) {
+      p->bwd_data = bd[i].algo;
+      break;
+    }
+  cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
+  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
+  EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-filter algorithm for " + g.str());
+  p->bwd_filter = bf[0].algo;
+  for (int i = 0; i < found && g_deterministic; ++i)
+    if (bf[i].status == CUDNN_STATUS_SUCCESS && bf[i].determinism == CUDNN_DETERMINISTIC) {
+      p->bwd_filter = bf[i].algo;
+      break;
+    }
+  size_t a = 0, b = 0, c = 0;
+  EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->conv, p->y, p->fwd, &a));
+  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn(), p->w, p->y, p->conv, p->x, p->bwd_data, &b));
+  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p->x, p->y, p->conv, p->w, p->bwd_filter, &c));
+  p->workspace = std::max({a, b, c});
+  return *cache->emplace(key, std::move(p)).first->second;
+}
+
+void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Conv2dShape& g) {
+  EMBER_CHECK(t.shape() == s && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
+                  t.device() == Device::cuda(ctx.device()),
+              ShapeError, std::string("conv2d (cuda): ") + what + " must be an f32 NCHW tensor of shape " + s.str() +
+                              " on cuda:" + std::to_string(ctx.device()) + " for " + g.str() + ", got " + t.str());
+}
+
+// Workspace from the caching allocator (reused after the first step); empty when none is needed.
+Tensor workspace(const Plan& p, int device) {
+  return p.workspace ? Tensor::empty(Shape{static_cast<int64_t>((p.workspace + 3) / 4)}, DType::F32, Device::cuda(device))
+                     : Tensor();
+}
+const float* cp(const Tensor& t) { return static_cast<const float*>(t.raw()); }
+float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
+}  // namespace
+
+void set_deterministic(bool on) { g_deterministic = on; }
+
+void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
+  check(ctx, w, {g.k, g.c, g.r, g.s}, "weights", g);
+  check(ctx, b, {g.k}, "bias", g);
+  check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g);
+  Plan& p = plan_for(ctx, g);
+  Tensor ws = workspace(p, ctx.device());
+  const float one = 1.0f, zero = 0.0f;
+  EMBER_CUDNN_CHECK(cudnnConvolutionForward(ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.conv, p.fwd,
+                                            ws.defined() ? ws.raw() : nullptr, p.workspace, &zero, p.y, mp(y)));
+  EMBER_CUDNN_CHECK(cudnnAddTensor(ctx.dnn(), &one, p.bias, cp(b), &one, p.y, mp(y)));
+  if (g.relu) relu_forward(ctx, y, y);
+  // The workspace returns to the allocator's cache now but is reused only by later work on the
+  // same stream, which runs after this convolution: stream order keeps it safe.
+}
+
+void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y,
+                     const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked) {
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
+  check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g);
+  check(ctx, dy, {g.n, g.k, g.p, g.q}, "output gradient", g);
+  check(ctx, dw, {g.k, g.c, g.r, g.s}, "weight gradient", g);
+  check(ctx, db, {g.k}, "bias gradient", g);
+  if (dx) check(ctx, *dx, {g.n, g.c, g.h, g.w}, "input gradient", g);
+  Plan& p = plan_for(ctx, g);
+  const Tensor* grad = &dy;
+  Tensor masked;
+  if (g.relu && !dy_premasked) {
+    masked = Tensor::empty(dy.shape(), DType::F32, dy.device());
+    relu_backward(ctx, y, dy, masked);
+    grad = &masked;
+  }
+  Tensor ws = workspace(p, ctx.device());
+  void* wsp = ws.defined() ? ws.raw() : nullptr;
+  const float one = 1.0f, zero = 0.0f;
+  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y, cp(*grad), &zero, p.bias, mp(db)));
+  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.dnn(), &one, p.x, cp(x), p.y, cp(*grad), p.conv, p.bwd_filter,
+                                                   wsp, p.workspace, &zero, p.w, mp(dw)));
+  if (dx)
+    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.dnn(), &one, p.w, cp(w), p.y, cp(*grad), p.conv, p.bwd_data, wsp,
+                                                   p.workspace, &zero, p.x, mp(*dx)));
+}
+
+std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
+  const Plan& p = plan_for(ctx, g);
+  return "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " +
+         std::to_string(static_cast<int>(p.bwd_data)) + ", bwd-filter algo " +
+         std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " + std::to_string(p.workspace) + " bytes";
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,24 @@
+// Conv2D on the GPU with cuDNN: the contract of layers/cpu/conv2d.h, except that activations
+// are NCHW (row-major: the public layout, which cuDNN supports for every FP32 algorithm with
+// KCRS filters). Symmetric padding only (valid, or same with odd kernels); bias and the fused
+// ReLU run as a cuDNN add and a ReLU kernel. Algorithms are chosen once per shape (cuDNN's
+// heuristics, or deterministic ones when asked) and cached.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+#include "layers/cuda/context.h"
+#include "layers/op_shapes.h"
+
+namespace ember::cuda {
+
+void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y,
+                     const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked);
+// "cuDNN fwd algo 1, bwd-data algo 1, bwd-filter algo 0, workspace N bytes"
+std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g);
+// Deterministic mode: backward algorithms whose results do not depend on scheduling.
+void set_deterministic(bool on);
+
+}  // namespace ember::cuda

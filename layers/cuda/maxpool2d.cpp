@@ -1,0 +1,82 @@
+// MaxPool2D on cuDNN: CUDNN_POOLING_MAX_DETERMINISTIC, so the backward's result does not depend
+// on scheduling. Descriptors per shape, cached.
+#include "layers/cuda/maxpool2d.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "core/cuda/check.h"
+#include "layers/cuda/relu.h"
+
+namespace ember::cuda {
+
+namespace {
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnPoolingDescriptor_t pool = nullptr;
+  ~Plan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (pool) cudnnDestroyPoolingDescriptor(pool);
+  }
+};
+
+int i32(int64_t v) { return static_cast<int>(v); }
+
+Plan& plan_for(const Pool2dShape& g) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, std::unique_ptr<Plan>>();
+  const Key key{g.n, g.c, g.h, g.w, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left};
+  std::lock_guard lock(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return *it->second;
+  auto p = std::make_unique<Plan>();
+  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
+  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
+  EMBER_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&p->pool));
+  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
+  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.p), i32(g.q)));
+  EMBER_CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN,
+                                                i32(g.r), i32(g.s), i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
+                                                i32(g.stride_w)));
+  int n = 0, c = 0, h = 0, w = 0;
+  EMBER_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(p->pool, p->x, &n, &c, &h, &w));
+  EMBER_CHECK(h == g.p && w == g.q, ShapeError,
+              "maxpool2d (cuda): cuDNN pads symmetrically and computes a " + std::to_string(h) + "x" + std::to_string(w) +
+                  " output for " + g.str() + " (asymmetric same padding is not supported on the GPU)");
+  return *cache->emplace(key, std::move(p)).first->second;
+}
+
+void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Pool2dShape& g) {
+  EMBER_CHECK(t.shape() == s && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
+                  t.device() == Device::cuda(ctx.device()),
+              ShapeError, std::string("maxpool2d (cuda): ") + what + " must be an f32 NCHW tensor of shape " + s.str() +
+                              " on cuda:" + std::to_string(ctx.device()) + " for " + g.str() + ", got " + t.str());
+}
+}  // namespace
+
+void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y) {
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
+  check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
+  Plan& p = plan_for(g);
+  const float one = 1.0f, zero = 0.0f;
+  EMBER_CUDNN_CHECK(cudnnPoolingForward(ctx.dnn(), p.pool, &one, p.x, x.raw(), &zero, p.y, y.raw()));
+}
+
+void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor& dx, bool relu_input) {
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
+  check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
+  check(ctx, dy, {g.n, g.c, g.p, g.q}, "output gradient", g);
+  check(ctx, dx, {g.n, g.c, g.h, g.w}, "input gradient", g);
+  Plan& p = plan_for(g);
+  const float one = 1.0f, zero = 0.0f;
+  EMBER_CUDNN_CHECK(cudnnPoolingBackward(ctx.dnn(), p.pool, &one, p.y, y.raw(), p.y, dy.raw(), p.x, x.raw(), &zero,
+                                         p.x, dx.raw()));
+  if (relu_input) relu_backward(ctx, x, dx, dx);  // x is the ReLU's output: zero where it was <= 0
+}
+
+}  // namespace ember::cuda

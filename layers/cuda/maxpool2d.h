@@ -1,0 +1,16 @@
+// MaxPool2D on the GPU with cuDNN, NCHW (row-major) activations. Symmetric padding only. The
+// backward can fuse the ReLU of the layer before (relu_input: mask where the input was <= 0),
+// as the CPU path does.
+#pragma once
+
+#include "core/tensor.h"
+#include "layers/cuda/context.h"
+#include "layers/op_shapes.h"
+
+namespace ember::cuda {
+
+void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y);
+void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor& dx, bool relu_input);
+
+}  // namespace ember::cuda
