@@ -42,6 +42,8 @@ struct Args {
   int replicas = 2;
   double collective_timeout = 60;
   std::string inject_fault;  // "REPLICA:STEP[:hang]", for tests of failure handling
+  std::string gpu_memory_limit;
+  double gpu_memory_fraction = 0;
 };
 
 std::unique_ptr<ember::Strategy> make_strategy(const Args& a) {
@@ -54,23 +56,11 @@ std::unique_ptr<ember::Strategy> make_strategy(const Args& a) {
 ember::Device choose_device(const Args& a) {
   using namespace ember;
   if (a.device == "auto") {
-    if (!cuda_available()) {
-      if (!a.quiet) std::printf("No usable GPU (%s): training on CPU.\n", cuda_status().reason.c_str());
-      return Device::cpu();
-    }
-    // A GPU is usable but this version's layers have no CUDA implementation yet.
-    if (!a.quiet) std::printf("GPU layers are not in this Ember version yet: training on CPU.\n");
+    if (cuda_available()) return Device::cuda(cuda_status().gpus.front().index);
+    if (!a.quiet) std::printf("No usable GPU (%s): training on CPU.\n", cuda_status().reason.c_str());
     return Device::cpu();
   }
-  const Device requested = Device::parse(a.device);
-  const Device resolved = resolve_device(requested, a.strict_placement);
-  if (resolved.is_cuda()) {
-    const std::string why = "the layers of this Ember version have no CUDA implementation yet";
-    if (a.strict_placement) throw DeviceError("cannot place on " + resolved.str() + ": " + why);
-    log().warn("{} requested but {}; running on cpu (soft placement)", resolved.str(), why);
-    return Device::cpu();
-  }
-  return resolved;
+  return resolve_device(Device::parse(a.device), a.strict_placement);
 }
 
 void write_history(const std::string& path, const Args& a, const ember::History& h, const ember::EvalResult& test,
@@ -110,6 +100,10 @@ int run(const Args& a) {
   set_num_threads(a.threads);
   enable_flush_to_zero();
   const Device device = choose_device(a);
+  if (device.is_cuda()) {
+    if (!a.gpu_memory_limit.empty()) set_gpu_memory_policy(device.index, MemoryPolicy::limit(a.gpu_memory_limit));
+    if (a.gpu_memory_fraction > 0) set_gpu_memory_fraction(device.index, a.gpu_memory_fraction);
+  }
 
   const std::unique_ptr<Strategy> strategy = make_strategy(a);
   const bool chief = strategy->is_chief();  // only rank 0 prints and writes files
@@ -123,6 +117,7 @@ int run(const Args& a) {
   recipe.input_shape = data.train.sample_shape();
   recipe.seed = a.seed;
   recipe.make_optimizer = [&] { return std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}); };
+  recipe.device = device;
   strategy->build(recipe);
   if (!a.inject_fault.empty()) {
     const auto colon = a.inject_fault.find(':');
@@ -198,6 +193,11 @@ int run(const Args& a) {
     std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images - total time %.1fs\n", test.accuracy * 100.0,
                 test.loss, static_cast<long long>(test.samples), total);
   if (!a.history.empty() && chief) write_history(a.history, a, history, test, total, device);
+  if (device.is_cuda() && chief && !a.quiet) {
+    const auto m = gpu_memory_stats(device.index);
+    std::printf("GPU memory: peak %s in use, %s cached\n", format_bytes(m.peak_in_use).c_str(),
+                format_bytes(m.cached).c_str());
+  }
   return 0;
 }
 
@@ -234,6 +234,17 @@ int main(int argc, char** argv) {
   app.add_option("--collective-timeout", a.collective_timeout,
                  "Seconds a collective may wait for the other replicas before the job is ended")
       ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--gpu-memory-limit", a.gpu_memory_limit, "Cap GPU memory: BYTES, or with KiB/MiB/GiB/KB/MB/GB")
+      ->check([](const std::string& s) {
+        try {
+          ember::MemoryPolicy::limit(s);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
+  app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card (0, 1]")
+      ->check(CLI::Range(1e-6, 1.0));
   app.add_option("--inject-fault", a.inject_fault, "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden
       ->check([](const std::string& s) {

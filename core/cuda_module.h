@@ -10,6 +10,8 @@
 
 #include "core/caching_allocator.h"
 #include "core/runtime.h"
+#include "core/tensor.h"
+#include "layers/op_shapes.h"
 
 namespace ember::detail {
 
@@ -25,6 +27,26 @@ struct CudaModuleApi {
   CachingAllocator::Stats (*memory_stats)(int device);
   // Synchronous copy of `bytes`; a device of -1 means host memory.
   void (*copy)(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
+
+  // The ops (layers/cuda, optim/cuda) on the stream of the tensors' device; same contracts as
+  // their ember::cpu twins, activations row-major (NCHW).
+  void (*conv2d_forward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+  void (*conv2d_backward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                          Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked);
+  std::string (*conv2d_kernel_info)(int device, const Conv2dShape& g);
+  void (*maxpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
+  void (*maxpool2d_backward)(const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
+                             bool relu_input);
+  void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y);
+  void (*dense_backward)(const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
+                         Tensor& dw, Tensor& db);
+  void (*relu_forward)(const Tensor& x, Tensor& y);
+  void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
+  float (*softmax_xent_forward)(const Tensor& logits, const Tensor& labels, Tensor& probs);
+  void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
+  int64_t (*count_correct)(const Tensor& logits, const Tensor& labels);
+  void (*adam_update)(int device, float* p, const float* g, float* m, float* v, int64_t n, float lr_t, float beta1,
+                      float beta2, float epsilon);
 };
 
 // Loads the module once; null when this build has none or it cannot be loaded (`why` says).

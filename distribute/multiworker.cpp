@@ -18,6 +18,7 @@ class MultiWorkerStrategy : public Strategy {
   int rank() const override { return comm_->rank(); }
 
   void build(const ModelRecipe& recipe) override {
+    detail::require_cpu_replicas_for(recipe, "multiworker");
     model_ = std::make_unique<Sequential>();
     recipe.add_layers(*model_);
     model_->build(recipe.input_shape, recipe.seed);

@@ -20,7 +20,14 @@ std::unique_ptr<Sequential> build_replica(const ModelRecipe& recipe) {
   recipe.add_layers(*m);
   m->build(recipe.input_shape, recipe.seed);
   m->compile(recipe.make_optimizer());
+  m->to(recipe.device);
   return m;
+}
+
+void require_cpu_replicas(const ModelRecipe& recipe, const std::string& strategy) {
+  EMBER_CHECK(recipe.device.is_cpu(), DeviceError,
+              strategy + " with replicas on " + recipe.device.str() +
+                  " needs the NCCL communicators, which are not built yet: use --device cpu or --strategy default");
 }
 
 class DefaultStrategy : public Strategy {
@@ -128,6 +135,7 @@ class MirroredCpuStrategy : public Strategy {
   int num_replicas() const override { return n_; }
 
   void build(const ModelRecipe& recipe) override {
+    require_cpu_replicas(recipe, "mirrored");
     replicas_.resize(static_cast<size_t>(n_));
     pool_.run([&](int r) {
       replicas_[static_cast<size_t>(r)] = build_replica(recipe);
@@ -201,6 +209,12 @@ class MirroredCpuStrategy : public Strategy {
 };
 
 }  // namespace
+
+namespace detail {
+void require_cpu_replicas_for(const ModelRecipe& recipe, const std::string& strategy) {
+  require_cpu_replicas(recipe, strategy);
+}
+}  // namespace detail
 
 std::unique_ptr<Strategy> make_default_strategy() { return std::make_unique<DefaultStrategy>(); }
 

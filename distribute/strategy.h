@@ -24,6 +24,7 @@ struct ModelRecipe {
   Shape input_shape;
   uint64_t seed = 0;
   std::function<std::unique_ptr<Optimizer>()> make_optimizer;
+  Device device = Device::cpu();  // Default: where the replica runs; Mirrored/MultiWorker: cpu for now
 };
 
 struct StrategyStats {

@@ -219,13 +219,14 @@ int64_t parse_int(const std::map<std::string, std::string>& m, const std::string
 void save_checkpoint(const Sequential& model, const std::string& path, const TrainingState& state) {
   EMBER_CHECK(model.built(), Error, "save: build the model first");
   SafeTensors st;
-  for (const auto& [name, t] : model.named_params()) st.tensors.emplace_back(name, t);
+  const auto host = [](const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); };
+  for (const auto& [name, t] : model.named_params()) st.tensors.emplace_back(name, host(t));
   json opt = nullptr;
   if (const Optimizer* o = model.optimizer()) {
     opt = {{"name", o->name()}, {"iterations", o->iterations()}};
     for (const auto& [k, v] : o->hyperparameters()) opt[k] = v;
     for (const auto& [name, t] : o->state())
-      if (t.defined()) st.tensors.emplace_back("optimizer/" + name, t);
+      if (t.defined()) st.tensors.emplace_back("optimizer/" + name, host(t));
   }
   st.metadata = state.extra;
   st.metadata["format"] = "ember";

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "layers/cpu/conv2d.h"
+#include "layers/gpu.h"
 
 namespace ember {
 
@@ -59,6 +60,13 @@ const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
               "Conv2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
                   std::to_string(g_.w) + "); given " + x.shape().str());
   const Conv2dShape g = geometry(x.dim(0));
+  if (detail::on_gpu(x)) {  // cuDNN runs on the row-major (NCHW) activations
+    EMBER_CHECK(x.layout() == Layout::RowMajor, ShapeError, "Conv2D (cuda): expects NCHW input, got " + x.str());
+    x_ = x;
+    ensure(y_, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device());
+    detail::gpu().conv2d_forward(g, x_, params_.at(0), params_.at(1), y_);
+    return y_;
+  }
   x_ = as_layout(x, Layout::NHWC, x_nhwc_);
   ensure(y_, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), Layout::NHWC);
   cpu::conv2d_forward(g, x_, params_.at(0), params_.at(1), y_);
@@ -70,6 +78,16 @@ const Tensor& Conv2D::backward(const Tensor& dy) {
   EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
               "Conv2D: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
   const Conv2dShape g = geometry(x_.dim(0));
+  static const Tensor none;
+  if (detail::on_gpu(x_)) {
+    Tensor* gdx = nullptr;
+    if (needs_input_grad_) {
+      ensure(dx_, x_.shape(), DType::F32, x_.device());
+      gdx = &dx_;
+    }
+    detail::gpu().conv2d_backward(g, x_, params_.at(0), y_, dy, gdx, grads_.at(0), grads_.at(1), output_grad_premasked_);
+    return gdx ? dx_ : none;
+  }
   const Tensor& g_nhwc = as_layout(dy, Layout::NHWC, dy_nhwc_);
   Tensor* dx = nullptr;
   if (needs_input_grad_) {
@@ -77,10 +95,13 @@ const Tensor& Conv2D::backward(const Tensor& dy) {
     dx = &dx_;
   }
   cpu::conv2d_backward(g, x_, params_.at(0), y_, g_nhwc, dx, grads_.at(0), grads_.at(1), output_grad_premasked_);
-  static const Tensor none;
   return dx ? dx_ : none;
 }
 
-std::string Conv2D::kernel_info(int64_t batch) const { return cpu::conv2d_kernel_info(geometry(batch)); }
+std::string Conv2D::kernel_info(int64_t batch) const {
+  if (!params_.empty() && detail::on_gpu(params_[0]))
+    return detail::gpu().conv2d_kernel_info(params_[0].device().index, geometry(batch));
+  return cpu::conv2d_kernel_info(geometry(batch));
+}
 
 }  // namespace ember

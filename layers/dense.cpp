@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "layers/cpu/dense.h"
+#include "layers/gpu.h"
 
 namespace ember {
 
@@ -28,7 +29,8 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
               "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
   x_ = x;
   ensure(y_, Shape{x.dim(0), units_}, DType::F32, x.device());
-  cpu::dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
+  if (detail::on_gpu(x)) detail::gpu().dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
+  else cpu::dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
   return y_;
 }
 
@@ -44,7 +46,9 @@ const Tensor& Dense::backward(const Tensor& dy) {
     ensure(dx_, x_.shape(), DType::F32, x_.device());
     dx = &dx_;
   }
-  cpu::dense_backward(x_, params_.at(0), y_, dy_, relu_ && !output_grad_premasked_, dx, grads_.at(0), grads_.at(1));
+  const bool mask = relu_ && !output_grad_premasked_;
+  if (detail::on_gpu(x_)) detail::gpu().dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
+  else cpu::dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
   static const Tensor none;
   return dx ? dx_ : none;
 }

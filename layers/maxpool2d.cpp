@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "layers/cpu/maxpool2d.h"
+#include "layers/gpu.h"
 
 namespace ember {
 
@@ -41,6 +42,13 @@ const Tensor& MaxPool2D::forward(const Tensor& x, bool /*training*/) {
               "MaxPool2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
                   std::to_string(g_.w) + "); given " + x.shape().str());
   g_.n = x.dim(0);
+  if (detail::on_gpu(x)) {  // cuDNN, row-major; its backward needs x and y
+    EMBER_CHECK(x.layout() == Layout::RowMajor, ShapeError, "MaxPool2D (cuda): expects NCHW input, got " + x.str());
+    x_ = x;
+    ensure(y_, Shape{g_.n, g_.c, g_.p, g_.q}, DType::F32, x.device());
+    detail::gpu().maxpool2d_forward(g_, x_, y_);
+    return y_;
+  }
   const Tensor& xn = as_layout(x, Layout::NHWC, x_nhwc_);
   const Shape out{g_.n, g_.c, g_.p, g_.q};
   ensure(y_, out, DType::F32, x.device(), Layout::NHWC);
@@ -56,6 +64,11 @@ const Tensor& MaxPool2D::backward(const Tensor& dy) {
               "MaxPool2D: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
   static const Tensor none;
   if (!needs_input_grad_) return none;
+  if (detail::on_gpu(y_)) {
+    ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, y_.device());
+    detail::gpu().maxpool2d_backward(g_, x_, y_, dy, dx_, mask_input_relu_);
+    return dx_;
+  }
   const Tensor& gn = as_layout(dy, Layout::NHWC, dy_nhwc_);
   ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, dy.device(), Layout::NHWC);
   cpu::maxpool2d_backward(g_, gn, argmax_, dx_, mask_input_relu_ ? &x_ : nullptr);

@@ -72,8 +72,16 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
               "Sequential: the last layer must output per-sample logits (classes,), got " + s.str());
   params_ = Tensor::zeros(Shape{total});
   grads_ = Tensor::zeros(Shape{total});
-  int64_t offset = 0;
+  bind_layers();
   Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
+  for (auto& l : layers_) l->init_params(init);  // on the cpu, then moved by to()
+  layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
+  for (size_t i = 0; i + 1 < layers_.size(); ++i)
+    if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask()) layers_[i]->set_output_grad_premasked(true);
+}
+
+void Sequential::bind_layers() {
+  int64_t offset = 0;
   for (auto& l : layers_) {
     std::vector<Tensor> p, g;
     for (const auto& spec : l->param_specs()) {
@@ -82,11 +90,19 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
       offset += spec.shape.numel();
     }
     l->bind(std::move(p), std::move(g));
-    l->init_params(init);
   }
-  layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
-  for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask()) layers_[i]->set_output_grad_premasked(true);
+}
+
+void Sequential::to(Device device) {
+  require_built("to");
+  if (device == device_) return;
+  params_ = params_.to(device);
+  grads_ = Tensor::zeros(grads_.shape(), DType::F32, device);
+  bind_layers();
+  if (optimizer_)
+    for (const auto& [name, t] : optimizer_->state())
+      if (t.defined()) optimizer_->set_state(name, t.to(device));
+  device_ = device;
 }
 
 void Sequential::compile(std::unique_ptr<Optimizer> optimizer) {
@@ -102,6 +118,9 @@ const Tensor& Sequential::forward(const Tensor& x, bool training) {
   require_built("forward");
   EMBER_CHECK(x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_, ShapeError,
               "Sequential: expects input (N" + batch_shape(input_shape_).substr(5) + ", given " + x.shape().str());
+  EMBER_CHECK(x.device() == device_, DeviceError,
+              "Sequential: the input is on " + x.device().str() + " but the model on " + device_.str() +
+                  ": copy it with to() (nothing migrates silently)");
   const Tensor* h = &x;
   for (auto& l : layers_) h = &l->forward(*h, training);
   return *h;
@@ -172,7 +191,7 @@ std::string Sequential::placement_report(int64_t batch_size) const {
   require_built("placement_report");
   std::ostringstream os;
   for (const auto& l : layers_)
-    os << "  " << l->name() << " (" << l->type() << "): cpu, " << l->kernel_info(batch_size) << "\n";
+    os << "  " << l->name() << " (" << l->type() << "): " << device_.str() << ", " << l->kernel_info(batch_size) << "\n";
   return os.str();
 }
 

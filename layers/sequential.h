@@ -77,6 +77,11 @@ class Sequential {
   void build(const Shape& sample_shape, uint64_t seed = 0);
   bool built() const { return params_.defined(); }
   void compile(std::unique_ptr<Optimizer> optimizer);
+  // Moves the parameters (and optimizer state) to `device`; layers then run there (the CUDA
+  // module's ops on a GPU). Inputs must be on the same device: fit/evaluate/predict copy their
+  // batches explicitly; forward() refuses tensors on another device.
+  void to(Device device);
+  Device device() const { return device_; }
 
   // --- Keras-like training API --------------------------------------------------------------
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation = nullptr);
@@ -123,7 +128,10 @@ class Sequential {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> output_shapes_;
   Shape input_shape_;
+  void bind_layers();  // (re)binds every layer's views into params_ / grads_
+
   Tensor params_, grads_;
+  Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;
   SoftmaxCrossEntropy loss_;
 };

@@ -32,9 +32,18 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
 
   DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed});
   FitLoopHooks hooks;
-  hooks.step = [this](const Batch& b) {
+  Tensor dx, dy;  // the batch on the model's device (reused: cached device memory)
+  hooks.step = [this, &dx, &dy](const Batch& b) {
     StepResult r;
-    r.loss_sum = static_cast<double>(train_step(b.x, b.y, &r.correct)) * static_cast<double>(b.x.dim(0));
+    const bool copy = device_ != b.x.device();
+    if (copy) {
+      ensure(dx, b.x.shape(), DType::F32, device_);
+      ensure(dy, b.y.shape(), DType::I32, device_);
+      dx.copy_from(b.x);
+      dy.copy_from(b.y);
+    }
+    r.loss_sum = static_cast<double>(train_step(copy ? dx : b.x, copy ? dy : b.y, &r.correct)) *
+                 static_cast<double>(b.x.dim(0));
     r.samples = b.x.dim(0);
     return r;
   };
@@ -105,11 +114,21 @@ EvalResult Sequential::evaluate(const Dataset& data, int64_t batch_size) {
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   SoftmaxCrossEntropy loss;  // not the training loss object: evaluate must not disturb a step
+  Tensor dx, dy;
   while (loader.next(batch)) {
-    const Tensor& logits = forward(batch.x, false);
+    const bool copy = device_ != batch.x.device();
+    if (copy) {
+      ensure(dx, batch.x.shape(), DType::F32, device_);
+      ensure(dy, batch.y.shape(), DType::I32, device_);
+      dx.copy_from(batch.x);
+      dy.copy_from(batch.y);
+    }
+    const Tensor& x = copy ? dx : batch.x;
+    const Tensor& y = copy ? dy : batch.y;
+    const Tensor& logits = forward(x, false);
     const int64_t b = batch.x.dim(0);
-    loss_sum += static_cast<double>(loss.forward(logits, batch.y)) * static_cast<double>(b);
-    correct += count_correct(logits, batch.y);
+    loss_sum += static_cast<double>(loss.forward(logits, y)) * static_cast<double>(b);
+    correct += count_correct(logits, y);
     seen += b;
   }
   return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen};
@@ -120,14 +139,15 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
   EMBER_CHECK(x.dtype() == DType::F32 && x.rank() == input_shape_.rank() + 1, ShapeError,
               "predict: expects f32 input (N, ...) with samples " + input_shape_.str() + ", given " + x.str());
-  const Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
+  Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
+  if (rm.device() != device_) rm = rm.to(device_);
   const int64_t n = x.dim(0), k = output_shape()[0];
   Tensor out = Tensor::empty(Shape{n, k});
   for (int64_t i = 0; i < n; i += batch_size) {
     const int64_t b = std::min(batch_size, n - i);
     const Tensor xb = rm.view(i * input_shape_.numel(), input_shape_.with_batch(b));
     const Tensor& logits = forward(xb, false);
-    std::memcpy(out.f32() + i * k, logits.f32(), static_cast<size_t>(b * k) * sizeof(float));
+    out.view(i * k, Shape{b, k}).copy_from(logits);  // device to host when the model is on a GPU
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "layers/gpu.h"
 
 namespace ember {
 
@@ -17,12 +18,17 @@ Adam::Adam(AdamOptions options) : opt_(options) {
 
 void Adam::step(Tensor& params, const Tensor& grads) {
   prepare(params, grads, {&m_, &v_});
-  EMBER_CHECK(params.device().is_cpu(), DeviceError, "Adam: parameters on " + params.device().str() +
-                                                         " need the CUDA backend");
   ++iterations_;
   const double t = static_cast<double>(iterations_);
   const double lr_t = opt_.learning_rate * std::sqrt(1.0 - std::pow(static_cast<double>(opt_.beta2), t)) /
                       (1.0 - std::pow(static_cast<double>(opt_.beta1), t));
+  if (detail::on_gpu(params)) {
+    detail::gpu().adam_update(params.device().index, static_cast<float*>(params.raw()),
+                              static_cast<const float*>(grads.raw()), static_cast<float*>(m_.raw()),
+                              static_cast<float*>(v_.raw()), params.numel(), static_cast<float>(lr_t), opt_.beta1,
+                              opt_.beta2, opt_.epsilon);
+    return;
+  }
   cpu::adam_update(params.f32(), grads.f32(), m_.f32(), v_.f32(), params.numel(), static_cast<float>(lr_t),
                    opt_.beta1, opt_.beta2, opt_.epsilon);
 }

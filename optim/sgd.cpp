@@ -12,8 +12,8 @@ SGD::SGD(SgdOptions options) : opt_(options) {
 
 void SGD::step(Tensor& params, const Tensor& grads) {
   prepare(params, grads, {&velocity_});
-  EMBER_CHECK(params.device().is_cpu(), DeviceError, "SGD: parameters on " + params.device().str() +
-                                                         " need the CUDA backend");
+  EMBER_CHECK(params.device().is_cpu(), DeviceError,
+              "SGD: no GPU kernel yet for parameters on " + params.device().str() + " (use Adam, or train on the cpu)");
   ++iterations_;
   float* p = params.f32();
   const float* g = grads.f32();

@@ -132,11 +132,14 @@ void versions(std::vector<LibraryVersion>* out) { *out = probed_versions(); }
 
 }  // namespace
 
-const ::ember::detail::CudaModuleApi kApi{status, versions, allocate, deallocate, set_memory_policy, memory_stats, copy};
+void fill_memory_entries(::ember::detail::CudaModuleApi& api) {
+  api.status = status;
+  api.versions = versions;
+  api.allocate = allocate;
+  api.deallocate = deallocate;
+  api.set_memory_policy = set_memory_policy;
+  api.memory_stats = memory_stats;
+  api.copy = copy;
+}
 
 }  // namespace ember::cuda
-
-// The module's one entry point (see core/cuda_module.h).
-extern "C" __attribute__((visibility("default"))) const ember::detail::CudaModuleApi* ember_cuda_api_v1() {
-  return &ember::cuda::kApi;
-}
