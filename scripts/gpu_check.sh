@@ -10,11 +10,11 @@
 #                                    the PyTorch there, then runs every check and writes a log
 #                                    to $OUT (or gpu-bundle/) for docs/gpu-verification.md
 #
-# Checks today (the GPU layers are not built yet; each later issue adds its checks here):
-#   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); the unit tests
-#   (CUDA check macros; test_cuda_tensor: bit-exact copies, the allocator's reuse and cap;
-#   test_cuda_parity: relu, softmax cross-entropy, dense and Adam against the CPU);
-#   bench_matmul's cuBLAS columns (kernel, with copies, launch-only) next to the CPU.
+# Checks today (each later issue adds its own):
+#   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); every unit test
+#   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
+#   test_cuda_parity: every GPU op against the CPU; test_cuda_training: training steps);
+#   train_mnist --device gpu --epochs 5 on MNIST; bench_matmul's cuBLAS columns.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -33,6 +33,10 @@ prepare() {
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$BUNDLE/lib/"
   done
   strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/lib/libember*.so.*.* 2>/dev/null || true
+  if [[ -d data/mnist ]]; then  # gzipped: 11 MB instead of 55
+    mkdir -p "$BUNDLE/mnist"
+    for f in data/mnist/*-ubyte; do gzip -c "$f" > "$BUNDLE/mnist/$(basename "$f").gz"; done
+  fi
   du -sh "$BUNDLE"
   echo "carry: $BUNDLE (device tool), then: scripts/gpu_check.sh run"
 }
@@ -61,8 +65,13 @@ run_checks() {
     echo "== bench_matmul (CPU vs cuBLAS)"
     "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
       --csv "$out/matmul_gpu.csv" || status=1
-    echo "== train_mnist --device gpu --strict-placement (expected to fail until the GPU layers land)"
-    "$B"/train_mnist --device gpu --strict-placement --steps 1 --data-dir /nonexistent || true
+    if [[ -d $BUNDLE/mnist ]]; then
+      echo "== train_mnist --device gpu --epochs 5 (>= 99.0% expected)"
+      "$B"/train_mnist --device gpu --strict-placement --epochs 5 --seed 1 --data-dir "$BUNDLE/mnist" \
+        --gpu-memory-fraction 0.5 --log-device-placement --history "$out/history_gpu.json" || status=1
+    else
+      echo "== train_mnist skipped: no $BUNDLE/mnist (prepare copies data/mnist gzipped when present)"
+    fi
     echo "== result: $([[ $status == 0 ]] && echo PASS || echo FAIL)"
   } > "$out/gpu_check.log" 2>&1  # a group, not a pipe: $status must survive it
   cat "$out/gpu_check.log"
