@@ -284,7 +284,8 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
   if (restore_opt) {
     for (const auto& [name, t] : opt->state()) {
       const auto it = by_name.find("optimizer/" + name);
-      if (it != by_name.end()) opt->set_state(name, it->second);
+      if (it != by_name.end())  // the state lives where the parameters do
+        opt->set_state(name, model.device().is_cpu() ? it->second : it->second.to(model.device()));
     }
     opt->set_iterations(iterations);
   }

@@ -50,6 +50,13 @@ TEST(CudaTraining, StepsOnTheGpuMatchTheCpu) {
   Sequential back = make();
   back.load(dir + "/gpu.safetensors");
   EXPECT_EQ(back.params().to_vector(), pg);
+  // Resuming on the GPU: the optimizer state must land on the GPU too, not be reset.
+  Sequential resumed = make();
+  resumed.to(Device::cuda(0));
+  resumed.load(dir + "/gpu.safetensors");
+  const Tensor m = resumed.optimizer()->state()[0].second;
+  EXPECT_EQ(m.device(), Device::cuda(0));
+  EXPECT_EQ(m.to_vector(), gpu.optimizer()->state()[0].second.to_vector());
   std::filesystem::remove_all(dir);
 }
 

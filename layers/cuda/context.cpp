@@ -12,19 +12,42 @@ namespace ember::cuda {
 Context::Context(int device) : device_(device) {
   EMBER_CUDA_CHECK(cudaSetDevice(device));
   EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  try {
-    EMBER_CUBLAS_CHECK(cublasCreate(&blas_));
-    EMBER_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
-    // Float32 results must match the CPU path: no TF32 unless asked for (a later option).
-    EMBER_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
-    EMBER_CUDNN_CHECK(cudnnCreate(&dnn_));
-    EMBER_CUDNN_CHECK(cudnnSetStream(dnn_, stream_));
-  } catch (...) {
-    if (dnn_) cudnnDestroy(dnn_);
-    if (blas_) cublasDestroy(blas_);
-    cudaStreamDestroy(stream_);
-    throw;
+}
+
+cublasHandle_t Context::blas() {
+  std::lock_guard lock(mu_);
+  if (!blas_) {
+    EMBER_CUDA_CHECK(cudaSetDevice(device_));
+    cublasHandle_t h = nullptr;
+    EMBER_CUBLAS_CHECK(cublasCreate(&h));
+    try {
+      EMBER_CUBLAS_CHECK(cublasSetStream(h, stream_));
+      // Float32 results must match the CPU path: no TF32 unless asked for (a later option).
+      EMBER_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    } catch (...) {
+      cublasDestroy(h);
+      throw;
+    }
+    blas_ = h;
   }
+  return blas_;
+}
+
+cudnnHandle_t Context::dnn() {
+  std::lock_guard lock(mu_);
+  if (!dnn_) {
+    EMBER_CUDA_CHECK(cudaSetDevice(device_));
+    cudnnHandle_t h = nullptr;
+    EMBER_CUDNN_CHECK(cudnnCreate(&h));
+    try {
+      EMBER_CUDNN_CHECK(cudnnSetStream(h, stream_));
+    } catch (...) {
+      cudnnDestroy(h);
+      throw;
+    }
+    dnn_ = h;
+  }
+  return dnn_;
 }
 
 Context::~Context() {

@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <mutex>
+
 namespace ember::cuda {
 
 class Context {
@@ -18,14 +20,17 @@ class Context {
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
-  cublasHandle_t blas() const { return blas_; }
-  cudnnHandle_t dnn() const { return dnn_; }
+  // Created on first use, so that copies (which need only the stream) work even where cuBLAS
+  // or cuDNN cannot start, and report that failure only to the ops that need them.
+  cublasHandle_t blas();
+  cudnnHandle_t dnn();
   // Blocks the host until the stream's work is done (and reports an asynchronous error).
   void synchronize() const;
 
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  std::mutex mu_;
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
 };
