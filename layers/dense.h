@@ -18,7 +18,10 @@ class Dense : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
   bool relu_output() const override { return relu_; }
-  std::string kernel_info(int64_t) const override { return "oneDNN sgemm + ember bias" + std::string(relu_ ? "/relu" : ""); }
+  std::string kernel_info(int64_t) const override {
+    return std::string(device().is_cuda() ? "cuBLAS sgemm + ember kernel bias" : "oneDNN sgemm + ember bias") +
+           (relu_ ? "/relu" : "");
+  }
 
  private:
   int64_t units_, in_ = 0;

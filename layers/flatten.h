@@ -13,7 +13,9 @@ class Flatten : public Layer {
   Shape build(const Shape& sample_shape) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
-  std::string kernel_info(int64_t) const override { return "reshape (NHWC inputs reordered to NCHW)"; }
+  std::string kernel_info(int64_t) const override {
+    return device().is_cuda() ? "reshape" : "reshape (NHWC inputs reordered to NCHW)";
+  }
 
  private:
   Shape in_;

@@ -46,7 +46,9 @@ class Layer {
   virtual const Tensor& forward(const Tensor& x, bool training) = 0;
   virtual const Tensor& backward(const Tensor& dy) = 0;
   // What runs this layer at this batch size, for --log-device-placement (e.g. "oneDNN fwd jit:avx2 ...").
-  virtual std::string kernel_info(int64_t /*batch*/) const { return "ember cpu kernel"; }
+  virtual std::string kernel_info(int64_t /*batch*/) const {
+    return device_.is_cuda() ? "ember CUDA kernel" : "ember cpu kernel";
+  }
 
   // ReLU-backward fusion. Sequential::build pairs a layer whose output went through a ReLU
   // (relu_output()) with a following layer that can apply the ReLU's mask inside its own
@@ -66,6 +68,9 @@ class Layer {
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
   void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
+  // Where the layer's model lives (set by Sequential::to), for kernel_info().
+  void set_device(Device d) { device_ = d; }
+  Device device() const { return device_; }
   bool needs_input_grad() const { return needs_input_grad_; }
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<Tensor>& grads() const { return grads_; }
@@ -75,6 +80,7 @@ class Layer {
   std::vector<Tensor> params_, grads_;
   bool needs_input_grad_ = true;
   bool output_grad_premasked_ = false;
+  Device device_ = Device::cpu();
 
  private:
   std::string name_;

@@ -21,7 +21,8 @@ class MaxPool2D : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
   std::string kernel_info(int64_t) const override {
-    return std::string("ember cpu max-pool (NHWC, argmax)") + (mask_input_relu_ ? ", backward fused with ReLU's" : "");
+    return std::string(device().is_cuda() ? "cuDNN max-pool (NCHW)" : "ember cpu max-pool (NHWC, argmax)") +
+           (mask_input_relu_ ? ", backward fused with ReLU's" : "");
   }
   bool fuse_input_relu_mask() override { return mask_input_relu_ = true; }
 

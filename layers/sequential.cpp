@@ -99,6 +99,7 @@ void Sequential::to(Device device) {
   params_ = params_.to(device);
   grads_ = Tensor::zeros(grads_.shape(), DType::F32, device);
   bind_layers();
+  for (auto& l : layers_) l->set_device(device);
   if (optimizer_)
     for (const auto& [name, t] : optimizer_->state())
       if (t.defined()) optimizer_->set_state(name, t.to(device));
