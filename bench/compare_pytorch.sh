@@ -22,7 +22,8 @@ raw="$OUT/compare_${DEVICE}_raw.csv"
 echo "round,framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops" > "$raw"
 for r in $(seq 1 "$ROUNDS"); do
   tmp=$(mktemp)
-  "$EMBER_BIN"/bench_train --batch-sizes "$BATCH" --steps "$STEPS" --threads "$THREADS" --csv "$tmp" >/dev/null
+  "$EMBER_BIN"/bench_train --device "$([[ $DEVICE == cuda ]] && echo gpu || echo cpu)" --batch-sizes "$BATCH" \
+    --steps "$STEPS" --threads "$THREADS" --csv "$tmp" >/dev/null
   tail -n +2 "$tmp" | sed "s/^/$r,/" >> "$raw"
   for fmt in nchw channels_last; do
     for mode in step data; do
@@ -61,7 +62,7 @@ PY
 
 if [[ "$EPOCHS" -gt 0 && -d data/mnist ]]; then
   echo "--- $EPOCHS epoch(s) on MNIST, time and peak RSS ---"
-  /usr/bin/time -f "ember: peak RSS %M KB, %e s" "$EMBER_BIN"/train_mnist --device "$DEVICE" --epochs "$EPOCHS" \
+  /usr/bin/time -f "ember: peak RSS %M KB, %e s" "$EMBER_BIN"/train_mnist --device "$([[ $DEVICE == cuda ]] && echo gpu || echo cpu)" --epochs "$EPOCHS" \
     --threads "$THREADS" --seed 1 --quiet
   /usr/bin/time -f "pytorch-channels_last: peak RSS %M KB, %e s" "$PYTHON" bench/pytorch_reference.py --mode epochs \
     --epochs "$EPOCHS" --memory-format channels_last --device "$DEVICE" --threads "$THREADS"

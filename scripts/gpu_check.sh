@@ -14,7 +14,9 @@
 #   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); every unit test
 #   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
 #   test_cuda_parity: every GPU op against the CPU; test_cuda_training: training steps);
-#   train_mnist --device gpu --epochs 5 on MNIST; bench_matmul's cuBLAS columns.
+#   compute-sanitizer memcheck and racecheck over the parity tests; train_mnist --device gpu
+#   --epochs 5 on MNIST; bench_train on the GPU alternating with PyTorch on the same GPU;
+#   bench_matmul's cuBLAS columns.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -64,6 +66,22 @@ run_checks() {
     echo "== ember_info --doctor"; "$B"/ember_info --doctor || status=1
     for t in "$B"/test_*; do
       echo "== $(basename "$t")"; "$t" --gtest_brief=1 || status=1
+    done
+    if command -v compute-sanitizer >/dev/null; then
+      for tool in memcheck racecheck; do
+        echo "== compute-sanitizer --tool $tool test_cuda_parity"
+        compute-sanitizer --tool "$tool" --error-exitcode 9 "$B"/test_cuda_parity --gtest_brief=1 || status=1
+      done
+    else
+      echo "== compute-sanitizer not found: memcheck/racecheck skipped"
+    fi
+    echo "== bench_train on the GPU next to PyTorch on the same GPU (batch 64 and 1024)"
+    for r in 1 2 3; do
+      "$B"/bench_train --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
+      for fmt in nchw channels_last; do
+        python3 bench/pytorch_reference.py --device cuda --memory-format $fmt --batch-sizes 64,1024 --steps 100 \
+          --mode data --data-dir "$BUNDLE/mnist" --no-header || true
+      done
     done
     echo "== bench_matmul (CPU vs cuBLAS)"
     "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
