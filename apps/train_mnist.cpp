@@ -206,7 +206,9 @@ int run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   CLI::App app{"Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10) on MNIST.", "train_mnist"};
-  app.option_defaults()->always_capture_default();
+  // A flag given twice takes its last value, so wrappers can set defaults users override
+  // (scripts/train.sh passes --epochs 5 before the user's arguments).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--device", a.device, "cpu, gpu, gpu:N or cuda:N (auto: the GPU when usable, else cpu)");
   app.add_option("--epochs", a.epochs, "Epochs to train")->check(CLI::Range(1, 100000));
   app.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -95,8 +95,12 @@ TEST(TrainMnist, ShortRunLowersTheLossAndWritesHistory) {
 TEST(TrainMnist, StepsLimitAndQuiet) {
   const std::string dir = ember::test::temp_dir("steps");
   ember::test::write_synthetic_mnist(dir, 320, 50, /*gzip=*/false);
-  const AppRun r = run("--device cpu --epochs 2 --steps 3 --quiet --data-dir " + dir);
+  // --epochs twice: the last wins (scripts/train.sh sets --epochs 5 before the user's flags).
+  const AppRun r = run("--device cpu --epochs 5 --epochs 2 --steps 3 --quiet --data-dir " + dir + " --history " + dir +
+                       "/h.json");
   ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream f(dir + "/h.json");
+  EXPECT_EQ(int(nlohmann::json::parse(f)["epochs"]), 2);
   EXPECT_EQ(r.output.find("Epoch"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Test accuracy"), std::string::npos) << r.output;
   std::filesystem::remove_all(dir);
