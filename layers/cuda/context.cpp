@@ -68,4 +68,11 @@ Context& context(int device) {
   return *c;
 }
 
+void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what) {
+  EMBER_CHECK(t.shape() == shape && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
+                  t.device() == Device::cuda(ctx.device()),
+              ShapeError, op + ": " + what + " must be an f32 NCHW tensor of shape " + shape.str() + " on cuda:" +
+                              std::to_string(ctx.device()) + ", got " + t.str());
+}
+
 }  // namespace ember::cuda

@@ -8,6 +8,9 @@
 #include <cudnn.h>
 
 #include <mutex>
+#include <string>
+
+#include "core/tensor.h"
 
 namespace ember::cuda {
 
@@ -37,5 +40,9 @@ class Context {
 
 // The context of `device`, created on first use (thread-safe).
 Context& context(int device);
+
+// Checks that `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device; the
+// ShapeError names the op, the argument and what was given: "<op>: <what> must be ...".
+void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what);
 
 }  // namespace ember::cuda

@@ -51,10 +51,7 @@ Plan& plan_for(const Pool2dShape& g) {
 }
 
 void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Pool2dShape& g) {
-  EMBER_CHECK(t.shape() == s && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
-                  t.device() == Device::cuda(ctx.device()),
-              ShapeError, std::string("maxpool2d (cuda): ") + what + " must be an f32 NCHW tensor of shape " + s.str() +
-                              " on cuda:" + std::to_string(ctx.device()) + " for " + g.str() + ", got " + t.str());
+  check_nchw(ctx, t, s, "maxpool2d (cuda) for " + g.str(), what);
 }
 }  // namespace
 
