@@ -44,6 +44,8 @@ struct Args {
   std::string inject_fault;  // "REPLICA:STEP[:hang]", for tests of failure handling
   std::string gpu_memory_limit;
   double gpu_memory_fraction = 0;
+  bool allow_tf32 = false;
+  bool deterministic = false;
 };
 
 std::unique_ptr<ember::Strategy> make_strategy(const Args& a) {
@@ -100,6 +102,8 @@ int run(const Args& a) {
   set_num_threads(a.threads);
   enable_flush_to_zero();
   const Device device = choose_device(a);
+  set_allow_tf32(a.allow_tf32);
+  set_gpu_deterministic(a.deterministic);
   if (device.is_cuda()) {
     if (!a.gpu_memory_limit.empty()) set_gpu_memory_policy(device.index, MemoryPolicy::limit(a.gpu_memory_limit));
     if (a.gpu_memory_fraction > 0) set_gpu_memory_fraction(device.index, a.gpu_memory_fraction);
@@ -247,6 +251,9 @@ int main(int argc, char** argv) {
       });
   app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card (0, 1]")
       ->check(CLI::Range(1e-6, 1.0));
+  app.add_flag("--allow-tf32", a.allow_tf32,
+               "GPU: let cuBLAS/cuDNN use TF32 tensor cores (faster; ~1e-3 relative rounding instead of FP32's)");
+  app.add_flag("--deterministic", a.deterministic, "GPU: only deterministic cuDNN algorithms (the same bits every run)");
   app.add_option("--inject-fault", a.inject_fault, "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden
       ->check([](const std::string& s) {

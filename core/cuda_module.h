@@ -45,6 +45,17 @@ struct CudaModuleApi {
   float (*softmax_xent_forward)(const Tensor& logits, const Tensor& labels, Tensor& probs);
   void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
   int64_t (*count_correct)(const Tensor& logits, const Tensor& labels);
+  void (*softmax_xent_accumulate)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
+  void (*sgd_update)(int device, float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
+                     bool nesterov);
+  // Tensor::fill and in-place scaling of an f32 tensor on its device's stream.
+  void (*fill)(Tensor& t, float value);
+  void (*scale)(Tensor& t, float factor);
+  // The DataLoader's batch from a device-resident dataset (data/cuda/gather.h).
+  void (*gather_batch)(const Tensor& images, const Tensor& labels, const Tensor& order, int64_t offset, int64_t count,
+                       Tensor& x, Tensor& y);
+  // Blocks until every op queued on `device` is done (and reports an asynchronous error).
+  void (*synchronize)(int device);
   void (*adam_update)(int device, float* p, const float* g, float* m, float* v, int64_t n, float lr_t, float beta1,
                       float beta2, float epsilon);
 };

@@ -1,6 +1,8 @@
 // Device resolution (soft placement), CPU threads and flush-to-zero.
 #include "core/runtime.h"
 
+#include <atomic>
+
 #include <omp.h>
 #include <xmmintrin.h>
 #include <pmmintrin.h>
@@ -58,6 +60,16 @@ void set_gpu_memory_fraction(int device, double fraction) {
 CachingAllocator::Stats gpu_memory_stats(int device) {
   return detail::require_cuda_module("no memory statistics for cuda:" + std::to_string(device)).memory_stats(device);
 }
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_gpu_deterministic{false};
+}  // namespace
+
+void set_allow_tf32(bool on) { g_allow_tf32 = on; }
+bool allow_tf32() { return g_allow_tf32; }
+void set_gpu_deterministic(bool on) { g_gpu_deterministic = on; }
+bool gpu_deterministic() { return g_gpu_deterministic; }
 
 void set_num_threads(int n) {
   if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));

@@ -52,6 +52,18 @@ void set_gpu_memory_policy(int device, const MemoryPolicy& policy);
 void set_gpu_memory_fraction(int device, double fraction);  // a cap of fraction * the card's memory
 CachingAllocator::Stats gpu_memory_stats(int device);
 
+// GPU math, read by the GPU ops when they pick a kernel (set them before training):
+//  - TF32 (off by default, so that float32 results match the CPU path to ~1e-6): lets cuBLAS
+//    GEMMs and cuDNN convolutions on Ampere and newer round their inputs to TF32 on tensor
+//    cores (~10-bit mantissa; several times the FP32 throughput; what PyTorch does for
+//    convolutions by default). Train with it, compare against the CPU without it.
+//  - Deterministic (off by default): cuDNN backward algorithms that give the same bits run to
+//    run (the default ones may sum with atomics in any order).
+void set_allow_tf32(bool on);
+bool allow_tf32();
+void set_gpu_deterministic(bool on);
+bool gpu_deterministic();
+
 // Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
 // (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.
 // Sequential::build and the apps call it.

@@ -199,6 +199,10 @@ Tensor Tensor::to_layout(Layout layout) const {
 Tensor Tensor::clone() const { return to_layout(layout_); }
 
 void Tensor::fill(float value) {
+  if (device_.is_cuda()) {
+    detail::require_cuda_module("fill a tensor on " + device_.str()).fill(*this, value);
+    return;
+  }
   float* p = f32();
   const int64_t n = numel();
   for (int64_t i = 0; i < n; ++i) p[i] = value;

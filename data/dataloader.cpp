@@ -2,9 +2,11 @@
 // thread (gathering a batch is memory-bound and small next to a training step).
 #include "data/dataloader.h"
 
+#include <limits>
 #include <numeric>
 #include <utility>
 
+#include "core/cuda_module.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -20,6 +22,13 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : data
               "DataLoader: a global batch of " + std::to_string(opt_.batch_size) + " cannot feed " +
                   std::to_string(opt_.num_shards) + " shards");
   EMBER_CHECK(dataset.size() > 0, ArgumentError, "DataLoader: the dataset is empty");
+  if (opt_.device.is_cuda()) {
+    EMBER_CHECK(dataset.size() <= std::numeric_limits<int32_t>::max(), ArgumentError,
+                "DataLoader: a dataset on the GPU holds at most 2^31-1 samples");
+    device_images_ = dataset.images().to(opt_.device);  // once: 47 MB for MNIST's training set
+    device_labels_ = dataset.labels().to(opt_.device);
+    opt_.prefetch = false;  // the gather is a kernel queued behind the running step
+  }
   if (opt_.prefetch) worker_ = std::thread([this] { prefetch_loop(); });
 }
 
@@ -83,6 +92,16 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   }
   order_ = epoch_order(epoch);
   next_batch_ = first_batch;
+  if (opt_.device.is_cuda()) {  // the order goes to the device once per epoch (checked here, once)
+    Tensor order = Tensor::empty(Shape{static_cast<int64_t>(order_.size())}, DType::I32);
+    int32_t* o = order.data<int32_t>();
+    for (size_t i = 0; i < order_.size(); ++i) {
+      EMBER_CHECK(order_[i] >= 0 && order_[i] < dataset_.size(), Error, "DataLoader: bad sample index");
+      o[i] = static_cast<int32_t>(order_[i]);
+    }
+    ensure(device_order_, order.shape(), DType::I32, opt_.device);
+    device_order_.copy_from(order);  // on the device's stream, after the last epoch's gathers
+  }
 }
 
 void DataLoader::gather_into(int64_t b, Batch& out) const {
@@ -91,9 +110,16 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   // Shard s gets [global*s/S, global*(s+1)/S): near-equal, contiguous, covering the batch.
   const int64_t lo = begin + global * opt_.shard / opt_.num_shards;
   const int64_t hi = begin + global * (opt_.shard + 1) / opt_.num_shards;
-  dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.x, out.y);
   out.index = b;
   out.global_size = global;
+  if (opt_.device.is_cuda()) {
+    ensure(out.x, dataset_.sample_shape().with_batch(hi - lo), DType::F32, opt_.device);
+    ensure(out.y, Shape{hi - lo}, DType::I32, opt_.device);
+    detail::require_cuda_module("a DataLoader on " + opt_.device.str())
+        .gather_batch(device_images_, device_labels_, device_order_, lo, hi - lo, out.x, out.y);
+    return;
+  }
+  dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.x, out.y);
 }
 
 bool DataLoader::next(Batch& batch) {

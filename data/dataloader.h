@@ -7,6 +7,9 @@
 //  - Prefetch: the next batch is gathered on a background thread (one, for the loader's life)
 //    while the caller trains on the current one; batch buffers are reused, so the steady state
 //    allocates nothing.
+//  - On a GPU (`device` cuda:N): the dataset is copied to the device once, as uint8, and each
+//    epoch's sample order once per epoch; every batch is then gathered and normalised there by
+//    a kernel queued on the device's stream (no host copy per step, no prefetch thread needed).
 #pragma once
 
 #include <condition_variable>
@@ -33,7 +36,8 @@ struct DataLoaderOptions {
   uint64_t seed = 0;
   int num_shards = 1;
   int shard = 0;
-  bool prefetch = true;
+  bool prefetch = true;              // CPU batches only
+  Device device = Device::cpu();     // where the batches are built (see above)
 };
 
 class DataLoader {
@@ -53,6 +57,7 @@ class DataLoader {
   // The sample order of `epoch` (for tests and sharding checks).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
   const Dataset& dataset() const { return dataset_; }
+  Device device() const { return opt_.device; }
 
  private:
   void gather_into(int64_t b, Batch& out) const;  // this shard's part of global batch b
@@ -73,6 +78,8 @@ class DataLoader {
   bool ready_ = false, stop_ = false;
   std::exception_ptr error_;
   std::thread worker_;
+  // GPU batches: the dataset and this epoch's order (i32) on opt_.device.
+  Tensor device_images_, device_labels_, device_order_;
 };
 
 }  // namespace ember

@@ -1,6 +1,8 @@
 // Softmax cross-entropy loss and accuracy.
 #include "layers/loss.h"
 
+#include <cstring>
+
 #include "core/error.h"
 #include "layers/cpu/softmax_xent.h"
 #include "layers/gpu.h"
@@ -20,6 +22,40 @@ const Tensor& SoftmaxCrossEntropy::backward() {
   if (detail::on_gpu(probs_)) detail::gpu().softmax_xent_backward(probs_, labels_, dlogits_);
   else cpu::softmax_xent_backward(probs_, labels_, dlogits_);
   return dlogits_;
+}
+
+void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, MetricSums& sums) {
+  EMBER_CHECK(sums.device() == logits.device(), DeviceError,
+              "SoftmaxCrossEntropy: the metric sums are on " + sums.device().str() + " but the logits on " +
+                  logits.device().str());
+  ensure(probs_, logits.shape(), DType::F32, logits.device());
+  labels_ = labels;
+  if (detail::on_gpu(logits)) {
+    detail::gpu().softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
+    return;
+  }
+  const double n = static_cast<double>(logits.dim(0));
+  const double loss = static_cast<double>(cpu::softmax_xent_forward(logits, labels, probs_)) * n;
+  auto* acc = static_cast<double*>(sums.buffer().raw());
+  acc[0] += loss;
+  acc[1] += static_cast<double>(cpu::count_correct(logits, labels));
+}
+
+MetricSums::MetricSums(Device device) : buf_(Tensor::zeros(Shape{8}, DType::F32, device)) {}
+
+void MetricSums::reset() { buf_.fill(0.0f); }  // all-zero bits: four doubles 0.0
+
+MetricSums::Values MetricSums::read() const {
+  double host[4];
+  if (buf_.device().is_cpu()) {
+    std::memcpy(host, buf_.raw(), sizeof host);
+  } else {
+    Tensor t = buf_.to(Device::cpu());  // waits for the device's queued work
+    std::memcpy(host, t.raw(), sizeof host);
+  }
+  EMBER_CHECK(host[2] == 0.0, ArgumentError,
+              "softmax cross-entropy (" + buf_.device().str() + "): a label was outside [0, classes)");
+  return {host[0], static_cast<int64_t>(host[1])};
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {

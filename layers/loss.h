@@ -8,10 +8,35 @@
 
 namespace ember {
 
+// Running sums of an epoch's metrics (sum of the samples' losses, correct predictions), kept on
+// the device of the logits. On a GPU a training step then never waits for the device: the
+// sums are read back only when something is printed (read() synchronises).
+class MetricSums {
+ public:
+  explicit MetricSums(Device device = Device::cpu());
+  void reset();  // zero
+  struct Values {
+    double loss_sum = 0;
+    int64_t correct = 0;
+  };
+  // The sums since the last reset. Throws ArgumentError when a GPU kernel met a label outside
+  // [0, classes) since then (the CPU path throws at once, in forward()).
+  Values read() const;
+  Device device() const { return buf_.device(); }
+  // Four doubles (loss sum, correct, invalid-label flag, spare) in an f32 tensor of 8.
+  Tensor& buffer() { return buf_; }
+
+ private:
+  Tensor buf_;
+};
+
 class SoftmaxCrossEntropy {
  public:
   // Returns the mean loss and keeps what backward() needs.
   float forward(const Tensor& logits, const Tensor& labels);
+  // The same, but adds the batch's loss sum and correct count to `sums` (on the logits'
+  // device) instead of returning them: no host synchronisation on a GPU.
+  void forward(const Tensor& logits, const Tensor& labels, MetricSums& sums);
   // d(mean loss)/d(logits), written (=); valid until the next forward.
   const Tensor& backward();
   // Softmax probabilities of the last forward.

@@ -58,10 +58,13 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double elapsed
   return line;
 }
 
+bool ProgressBar::due(int64_t step) const {
+  return interactive_ && (step >= total_ || std::chrono::steady_clock::now() - last_draw_ >= std::chrono::milliseconds(50));
+}
+
 void ProgressBar::update(int64_t step, const Metrics& metrics) {
-  if (!interactive_) return;
+  if (!due(step)) return;
   const auto now = std::chrono::steady_clock::now();
-  if (step < total_ && now - last_draw_ < std::chrono::milliseconds(50)) return;
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double per_step = step > 0 ? elapsed / static_cast<double>(step) : 0.0;

@@ -21,6 +21,8 @@ class ProgressBar {
   ProgressBar(int64_t total_steps, std::FILE* out, bool interactive);
   // Redraws at most every 50 ms on a terminal; prints nothing otherwise.
   void update(int64_t step, const Metrics& metrics);
+  // Whether update(step, ...) would draw now (so the caller can skip computing the metrics).
+  bool due(int64_t step) const;
   // Final line of the epoch (always printed), with the extra metrics (val_*) appended. The time
   // shown is the whole epoch; ms/step is from `train_seconds` (validation excluded).
   void finish(int64_t steps_done, double train_seconds, const Metrics& metrics);

@@ -141,6 +141,18 @@ float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64
   return loss;
 }
 
+void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+  const Tensor& logits = forward(x, true);
+  loss_.forward(logits, labels, sums);
+  backward(loss_.backward());
+}
+
+void Sequential::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  compute_gradients(x, labels, sums);
+  apply_gradients();
+}
+
 void Sequential::apply_gradients() {
   EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
   optimizer_->step(params_, grads_);

@@ -105,6 +105,11 @@ class Sequential {
   float train_step(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
   // Same without the optimizer step: gradients are left in grads() (for data-parallel strategies).
   float compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
+  // The two above, adding the batch's loss sum and correct count to `sums` (on the model's
+  // device) instead of returning them: on a GPU the step then queues its work and returns
+  // without waiting for the device (fit() reads the sums only when it prints).
+  void train_step(const Tensor& x, const Tensor& labels, MetricSums& sums);
+  void compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void apply_gradients();
 
   Tensor& params() { return params_; }

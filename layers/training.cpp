@@ -30,22 +30,19 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
               "fit: the data has " + std::to_string(train.num_classes()) + " classes but the model outputs " +
                   std::to_string(output_shape()[0]) + " logits");
 
-  DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed});
+  // On a GPU the dataset moves to the device once and batches are gathered there.
+  DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed,
+                            .device = device_});
   FitLoopHooks hooks;
-  Tensor dx, dy;  // the batch on the model's device (reused: cached device memory)
-  hooks.step = [this, &dx, &dy](const Batch& b) {
-    StepResult r;
-    const bool copy = device_ != b.x.device();
-    if (copy) {
-      ensure(dx, b.x.shape(), DType::F32, device_);
-      ensure(dy, b.y.shape(), DType::I32, device_);
-      dx.copy_from(b.x);
-      dy.copy_from(b.y);
-    }
-    r.loss_sum = static_cast<double>(train_step(copy ? dx : b.x, copy ? dy : b.y, &r.correct)) *
-                 static_cast<double>(b.x.dim(0));
-    r.samples = b.x.dim(0);
-    return r;
+  MetricSums sums(device_);
+  hooks.begin_epoch = [&sums] { sums.reset(); };
+  hooks.step = [this, &sums](const Batch& b) {
+    train_step(b.x, b.y, sums);  // queues the step; waits for nothing on a GPU
+    return StepResult{.samples = b.x.dim(0)};
+  };
+  hooks.epoch_totals = [&sums] {
+    const MetricSums::Values v = sums.read();
+    return StepResult{.loss_sum = v.loss_sum, .correct = v.correct};
   };
   hooks.evaluate = [this](const Dataset& d, int64_t bs) { return evaluate(d, bs); };
   hooks.print = options.verbose > 0;
@@ -64,9 +61,17 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
     const auto t0 = Clock::now();
     ProgressBar bar(loader.num_batches());
     loader.start_epoch(epoch);
+    if (hooks.begin_epoch) hooks.begin_epoch();
     Batch batch;
     StepResult sum;
     int64_t steps = 0;
+    // The running sums: from the step results, or read from where the step keeps them.
+    auto running = [&] {
+      if (!hooks.epoch_totals) return sum;
+      StepResult t = hooks.epoch_totals();
+      t.samples = sum.samples;
+      return t;
+    };
     while (loader.next(batch)) {
       const StepResult r = hooks.step(batch);
       sum.loss_sum += r.loss_sum;
@@ -74,13 +79,16 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       sum.samples += r.samples;
       ++steps;
       ++steps_total;
-      if (print)
-        bar.update(steps, {{"loss", sum.loss_sum / static_cast<double>(sum.samples)},
-                           {"accuracy", static_cast<double>(sum.correct) / static_cast<double>(sum.samples)}});
+      if (print && bar.due(steps)) {
+        const StepResult now = running();
+        bar.update(steps, {{"loss", now.loss_sum / static_cast<double>(now.samples)},
+                           {"accuracy", static_cast<double>(now.correct) / static_cast<double>(now.samples)}});
+      }
       if (limited && steps_total >= options.max_steps) break;
     }
+    const StepResult local = running();  // waits for the epoch's queued device work
     const double train_seconds = seconds_since(t0);
-    const StepResult total = hooks.reduce_epoch ? hooks.reduce_epoch(sum) : sum;
+    const StepResult total = hooks.reduce_epoch ? hooks.reduce_epoch(local) : local;
     EpochLogs logs;
     logs.epoch = epoch + 1;
     logs.steps = steps;
@@ -108,30 +116,18 @@ EvalResult Sequential::evaluate(const Dataset& data, int64_t batch_size) {
   EMBER_CHECK(data.sample_shape() == input_shape_, ShapeError,
               "evaluate: the data's samples are " + data.sample_shape().str() + " but the model was built for " +
                   input_shape_.str());
-  DataLoader loader(data, {.batch_size = batch_size, .shuffle = false});
+  DataLoader loader(data, {.batch_size = batch_size, .shuffle = false, .device = device_});
   loader.start_epoch(0);
   Batch batch;
-  double loss_sum = 0;
-  int64_t correct = 0, seen = 0;
+  int64_t seen = 0;
   SoftmaxCrossEntropy loss;  // not the training loss object: evaluate must not disturb a step
-  Tensor dx, dy;
+  MetricSums sums(device_);  // on a GPU: summed there, read once at the end
   while (loader.next(batch)) {
-    const bool copy = device_ != batch.x.device();
-    if (copy) {
-      ensure(dx, batch.x.shape(), DType::F32, device_);
-      ensure(dy, batch.y.shape(), DType::I32, device_);
-      dx.copy_from(batch.x);
-      dy.copy_from(batch.y);
-    }
-    const Tensor& x = copy ? dx : batch.x;
-    const Tensor& y = copy ? dy : batch.y;
-    const Tensor& logits = forward(x, false);
-    const int64_t b = batch.x.dim(0);
-    loss_sum += static_cast<double>(loss.forward(logits, y)) * static_cast<double>(b);
-    correct += count_correct(logits, y);
-    seen += b;
+    loss.forward(forward(batch.x, false), batch.y, sums);
+    seen += batch.x.dim(0);
   }
-  return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen};
+  const MetricSums::Values v = sums.read();
+  return {v.loss_sum / static_cast<double>(seen), static_cast<double>(v.correct) / static_cast<double>(seen), seen};
 }
 
 Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {

@@ -2,6 +2,7 @@
 #include "optim/sgd.h"
 
 #include "core/error.h"
+#include "layers/gpu.h"
 
 namespace ember {
 
@@ -12,9 +13,13 @@ SGD::SGD(SgdOptions options) : opt_(options) {
 
 void SGD::step(Tensor& params, const Tensor& grads) {
   prepare(params, grads, {&velocity_});
-  EMBER_CHECK(params.device().is_cpu(), DeviceError,
-              "SGD: no GPU kernel yet for parameters on " + params.device().str() + " (use Adam, or train on the cpu)");
   ++iterations_;
+  if (detail::on_gpu(params)) {
+    detail::gpu().sgd_update(params.device().index, static_cast<float*>(params.raw()),
+                             static_cast<const float*>(grads.raw()), static_cast<float*>(velocity_.raw()),
+                             params.numel(), opt_.learning_rate, opt_.momentum, opt_.nesterov);
+    return;
+  }
   float* p = params.f32();
   const float* g = grads.f32();
   float* vel = velocity_.f32();

@@ -17,7 +17,13 @@
 #include "layers/cuda/relu.h"
 #include "layers/cuda/softmax_xent.h"
 #include "optim/adam.h"
+#include "core/cuda/elementwise.h"
+#include "data/cuda/gather.h"
+#include "data/dataset.h"
+#include "layers/loss.h"
 #include "optim/cuda/adam.h"
+#include "optim/cuda/sgd.h"
+#include "optim/sgd.h"
 #include "test_util.h"
 
 namespace ember {
@@ -111,6 +117,82 @@ TEST_F(Parity, SoftmaxCrossEntropyAndAccuracy) {
   std::vector<int32_t> bad = lv;
   bad[5] = 10;
   EXPECT_THROW(cuda::softmax_xent_forward(ctx(), zg, labels(bad).to(kGpu), pg), ArgumentError);
+}
+
+TEST_F(Parity, AccumulatedLossAndAccuracyMatchTheCpu) {
+  // The training step's device-side sums (no host sync) against the CPU's over three batches,
+  // one of them a smaller last batch; NaN-prefilled probabilities must all be written.
+  MetricSums cs, gs(kGpu);
+  gs.buffer().fill(std::numeric_limits<float>::quiet_NaN());
+  gs.reset();  // reset must clear whatever was there
+  SoftmaxCrossEntropy cl, gl;
+  for (int64_t n : {64, 64, 17}) {
+    const Tensor z = test::random_tensor(Shape{n, 10}, static_cast<uint64_t>(20 + n), -4.0f, 4.0f);
+    std::vector<int32_t> lv;
+    for (int64_t i = 0; i < n; ++i) lv.push_back(static_cast<int32_t>((i * 3 + n) % 10));
+    const Tensor y = labels(lv);
+    cl.forward(z, y, cs);
+    gl.forward(z.to(kGpu), y.to(kGpu), gs);
+    EXPECT_LE(rel_error(gl.probabilities().to_vector(), cl.probabilities().to_vector()), 1e-6);
+  }
+  const MetricSums::Values c = cs.read(), g = gs.read();
+  EXPECT_NEAR(g.loss_sum, c.loss_sum, 1e-5 * c.loss_sum);  // double sums of float row losses
+  EXPECT_EQ(g.correct, c.correct);
+  EXPECT_GT(c.correct, 0);  // a sum that stayed 0 would not be tested by the line above
+  // A bad label is reported at the next read, and reset clears it.
+  std::vector<int32_t> bad(5, 1);
+  bad[2] = 10;
+  gl.forward(test::random_tensor(Shape{5, 10}, 9).to(kGpu), labels(bad).to(kGpu), gs);
+  EXPECT_THROW(gs.read(), ArgumentError);
+  gs.reset();
+  EXPECT_EQ(gs.read().correct, 0);
+}
+
+TEST_F(Parity, SgdMatchesTheCpuLoop) {
+  const int64_t n = 70001;
+  for (bool nesterov : {false, true}) {
+    SGD cpu_opt({.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = nesterov});
+    SGD gpu_opt({.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = nesterov});
+    Tensor p = test::random_tensor(Shape{n}, 30);
+    Tensor pg = p.to(kGpu);
+    for (int step = 0; step < 3; ++step) {
+      const Tensor g = test::random_tensor(Shape{n}, 31 + static_cast<uint64_t>(step));
+      cpu_opt.step(p, g);
+      gpu_opt.step(pg, g.to(kGpu));
+    }
+    // FMA contraction on the GPU: an ulp or two per operation on O(1) values.
+    EXPECT_LE(rel_error(pg.to_vector(), p.to_vector()), 1e-6) << "nesterov " << nesterov;
+    EXPECT_LE(rel_error(gpu_opt.state()[0].second.to_vector(), cpu_opt.state()[0].second.to_vector()), 1e-6);
+  }
+}
+
+TEST_F(Parity, FillAndScaleOnTheDevice) {
+  Tensor t = nan_on_gpu(Shape{1001});
+  t.fill(2.5f);
+  cuda::scale(ctx(), static_cast<float*>(t.raw()), t.numel(), -0.5f);
+  ctx().synchronize();
+  EXPECT_EQ(t.to_vector(), std::vector<float>(1001, -1.25f));  // exact in binary
+}
+
+TEST_F(Parity, GatherFromADeviceDatasetEqualsTheCpuGather) {
+  const int64_t n = 50;
+  Tensor images = Tensor::empty(Shape{n, 1, 5, 3}, DType::U8), lab = Tensor::empty(Shape{n}, DType::I32);
+  for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = static_cast<uint8_t>((i * 37) % 256);
+  for (int64_t i = 0; i < n; ++i) lab.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  const Dataset ds(images, lab, 10);
+  const std::vector<int64_t> order = {49, 0, 7, 7, 23, 1, 48, 12};
+  Tensor xc, yc;
+  ds.gather(std::span<const int64_t>(order.data() + 2, 5), xc, yc);  // rows 2..6 of the order
+  Tensor og = Tensor::empty(Shape{static_cast<int64_t>(order.size())}, DType::I32);
+  for (size_t i = 0; i < order.size(); ++i) og.data<int32_t>()[i] = static_cast<int32_t>(order[i]);
+  Tensor xg = nan_on_gpu(Shape{5, 1, 5, 3});
+  Tensor yg = Tensor::zeros(Shape{5}, DType::I32, kGpu);
+  cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), og.to(kGpu), 2, 5, xg, yg);
+  ctx().synchronize();
+  EXPECT_EQ(xg.to_vector(), xc.to_vector());  // the same float product: bit-exact
+  const Tensor yh = yg.to(Device::cpu());
+  EXPECT_TRUE(std::equal(yh.data<int32_t>(), yh.data<int32_t>() + 5, yc.data<int32_t>()));
+  EXPECT_THROW(cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), og.to(kGpu), 4, 5, xg, yg), ShapeError);
 }
 
 TEST_F(Parity, DenseForwardAndBackwardWithRelu) {

@@ -24,6 +24,11 @@ TEST(CudaTensor, WithoutAGpuEveryDeviceOperationSaysWhy) {
   EXPECT_THROW(Tensor::zeros(Shape{4}).to(Device::cuda(0)), DeviceError);
   EXPECT_THROW(set_gpu_memory_fraction(0, 0.5), DeviceError);
   EXPECT_THROW(set_gpu_memory_policy(0, MemoryPolicy::limit("1GiB")), DeviceError);
+  // A data loader asked to build its batches on the GPU, and a metrics accumulator there.
+  Tensor images = Tensor::zeros(Shape{4, 1, 2, 2}, DType::U8), labels = Tensor::zeros(Shape{4}, DType::I32);
+  const Dataset ds(images, labels, 10);
+  EXPECT_THROW(DataLoader(ds, {.batch_size = 2, .device = Device::cuda(0)}), DeviceError);
+  EXPECT_THROW(MetricSums{Device::cuda(0)}, DeviceError);
 }
 
 class OnGpu : public ::testing::Test {

@@ -56,5 +56,23 @@ TEST(Accuracy, CountsArgmaxMatches) {
   EXPECT_EQ(count_correct(logits, labels_of({1, 0, 0})), 2);
 }
 
+TEST(MetricSums, AccumulateTheSameLossAndAccuracyAsTheReturningForward) {
+  const Tensor a = test::random_tensor(Shape{6, 4}, 2, -2.0f, 2.0f), b = test::random_tensor(Shape{3, 4}, 3, -2.0f, 2.0f);
+  const Tensor la = labels_of({0, 1, 2, 3, 0, 1}), lb = labels_of({3, 3, 2});
+  SoftmaxCrossEntropy ref, acc;
+  const double expected = double(ref.forward(a, la)) * 6 + double(ref.forward(b, lb)) * 3;
+  const int64_t correct = count_correct(a, la) + count_correct(b, lb);
+  MetricSums sums;
+  acc.forward(a, la, sums);
+  acc.forward(b, lb, sums);
+  EXPECT_DOUBLE_EQ(sums.read().loss_sum, expected);
+  EXPECT_EQ(sums.read().correct, correct);
+  EXPECT_EQ(acc.backward().shape(), (Shape{3, 4}));  // backward() belongs to the last batch
+  sums.reset();
+  EXPECT_EQ(sums.read().loss_sum, 0.0);
+  EXPECT_EQ(sums.read().correct, 0);
+  EXPECT_THROW(acc.forward(a, labels_of({0, 1, 2, 9, 0, 1}), sums), ArgumentError);
+}
+
 }  // namespace
 }  // namespace ember

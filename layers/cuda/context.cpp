@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/cuda/check.h"
+#include "core/runtime.h"
 
 namespace ember::cuda {
 
@@ -22,13 +23,18 @@ cublasHandle_t Context::blas() {
     EMBER_CUBLAS_CHECK(cublasCreate(&h));
     try {
       EMBER_CUBLAS_CHECK(cublasSetStream(h, stream_));
-      // Float32 results must match the CPU path: no TF32 unless asked for (a later option).
-      EMBER_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
     } catch (...) {
       cublasDestroy(h);
       throw;
     }
     blas_ = h;
+    blas_tf32_ = !allow_tf32();  // forces the math mode to be set below
+  }
+  // Float32 results match the CPU path: no TF32 unless allowed (core/runtime.h). Checked on
+  // every use, so the setting may change between runs of one process.
+  if (const bool tf32 = allow_tf32(); tf32 != blas_tf32_) {
+    EMBER_CUBLAS_CHECK(cublasSetMathMode(blas_, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    blas_tf32_ = tf32;
   }
   return blas_;
 }

@@ -35,6 +35,7 @@ class Context {
   cudaStream_t stream_ = nullptr;
   std::mutex mu_;
   cublasHandle_t blas_ = nullptr;
+  bool blas_tf32_ = false;  // the math mode blas_ is set to
   cudnnHandle_t dnn_ = nullptr;
 };
 

@@ -9,12 +9,12 @@
 #include <tuple>
 
 #include "core/cuda/check.h"
+#include "core/runtime.h"
 #include "layers/cuda/relu.h"
 
 namespace ember::cuda {
 
 namespace {
-bool g_deterministic = false;
 
 struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
@@ -40,11 +40,11 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
               "conv2d (cuda): asymmetric padding (same padding with an even kernel or stride) is not supported on "
               "the GPU: " + g.str());
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool>;
+                         int64_t, bool, bool>;
   static std::mutex mu;
   static auto* cache = new std::map<Key, std::unique_ptr<Plan>>();
   const Key key{ctx.device(), g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left,
-                g_deterministic};
+                gpu_deterministic(), allow_tf32()};
   std::lock_guard lock(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return *it->second;
@@ -58,10 +58,11 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
   EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.k), i32(g.p), i32(g.q)));
   EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(g.k), 1, 1));
   EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
-  // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU.
+  // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU
+  // unless TF32 is allowed (core/runtime.h).
   EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
                                                     i32(g.stride_w), 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH));
+  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int out_n = 0, out_c = 0, out_h = 0, out_w = 0;
   EMBER_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &out_n, &out_c, &out_h, &out_w));
   EMBER_CHECK(out_h == g.p && out_w == g.q, ShapeError, "conv2d (cuda): cuDNN computes a different output size for " + g.str());
@@ -76,7 +77,7 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
   EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
   EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-data algorithm for " + g.str());
   p->bwd_data = bd[0].algo;
-  for (int i = 0; i < found && g_deterministic; ++i)
+  for (int i = 0; i < found && gpu_deterministic(); ++i)
     if (bd[i].status == CUDNN_STATUS_SUCCESS && bd[i].determinism == CUDNN_DETERMINISTIC) {
       p->bwd_data = bd[i].algo;
       break;
@@ -85,7 +86,7 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
   EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
   EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-filter algorithm for " + g.str());
   p->bwd_filter = bf[0].algo;
-  for (int i = 0; i < found && g_deterministic; ++i)
+  for (int i = 0; i < found && gpu_deterministic(); ++i)
     if (bf[i].status == CUDNN_STATUS_SUCCESS && bf[i].determinism == CUDNN_DETERMINISTIC) {
       p->bwd_filter = bf[i].algo;
       break;
@@ -111,7 +112,6 @@ const float* cp(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
 }  // namespace
 
-void set_deterministic(bool on) { g_deterministic = on; }
 
 void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);

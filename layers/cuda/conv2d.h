@@ -2,7 +2,8 @@
 // are NCHW (row-major: the public layout, which cuDNN supports for every FP32 algorithm with
 // KCRS filters). Symmetric padding only (valid, or same with odd kernels); bias and the fused
 // ReLU run as a cuDNN add and a ReLU kernel. Algorithms are chosen once per shape (cuDNN's
-// heuristics, or deterministic ones when asked) and cached.
+// heuristics; deterministic backward ones under set_gpu_deterministic; TF32 math only under
+// set_allow_tf32, core/runtime.h) and cached per shape and setting.
 #pragma once
 
 #include <string>
@@ -18,7 +19,5 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
                      const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked);
 // "cuDNN fwd algo 1, bwd-data algo 1, bwd-filter algo 0, workspace N bytes"
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g);
-// Deterministic mode: backward algorithms whose results do not depend on scheduling.
-void set_deterministic(bool on);
 
 }  // namespace ember::cuda

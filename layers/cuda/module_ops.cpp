@@ -8,7 +8,10 @@
 #include "layers/cuda/maxpool2d.h"
 #include "layers/cuda/relu.h"
 #include "layers/cuda/softmax_xent.h"
+#include "core/cuda/elementwise.h"
+#include "data/cuda/gather.h"
 #include "optim/cuda/adam.h"
+#include "optim/cuda/sgd.h"
 
 namespace ember::cuda {
 
@@ -54,6 +57,25 @@ const ::ember::detail::CudaModuleApi& api() {
     a.count_correct = [](const Tensor& z, const Tensor& y) { return count_correct(ctx_of(z), z, y); };
     a.adam_update = [](int device, float* p, const float* g, float* m, float* v, int64_t n, float lr_t, float b1,
                        float b2, float eps) { adam_update(context(device), p, g, m, v, n, lr_t, b1, b2, eps); };
+    a.softmax_xent_accumulate = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums) {
+      softmax_xent_accumulate(ctx_of(z), z, y, p, sums);
+    };
+    a.sgd_update = [](int device, float* p, const float* g, float* vel, int64_t n, float lr, float mu, bool nesterov) {
+      sgd_update(context(device), p, g, vel, n, lr, mu, nesterov);
+    };
+    a.fill = [](Tensor& t, float value) {
+      EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "fill: f32 only, got " + t.str());
+      fill(ctx_of(t), static_cast<float*>(t.raw()), t.numel(), value);
+    };
+    a.scale = [](Tensor& t, float factor) {
+      EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "scale: f32 only, got " + t.str());
+      scale(ctx_of(t), static_cast<float*>(t.raw()), t.numel(), factor);
+    };
+    a.gather_batch = [](const Tensor& images, const Tensor& labels, const Tensor& order, int64_t offset,
+                        int64_t count, Tensor& x, Tensor& y) {
+      gather_batch(ctx_of(images), images, labels, order, offset, count, x, y);
+    };
+    a.synchronize = [](int device) { context(device).synchronize(); };
     return a;
   }();
   return table;

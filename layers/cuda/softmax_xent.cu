@@ -8,20 +8,13 @@ namespace ember::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-__global__ void xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ probs,
-                          double* __restrict__ row_loss, int* __restrict__ bad_label, int64_t n, int64_t k) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float* zi = z + i * k;
-  float* pi = probs + i * k;
-  const int32_t label = y[i];
-  if (label < 0 || label >= k) {
-    atomicMax(bad_label, 1);
-    row_loss[i] = 0.0;
-    return;
-  }
-  float m = zi[0];
-  for (int64_t j = 1; j < k; ++j) m = fmaxf(m, zi[j]);
+// Softmax of one row of k logits into pi, shifted by the row's maximum for stability; returns
+// the sum of the exponentials (in double, as the CPU) and sets *best to the first argmax.
+__device__ double softmax_row(const float* __restrict__ zi, float* __restrict__ pi, int64_t k, int64_t* best) {
+  int64_t b = 0;
+  for (int64_t j = 1; j < k; ++j)
+    if (zi[j] > zi[b]) b = j;
+  const float m = zi[b];
   double sum = 0.0;
   for (int64_t j = 0; j < k; ++j) {
     pi[j] = expf(zi[j] - m);
@@ -29,7 +22,25 @@ __global__ void xent_rows(const float* __restrict__ z, const int32_t* __restrict
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < k; ++j) pi[j] *= inv;
-  row_loss[i] = log(sum) - static_cast<double>(zi[label] - m);
+  *best = b;
+  return sum;
+}
+
+// Per row: the softmax, the loss and (when row_ok is given) whether the argmax is the label.
+// A label outside [0, k) sets *bad = 1 (every writer writes the same value: no atomic needed).
+__global__ void xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ probs,
+                          double* __restrict__ row_loss, double* __restrict__ row_ok, double* __restrict__ bad,
+                          int64_t n, int64_t k) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float* zi = z + i * k;
+  const int32_t label = y[i];
+  int64_t best = 0;
+  const double sum = softmax_row(zi, probs + i * k, k, &best);
+  const bool valid = label >= 0 && label < k;
+  if (!valid) *bad = 1.0;
+  row_loss[i] = valid ? log(sum) - static_cast<double>(zi[label] - zi[best]) : 0.0;
+  if (row_ok) row_ok[i] = valid && best == label ? 1.0 : 0.0;
 }
 
 __global__ void reduce_mean(const double* __restrict__ row_loss, int64_t n, double* __restrict__ out) {
@@ -43,6 +54,32 @@ __global__ void reduce_mean(const double* __restrict__ row_loss, int64_t n, doub
     __syncthreads();
   }
   if (threadIdx.x == 0) *out = partial[0] / static_cast<double>(n);
+}
+
+// The accumulating forward's reduction: one block adds the row losses and the row hits, in a
+// fixed order, to acc[0] and acc[1].
+__global__ void reduce_add2(const double* __restrict__ a, const double* __restrict__ b, int64_t n,
+                            double* __restrict__ acc) {
+  __shared__ double pa[kThreads], pb[kThreads];
+  double sa = 0.0, sb = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    sa += a[i];
+    sb += b[i];
+  }
+  pa[threadIdx.x] = sa;
+  pb[threadIdx.x] = sb;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      pa[threadIdx.x] += pa[threadIdx.x + stride];
+      pb[threadIdx.x] += pb[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    acc[0] += pa[0];
+    acc[1] += pb[0];
+  }
 }
 
 __global__ void xent_backward(const float* __restrict__ p, const int32_t* __restrict__ y, float* __restrict__ d,
@@ -83,25 +120,47 @@ float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& lab
               "softmax cross-entropy (cuda): probs must match logits");
   const int64_t n = logits.dim(0), k = logits.dim(1);
   // Scratch through the caching allocator: reused from the second step on.
-  Tensor scratch = Tensor::empty(Shape{(n + 2) * 2 + 2}, DType::F32, logits.device());  // n + 1 doubles, 1 int
+  Tensor scratch = Tensor::empty(Shape{(n + 2) * 2}, DType::F32, logits.device());  // n + 2 doubles
   auto* row_loss = static_cast<double*>(scratch.raw());
   double* mean = row_loss + n;
-  int* bad = reinterpret_cast<int*>(mean + 1);
-  EMBER_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int), ctx.stream()));
+  double* bad = mean + 1;
+  EMBER_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(double), ctx.stream()));
   xent_rows<<<blocks(n), kThreads, 0, ctx.stream()>>>(static_cast<const float*>(logits.raw()),
                                                       static_cast<const int32_t*>(labels.raw()),
-                                                      static_cast<float*>(probs.raw()), row_loss, bad, n, k);
+                                                      static_cast<float*>(probs.raw()), row_loss, nullptr, bad, n, k);
   EMBER_CUDA_CHECK(cudaGetLastError());
   reduce_mean<<<1, kThreads, 0, ctx.stream()>>>(row_loss, n, mean);
   EMBER_CUDA_CHECK(cudaGetLastError());
   double host_mean = 0;
-  int host_bad = 0;
+  double host_bad = 0;
   EMBER_CUDA_CHECK(cudaMemcpyAsync(&host_mean, mean, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(&host_bad, bad, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream()));
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(&host_bad, bad, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.synchronize();
-  EMBER_CHECK(host_bad == 0, ArgumentError,
+  EMBER_CHECK(host_bad == 0.0, ArgumentError,
               "softmax cross-entropy (cuda): a label is outside [0, " + std::to_string(k) + ")");
   return static_cast<float>(host_mean);
+}
+
+void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums) {
+  check(logits, labels, ctx);
+  EMBER_CHECK(probs.shape() == logits.shape() && probs.device() == logits.device(), ShapeError,
+              "softmax cross-entropy (cuda): probs must match logits");
+  EMBER_CHECK(sums.numel() == 8 && sums.dtype() == DType::F32 && sums.device() == logits.device(), ShapeError,
+              "softmax cross-entropy (cuda): the metric sums must be 8 f32 (4 doubles) on " +
+                  logits.device().str() + ", got " + sums.str());
+  const int64_t n = logits.dim(0), k = logits.dim(1);
+  if (n == 0) return;
+  // Scratch through the caching allocator: the same size every step, so reused (no cudaMalloc).
+  Tensor scratch = Tensor::empty(Shape{4 * n}, DType::F32, logits.device());  // 2n doubles
+  auto* row_loss = static_cast<double*>(scratch.raw());
+  double* row_ok = row_loss + n;
+  auto* acc = static_cast<double*>(sums.raw());
+  xent_rows<<<blocks(n), kThreads, 0, ctx.stream()>>>(static_cast<const float*>(logits.raw()),
+                                                      static_cast<const int32_t*>(labels.raw()),
+                                                      static_cast<float*>(probs.raw()), row_loss, row_ok, acc + 2, n, k);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+  reduce_add2<<<1, kThreads, 0, ctx.stream()>>>(row_loss, row_ok, n, acc);
+  EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
 void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits) {

@@ -1,6 +1,7 @@
 // Softmax cross-entropy and accuracy on the GPU: the contract of layers/cpu/softmax_xent.h.
-// The forward returns the mean loss to the host, so it synchronises the stream (a device-side
-// loss for graph capture comes with the training step on the GPU).
+// softmax_xent_forward returns the mean loss to the host, so it synchronises the stream;
+// softmax_xent_accumulate (the training step's) adds the loss sum and the correct count to
+// device-side sums instead and never waits for the device.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 namespace ember::cuda {
 
 float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs);
+// sums: 8 f32 = 4 doubles {loss sum, correct, bad-label flag, spare} (MetricSums in loss.h).
+void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
 void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits);
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels);
 

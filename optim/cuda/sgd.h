@@ -1,0 +1,13 @@
+// SGD with momentum on the GPU: the same update as the CPU loop in optim/sgd.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "layers/cuda/context.h"
+
+namespace ember::cuda {
+
+void sgd_update(Context& ctx, float* params, const float* grads, float* velocity, int64_t n, float lr, float momentum,
+                bool nesterov);
+
+}  // namespace ember::cuda
