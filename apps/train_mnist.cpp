@@ -40,6 +40,7 @@ struct Args {
   bool seed_given = false;
   std::string strategy = "default";
   int replicas = 2;
+  std::string gpus;  // "0,1": the GPUs of --strategy mirrored (default: every usable GPU)
   double collective_timeout = 60;
   std::string inject_fault;  // "REPLICA:STEP[:hang]", for tests of failure handling
   std::string gpu_memory_limit;
@@ -48,9 +49,40 @@ struct Args {
   bool deterministic = false;
 };
 
-std::unique_ptr<ember::Strategy> make_strategy(const Args& a) {
+// "0,2" -> {0, 2}; empty on a malformed list.
+std::vector<int> parse_gpu_list(const std::string& s) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    if (j == i || j - i > 4) return {};
+    out.push_back(std::stoi(s.substr(i, j - i)));
+    if (j == s.size()) break;
+    if (s[j] != ',' || j + 1 == s.size()) return {};
+    i = j + 1;
+  }
+  return out;
+}
+
+std::unique_ptr<ember::Strategy> make_strategy(const Args& a, const ember::Device& device) {
+  using namespace ember;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.collective_timeout * 1000));
-  if (a.strategy == "mirrored") return ember::make_mirrored_cpu_strategy(a.replicas, timeout);
+  if (a.strategy == "mirrored" && device.is_cuda()) {
+    std::vector<int> gpus = parse_gpu_list(a.gpus);
+    if (a.gpus.empty())
+      for (const GpuInfo& g : cuda_status().gpus) gpus.push_back(g.index);  // every usable GPU
+    return make_mirrored_gpu_strategy(gpus, timeout);
+  }
+  if (a.strategy == "mirrored") {
+    if (a.gpus.empty()) return make_mirrored_cpu_strategy(a.replicas, timeout);
+    if (a.device == "cpu") throw ArgumentError("--gpus " + a.gpus + " asks for GPU replicas but --device is cpu "
+                                               "(CPU replicas: --replicas N)");
+    // Soft placement put the run on the CPU (resolve_device warned why): as many CPU replicas.
+    const int n = static_cast<int>(parse_gpu_list(a.gpus).size());
+    log().warn("--gpus {}: no usable GPU, so {} CPU replica{} instead", a.gpus, n, n == 1 ? "" : "s");
+    return make_mirrored_cpu_strategy(n, timeout);
+  }
   if (a.strategy == "multiworker") return ember::make_multiworker_strategy(timeout);
   return ember::make_default_strategy();
 }
@@ -109,7 +141,7 @@ int run(const Args& a) {
     if (a.gpu_memory_fraction > 0) set_gpu_memory_fraction(device.index, a.gpu_memory_fraction);
   }
 
-  const std::unique_ptr<Strategy> strategy = make_strategy(a);
+  const std::unique_ptr<Strategy> strategy = make_strategy(a, device);
   const bool chief = strategy->is_chief();  // only rank 0 prints and writes files
   const bool quiet = a.quiet || !chief;
   const std::string dir = a.data_dir.empty() ? "data/" + a.dataset : a.data_dir;
@@ -236,7 +268,12 @@ int main(int argc, char** argv) {
   app.add_option("--strategy", a.strategy,
                  "default (one replica), mirrored (replicas in this process), multiworker (one per MPI rank)")
       ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
-  app.add_option("--replicas", a.replicas, "CPU replicas on threads for --strategy mirrored")->check(CLI::Range(1, 256));
+  app.add_option("--replicas", a.replicas, "CPU replicas on threads for --strategy mirrored --device cpu")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--gpus", a.gpus, "GPUs for --strategy mirrored, e.g. 0,1 (default: every usable GPU)")
+      ->check([](const std::string& s) {
+        return parse_gpu_list(s).empty() ? std::string("expected a list of GPU indices such as 0,1") : std::string();
+      });
   app.add_option("--collective-timeout", a.collective_timeout,
                  "Seconds a collective may wait for the other replicas before the job is ended")
       ->check(CLI::Range(0.1, 86400.0));
@@ -262,6 +299,10 @@ int main(int argc, char** argv) {
       });
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   a.seed_given = seed->count() > 0;
+  if (!a.gpus.empty() && a.strategy != "mirrored") {
+    std::fprintf(stderr, "train_mnist: --gpus is for --strategy mirrored (see --help)\n");
+    return 2;
+  }
   try {
     if (a.device != "auto") ember::Device::parse(a.device);  // a bad --device is a command-line error
   } catch (const ember::ArgumentError& e) {

@@ -10,7 +10,8 @@ set(EMBER_SOURCES
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
   optim/adam.cpp optim/optimizer.cpp optim/sgd.cpp
   data/dataloader.cpp data/dataset.cpp data/idx.cpp data/mnist.cpp
-  distribute/local_communicator.cpp distribute/multiworker.cpp distribute/replica_step.cpp distribute/strategy.cpp
+  distribute/local_communicator.cpp distribute/mirrored_gpu.cpp distribute/multiworker.cpp distribute/nccl_communicator.cpp
+  distribute/replica_step.cpp distribute/strategy.cpp
 )
 if(EMBER_HAVE_MPI)
   list(APPEND EMBER_SOURCES distribute/mpi_communicator.cpp)
@@ -41,7 +42,7 @@ endif()
 if(EMBER_HAVE_CUDA)
   add_library(ember_cuda SHARED
     core/cuda/elementwise.cu core/cuda/memory.cpp core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu
-    data/cuda/gather.cu
+    data/cuda/gather.cu distribute/cuda/nccl.cpp
     layers/cuda/context.cpp layers/cuda/conv2d.cpp layers/cuda/dense.cpp layers/cuda/dense_kernels.cu
     layers/cuda/maxpool2d.cpp layers/cuda/module_ops.cpp layers/cuda/relu.cu
     layers/cuda/softmax_xent.cu optim/cuda/adam.cu optim/cuda/sgd.cu)

@@ -56,6 +56,21 @@ struct CudaModuleApi {
                        Tensor& x, Tensor& y);
   // Blocks until every op queued on `device` is done (and reports an asynchronous error).
   void (*synchronize)(int device);
+
+  // NCCL (distribute/cuda/nccl.cpp); null in a build without NCCL. Communicators are opaque
+  // handles owned by the caller (nccl_destroy). Collectives are queued on each buffer's device
+  // stream, one group for all the given local members; waits are bounded by timeout_ms and
+  // throw CollectiveError (timeout) or NcclError (asynchronous failure) after aborting.
+  void (*nccl_init_all)(const std::vector<int>& devices, std::vector<void*>* comms);
+  void (*nccl_unique_id)(std::string* id);
+  void* (*nccl_init_rank)(const std::string& id, int nranks, int rank, int device, int64_t timeout_ms);
+  void (*nccl_destroy)(void* comm) noexcept;
+  void (*nccl_abort)(void* comm) noexcept;
+  void (*nccl_all_reduce_sum)(const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int64_t timeout_ms);
+  void (*nccl_broadcast)(const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int root,
+                         int64_t timeout_ms);
+  void (*nccl_wait)(const std::vector<void*>& comms, int64_t timeout_ms);
+  double (*nccl_busy_seconds)(void* comm);  // device time of its collectives waited for so far
   void (*adam_update)(int device, float* p, const float* g, float* m, float* v, int64_t n, float lr_t, float beta1,
                       float beta2, float epsilon);
 };

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "core/cuda_module.h"
+
 namespace ember::detail {
 
 StepResult replica_step(Sequential& model, Communicator& comm, const Tensor& x, const Tensor& y, int64_t global,
@@ -14,12 +16,8 @@ StepResult replica_step(Sequential& model, Communicator& comm, const Tensor& x, 
     const float loss = model.compute_gradients(x, y, &r.correct);
     r.loss_sum = static_cast<double>(loss) * static_cast<double>(n);
     r.samples = n;
-    const float w = static_cast<float>(n) / static_cast<float>(global);
-    float* g = grads.f32();
-    for (int64_t i = 0; i < grads.numel(); ++i) g[i] *= w;
-  } else {
-    grads.fill(0.0f);
   }
+  weight_gradients(grads, n, global);
   const auto t0 = std::chrono::steady_clock::now();
   comm.all_reduce_sum(grads);
   if (allreduce_s) *allreduce_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -27,23 +25,48 @@ StepResult replica_step(Sequential& model, Communicator& comm, const Tensor& x, 
   return r;
 }
 
+std::unique_ptr<Sequential> build_replica(const ModelRecipe& recipe, Device device) {
+  auto m = std::make_unique<Sequential>();
+  recipe.add_layers(*m);
+  m->build(recipe.input_shape, recipe.seed);
+  m->compile(recipe.make_optimizer());
+  m->to(device);
+  return m;
+}
+
+void weight_gradients(Tensor& grads, int64_t shard, int64_t global) {
+  if (shard == 0) {
+    grads.fill(0.0f);
+    return;
+  }
+  const float w = static_cast<float>(shard) / static_cast<float>(global);
+  if (grads.device().is_cuda()) {
+    require_cuda_module("GPU gradients").scale(grads, w);
+    return;
+  }
+  float* g = grads.f32();
+  for (int64_t i = 0; i < grads.numel(); ++i) g[i] *= w;
+}
+
 EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset& data, int64_t batch_size) {
   DataLoader loader(data, {.batch_size = std::max<int64_t>(batch_size, comm.size()), .shuffle = false, .seed = 0,
-                           .num_shards = comm.size(), .shard = comm.rank()});
+                           .num_shards = comm.size(), .shard = comm.rank(), .device = model.device()});
   loader.start_epoch(0);
   Batch b;
   SoftmaxCrossEntropy loss;
-  double sums[3] = {0, 0, 0};  // loss * n, correct, n
+  MetricSums sums(model.device());
+  int64_t seen = 0;
   while (loader.next(b)) {
     const int64_t n = b.x.dim(0);
     if (n == 0) continue;
-    const Tensor& logits = model.forward(b.x, false);
-    sums[0] += static_cast<double>(loss.forward(logits, b.y)) * static_cast<double>(n);
-    sums[1] += static_cast<double>(count_correct(logits, b.y));
-    sums[2] += static_cast<double>(n);
+    loss.forward(model.forward(b.x, false), b.y, sums);
+    seen += n;
   }
+  const MetricSums::Values v = sums.read();
   Tensor t = Tensor::empty(Shape{3});
-  for (int i = 0; i < 3; ++i) t.f32()[i] = static_cast<float>(sums[i]);  // counts <= 2^24 stay exact
+  t.f32()[0] = static_cast<float>(v.loss_sum);
+  t.f32()[1] = static_cast<float>(v.correct);  // counts <= 2^24 stay exact
+  t.f32()[2] = static_cast<float>(seen);
   comm.all_reduce_sum(t);
   return {t.f32()[0] / t.f32()[2], t.f32()[1] / t.f32()[2], static_cast<int64_t>(t.f32()[2])};
 }

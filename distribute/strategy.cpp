@@ -15,26 +15,17 @@ namespace ember {
 
 namespace {
 
-std::unique_ptr<Sequential> build_replica(const ModelRecipe& recipe) {
-  auto m = std::make_unique<Sequential>();
-  recipe.add_layers(*m);
-  m->build(recipe.input_shape, recipe.seed);
-  m->compile(recipe.make_optimizer());
-  m->to(recipe.device);
-  return m;
-}
-
 void require_cpu_replicas(const ModelRecipe& recipe, const std::string& strategy) {
   EMBER_CHECK(recipe.device.is_cpu(), DeviceError,
-              strategy + " with replicas on " + recipe.device.str() +
-                  " needs the NCCL communicators, which are not built yet: use --device cpu or --strategy default");
+              strategy + ": these are CPU replicas on threads, but the recipe asks for " + recipe.device.str() +
+                  " (GPU replicas: make_mirrored_gpu_strategy, train_mnist --gpus)");
 }
 
 class DefaultStrategy : public Strategy {
  public:
   std::string name() const override { return "default"; }
   int num_replicas() const override { return 1; }
-  void build(const ModelRecipe& recipe) override { model_ = build_replica(recipe); }
+  void build(const ModelRecipe& recipe) override { model_ = detail::build_replica(recipe, recipe.device); }
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation) override {
     return model().fit(train, options, validation);
   }
@@ -125,7 +116,7 @@ class ReplicaPool {
   std::vector<std::exception_ptr> errors_;
 };
 
-class MirroredCpuStrategy : public Strategy {
+class MirroredCpuStrategy : public detail::LocalReplicas {
  public:
   MirroredCpuStrategy(int n, std::chrono::milliseconds timeout)
       : n_(n), comms_(make_local_communicators(n)), pool_(n, std::max(1, num_threads() / n)) {
@@ -138,7 +129,7 @@ class MirroredCpuStrategy : public Strategy {
     require_cpu_replicas(recipe, "mirrored");
     replicas_.resize(static_cast<size_t>(n_));
     pool_.run([&](int r) {
-      replicas_[static_cast<size_t>(r)] = build_replica(recipe);
+      replicas_[static_cast<size_t>(r)] = detail::build_replica(recipe, recipe.device);
       comms_[static_cast<size_t>(r)]->broadcast(replicas_[static_cast<size_t>(r)]->params(), 0);
     });
   }
@@ -191,30 +182,13 @@ class MirroredCpuStrategy : public Strategy {
     return fit_loop(loader, options, validation, hooks);
   }
 
-  EvalResult evaluate(const Dataset& data, int64_t batch_size) override { return model().evaluate(data, batch_size); }
-  Sequential& model() override {
-    EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
-    return *replicas_[0];
-  }
-  TrainingState load(const std::string& path) override {
-    TrainingState st = model().load(path);
-    for (size_t r = 1; r < replicas_.size(); ++r) replicas_[r]->load(path);
-    return st;
-  }
  private:
   int n_;
   std::vector<std::unique_ptr<Communicator>> comms_;
-  std::vector<std::unique_ptr<Sequential>> replicas_;
   ReplicaPool pool_;
 };
 
 }  // namespace
-
-namespace detail {
-void require_cpu_replicas_for(const ModelRecipe& recipe, const std::string& strategy) {
-  require_cpu_replicas(recipe, strategy);
-}
-}  // namespace detail
 
 std::unique_ptr<Strategy> make_default_strategy() { return std::make_unique<DefaultStrategy>(); }
 

@@ -1,10 +1,12 @@
 // Strategy: how a model is trained across devices and processes (design.md, "Distribution").
 //   Default       one replica in this process
-//   Mirrored      N replicas in this process (N CPU replicas on threads; GPUs with the GPU
-//                 backend): each step's global batch is split evenly, gradients are averaged
-//                 with one all-reduce, every replica runs the same optimizer step
+//   Mirrored      N replicas in this process (CPU replicas on threads, or one per GPU driven
+//                 by one thread): each step's global batch is split evenly, gradients are
+//                 averaged with one all-reduce (in-process, or one grouped NCCL call), every
+//                 replica runs the same optimizer step
 //   MultiWorker   one replica per process, launched by mpirun/srun; MPI gives rank and size
-//                 and reduces the gradients; each rank reads its own shard of every batch
+//                 and reduces CPU gradients (GPU ones: NCCL, bootstrapped by MPI); each rank
+//                 reads its own shard of every batch
 // All give the same update as one replica on the same global batch (tests/test_distribute.cpp).
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "layers/sequential.h"
 
@@ -24,7 +27,9 @@ struct ModelRecipe {
   Shape input_shape;
   uint64_t seed = 0;
   std::function<std::unique_ptr<Optimizer>()> make_optimizer;
-  Device device = Device::cpu();  // Default: where the replica runs; Mirrored/MultiWorker: cpu for now
+  // Default: where the replica runs. Mirrored: ignored (the strategy's devices). MultiWorker:
+  // cpu, or any GPU for one GPU per process (the process's local rank picks which).
+  Device device = Device::cpu();
 };
 
 struct StrategyStats {
@@ -74,7 +79,14 @@ std::unique_ptr<Strategy> make_default_strategy();
 // N replicas on CPU threads of this process; OpenMP threads are shared out between them.
 std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas,
                                                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
-// One replica per MPI process (CPU); throws DeviceError in a build without MPI.
+// One replica per GPU of this process: `gpus` are CUDA device indices (each at most once);
+// gradients are summed by one grouped NCCL all-reduce per step. Throws DeviceError without
+// NCCL or without those GPUs.
+std::unique_ptr<Strategy> make_mirrored_gpu_strategy(const std::vector<int>& gpus,
+                                                     std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// One replica per MPI process, on the CPU (MPI_Allreduce) or on a GPU (NCCL, its unique id sent
+// by MPI; local rank r uses the r-th usable GPU modulo their number). Throws DeviceError in a
+// build without MPI.
 std::unique_ptr<Strategy> make_multiworker_strategy(std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 }  // namespace ember

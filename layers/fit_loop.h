@@ -20,8 +20,9 @@ struct FitLoopHooks {
   // Trains on one batch from the loader. With `epoch_totals` set, only `samples` of the result
   // counts: the loss and accuracy sums are kept by the step (on the device) and read from there.
   std::function<StepResult(const Batch&)> step;
-  // Called before an epoch's first step (to zero device-side sums).
-  std::function<void()> begin_epoch;
+  // Called with the epoch (0-based) before its first step, after the loader's start_epoch (to
+  // zero device-side sums, start other replicas' loaders).
+  std::function<void(int epoch)> begin_epoch;
   // The epoch's (loss_sum, correct) so far when the step keeps them on a device. Reading them
   // waits for the device, so the loop asks only when the progress bar draws and at the end of
   // the epoch (that read also makes the epoch's time include all of its queued GPU work).

@@ -35,7 +35,7 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
                             .device = device_});
   FitLoopHooks hooks;
   MetricSums sums(device_);
-  hooks.begin_epoch = [&sums] { sums.reset(); };
+  hooks.begin_epoch = [&sums](int) { sums.reset(); };
   hooks.step = [this, &sums](const Batch& b) {
     train_step(b.x, b.y, sums);  // queues the step; waits for nothing on a GPU
     return StepResult{.samples = b.x.dim(0)};
@@ -61,7 +61,7 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
     const auto t0 = Clock::now();
     ProgressBar bar(loader.num_batches());
     loader.start_epoch(epoch);
-    if (hooks.begin_epoch) hooks.begin_epoch();
+    if (hooks.begin_epoch) hooks.begin_epoch(epoch);
     Batch batch;
     StepResult sum;
     int64_t steps = 0;

@@ -118,6 +118,22 @@ TEST(TrainMnist, GpuRequestWithoutGpuFallsBackOrFailsWhenStrict) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainMnist, GpuReplicasWithoutGpuFallBackToCpuReplicasOrFailWhenStrict) {
+  if (ember::cuda_available()) GTEST_SKIP() << "a GPU is usable here: the fallback cannot be produced";
+  const std::string dir = ember::test::temp_dir("gpus");
+  ember::test::write_synthetic_mnist(dir, 64, 16, false);
+  const std::string args = " --strategy mirrored --gpus 0,1 --steps 1 --epochs 1 --batch-size 16 --data-dir " + dir;
+  const AppRun soft = run("--device gpu" + args);
+  EXPECT_EQ(soft.code, 0) << soft.output;
+  EXPECT_NE(soft.output.find("2 CPU replicas instead"), std::string::npos) << soft.output;
+  EXPECT_NE(soft.output.find("mirrored (2 cpu replicas)"), std::string::npos) << soft.output;
+  EXPECT_EQ(run("--device gpu --strict-placement" + args).code, 1);
+  EXPECT_EQ(run("--device cpu" + args).code, 1);  // GPU replicas asked for on the cpu
+  EXPECT_EQ(run("--gpus 0 --data-dir " + dir).code, 2);  // --gpus without --strategy mirrored
+  EXPECT_EQ(run("--strategy mirrored --gpus 0,x --data-dir " + dir).code, 2);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 namespace {
@@ -231,6 +247,27 @@ TEST_F(TrainMnistStrategies, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));  // not the injected hour
 }
 #endif
+
+// GPU replicas at world size 1 (any single GPU): mirrored over NCCL and multiworker over NCCL
+// bootstrapped by MPI run the same ops in the same order as the default strategy on that GPU;
+// with deterministic cuDNN algorithms the parameters are the same bits.
+TEST_F(TrainMnistStrategies, GpuStrategiesAtWorldSizeOneEqualDefaultOnTheGpu) {
+  if (!ember::cuda_available()) GTEST_SKIP() << "no usable GPU: " << ember::cuda_status().reason;
+  const std::string gpu = " --device gpu --strict-placement --deterministic --epochs 1 --steps 40 --batch-size 32 "
+                          "--seed 4 --data-dir " + dir_;
+  ASSERT_EQ(run("--quiet --save " + dir_ + "/default.st" + gpu).code, 0);
+  const AppRun m = run("--strategy mirrored --gpus 0 --save " + dir_ + "/mirrored.st" + gpu);
+  ASSERT_EQ(m.code, 0) << m.output;
+  EXPECT_NE(m.output.find("NCCL"), std::string::npos) << m.output;
+  EXPECT_EQ(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/mirrored.st")), 0.0);
+#ifdef EMBER_MPIEXEC  // the GPU check's bundle is built without MPI: there, mirrored only
+  const AppRun w = run_raw(mpirun(1) + " --strategy multiworker --save " + dir_ + "/mpi.st" + gpu);
+  ASSERT_EQ(w.code, 0) << w.output;
+  EXPECT_NE(w.output.find("NCCL over MPI"), std::string::npos) << w.output;
+  EXPECT_EQ(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/mpi.st")), 0.0);
+#endif
+}
+
 
 }  // namespace
 

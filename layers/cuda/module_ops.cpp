@@ -10,6 +10,7 @@
 #include "layers/cuda/softmax_xent.h"
 #include "core/cuda/elementwise.h"
 #include "data/cuda/gather.h"
+#include "distribute/cuda/nccl.h"
 #include "optim/cuda/adam.h"
 #include "optim/cuda/sgd.h"
 
@@ -30,6 +31,7 @@ const ::ember::detail::CudaModuleApi& api() {
   static const ::ember::detail::CudaModuleApi table = [] {
     ::ember::detail::CudaModuleApi a{};
     fill_memory_entries(a);
+    fill_nccl_entries(a);
     a.conv2d_forward = [](const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
       conv2d_forward(ctx_of(x), g, x, w, b, y);
     };
