@@ -16,13 +16,16 @@ int main(int argc, char** argv) {
   using namespace ember;
   std::string batches = "32,64,128,256,512,1024", csv, data_dir = "data/mnist", device_name = "cpu";
   int steps = 100, warmup = 20, threads = 0;
+  bool tf32 = false;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--batch-sizes", batches, "Comma-separated batch sizes");
   app.add_option("--steps", steps, "Timed steps per configuration")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(0, 100000));
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--device", device_name, "cpu, gpu or gpu:N (batches are copied to the GPU each step in 'data' mode)");
+  app.add_option("--device", device_name,
+                 "cpu, gpu or gpu:N (on a GPU, 'data' mode gathers batches there from the data set held on the GPU)");
+  app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
   app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)");
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
@@ -40,9 +43,11 @@ int main(int argc, char** argv) {
       train = Dataset(images, labels, 10, "synthetic");
     }
     const Device device = resolve_device(Device::parse(device_name), /*strict=*/true);
+    set_allow_tf32(tf32);
     // On a GPU the clock stops after the step's work is done: every step ends with a host
-    // read of the loss (softmax cross-entropy synchronises), so no extra sync is needed.
-    std::printf("bench_train: reference CNN, %s, %d threads, data: %s\n", device.str().c_str(), num_threads(),
+    // read of the loss (train_step's float result synchronises), so no extra sync is needed.
+    std::printf("bench_train: reference CNN, %s%s, %d threads, data: %s\n", device.str().c_str(),
+                device.is_cuda() ? (tf32 ? " (TF32 allowed)" : " (FP32 math)") : "", num_threads(),
                 train.name().c_str());
     std::printf("%6s %6s %10s %10s %12s %9s\n", "batch", "mode", "median ms", "min ms", "images/s", "GFLOP/s");
     std::vector<std::string> rows;
@@ -53,12 +58,17 @@ int main(int argc, char** argv) {
       model.compile(std::make_unique<Adam>());
       model.to(device);
       const double flop = apps::training_flop(model, batch);
-      DataLoader loader(train, {.batch_size = batch, .shuffle = true, .seed = 1});
+      // On a GPU the loader holds the data set there and gathers each batch with a kernel.
+      DataLoader loader(train, {.batch_size = batch, .shuffle = true, .seed = 1, .device = device});
       loader.start_epoch(0);
       Batch fixed;
       loader.next(fixed);
-      const Tensor x = fixed.x.to(device), y = fixed.y.to(device);
-      Tensor xd, yd;  // 'data' mode on a GPU: the gathered batch, copied explicitly
+      auto copy_of = [](const Tensor& t) {  // the loader reuses its batch buffers
+        Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
+        c.copy_from(t);
+        return c;
+      };
+      const Tensor x = copy_of(fixed.x), y = copy_of(fixed.y);
       Batch b;
       int64_t epoch = 0;
       auto next = [&] {
@@ -74,15 +84,7 @@ int main(int argc, char** argv) {
               if (with_data) {
                 next();
                 if (b.x.dim(0) != batch) next();  // keep the batch size fixed (skip an epoch's last)
-                if (device.is_cuda()) {
-                  ensure(xd, b.x.shape(), DType::F32, device);
-                  ensure(yd, b.y.shape(), DType::I32, device);
-                  xd.copy_from(b.x);
-                  yd.copy_from(b.y);
-                  model.train_step(xd, yd);
-                } else {
-                  model.train_step(b.x, b.y);
-                }
+                model.train_step(b.x, b.y);
               } else {
                 model.train_step(x, y);
               }

@@ -65,6 +65,9 @@ def main():
     ap.add_argument("--mode", choices=["step", "data", "epochs"], default="step")
     ap.add_argument("--memory-format", choices=["nchw", "channels_last"], default="channels_last")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--tf32", action="store_true",
+                    help="CUDA: allow TF32 in cuBLAS and cuDNN (off here, so FP32 compares with Ember's FP32; "
+                         "PyTorch's own default allows it for convolutions)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-sizes", default="64")
     ap.add_argument("--steps", type=int, default=100)
@@ -81,7 +84,9 @@ def main():
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
     sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
-    tag = f"pytorch-{a.memory_format}"
+    tag = f"pytorch-{a.memory_format}" + ("-tf32" if a.tf32 else "")
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
 
     if a.mode == "epochs":
         xtr, ytr, xte, yte = load_mnist(a.data_dir)

@@ -13,10 +13,17 @@
 # Checks today (each later issue adds its own):
 #   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); every unit test
 #   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
-#   test_cuda_parity: every GPU op against the CPU; test_cuda_training: training steps);
-#   compute-sanitizer memcheck and racecheck over the parity tests; train_mnist --device gpu
-#   --epochs 5 on MNIST; bench_train on the GPU alternating with PyTorch on the same GPU;
-#   bench_matmul's cuBLAS columns.
+#   test_cuda_parity: every GPU op against the CPU, the device gather, metric sums, SGD;
+#   test_cuda_training: training steps and fit() on the GPU vs the CPU, no allocation in the
+#   steady state; test_distribute: NCCL all-reduce/broadcast over every local GPU, communicators
+#   from a unique id, Mirrored on 1 GPU == Default bit for bit, on 2 GPUs == 1 GPU;
+#   test_train_mnist: the same through the app); compute-sanitizer memcheck and racecheck over
+#   the parity and training tests; soft placement (a missing gpu:99) and an out-of-memory error
+#   on purpose (a 4 MiB cap); train_mnist --device gpu --epochs 5 on MNIST (>= 99.0%) and
+#   --strategy mirrored on every GPU; bench_train on the GPU alternating with PyTorch on the
+#   same GPU, FP32 against FP32 and TF32 against TF32; bench_matmul's cuBLAS columns.
+#   Not here: MultiWorker over MPI (the bundle carries no MPI; its NCCL part is covered by the
+#   unique-id test with threads in place of processes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -69,19 +76,34 @@ run_checks() {
     done
     if command -v compute-sanitizer >/dev/null; then
       for tool in memcheck racecheck; do
-        echo "== compute-sanitizer --tool $tool test_cuda_parity"
-        compute-sanitizer --tool "$tool" --error-exitcode 9 "$B"/test_cuda_parity --gtest_brief=1 || status=1
+        for t in test_cuda_parity test_cuda_training; do
+          echo "== compute-sanitizer --tool $tool $t"
+          compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/$t" --gtest_brief=1 || status=1
+        done
       done
     else
       echo "== compute-sanitizer not found: memcheck/racecheck skipped"
     fi
-    echo "== bench_train on the GPU next to PyTorch on the same GPU (batch 64 and 1024)"
+    echo "== soft placement: gpu:99 falls back to the cpu with one warning"
+    local soft
+    soft=$("$B"/train_mnist --device gpu:99 --steps 2 --epochs 1 --quiet --data-dir "$BUNDLE/mnist" 2>&1) || status=1
+    echo "$soft"; grep -q "running on cpu" <<<"$soft" || { echo "FAIL: no fallback warning"; status=1; }
+    echo "== out of memory on purpose: a 4 MiB cap"
+    local oom rc=0
+    oom=$("$B"/train_mnist --device gpu --strict-placement --gpu-memory-limit 4MiB --steps 2 --epochs 1 \
+          --data-dir "$BUNDLE/mnist" 2>&1) || rc=$?
+    echo "$oom" | tail -n 2; echo "exit code $rc"
+    [[ $rc == 1 ]] && grep -qi "out of memory" <<<"$oom" || { echo "FAIL: expected exit 1 and an out-of-memory error"; status=1; }
+    echo "== bench_train on the GPU next to PyTorch on the same GPU (batch 64 and 1024), data on the GPU"
     for r in 1 2 3; do
       "$B"/bench_train --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
       for fmt in nchw channels_last; do
         python3 bench/pytorch_reference.py --device cuda --memory-format $fmt --batch-sizes 64,1024 --steps 100 \
           --mode data --data-dir "$BUNDLE/mnist" --no-header || true
       done
+      "$B"/bench_train --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
+      python3 bench/pytorch_reference.py --device cuda --tf32 --memory-format channels_last --batch-sizes 64,1024 \
+        --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
     done
     echo "== bench_matmul (CPU vs cuBLAS)"
     "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
@@ -90,6 +112,14 @@ run_checks() {
       echo "== train_mnist --device gpu --epochs 5 (>= 99.0% expected)"
       "$B"/train_mnist --device gpu --strict-placement --epochs 5 --seed 1 --data-dir "$BUNDLE/mnist" \
         --gpu-memory-fraction 0.5 --log-device-placement --history "$out/history_gpu.json" || status=1
+      python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' \
+        "$out/history_gpu.json" || { echo "FAIL: below 99.0%"; status=1; }
+      echo "== PyTorch on the same GPU, 5 epochs (FP32, data on the GPU)"
+      python3 bench/pytorch_reference.py --device cuda --mode epochs --epochs 5 --batch-sizes 64 \
+        --data-dir "$BUNDLE/mnist" || true
+      echo "== train_mnist --strategy mirrored on every GPU (NCCL), 1 epoch"
+      "$B"/train_mnist --device gpu --strict-placement --strategy mirrored --epochs 1 --seed 1 \
+        --data-dir "$BUNDLE/mnist" || status=1
     else
       echo "== train_mnist skipped: no $BUNDLE/mnist (prepare copies data/mnist gzipped when present)"
     fi
