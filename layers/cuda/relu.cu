@@ -5,13 +5,13 @@
 namespace ember::cuda {
 
 namespace {
-__global__ void relu_forward_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+// No __restrict__: the layers call these in place (y == x, dx == dy), which restrict forbids.
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-__global__ void relu_backward_kernel(const float* __restrict__ y, const float* __restrict__ dy, float* __restrict__ dx,
-                                     int64_t n) {
+__global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
