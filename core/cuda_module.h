@@ -40,6 +40,7 @@ struct CudaModuleApi {
   void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y);
   void (*dense_backward)(const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
                          Tensor& dw, Tensor& db);
+  void (*matmul)(const Tensor& a, const Tensor& b, Tensor& c);
   void (*relu_forward)(const Tensor& x, Tensor& y);
   void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
   float (*softmax_xent_forward)(const Tensor& logits, const Tensor& labels, Tensor& probs);

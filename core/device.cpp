@@ -1,6 +1,8 @@
 // Device parsing and printing.
 #include "core/device.h"
 
+#include "core/runtime.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -37,5 +39,18 @@ Device Device::parse(std::string_view text) {
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
 }
+
+namespace {
+thread_local Device g_current = Device::cpu();  // this thread's innermost DeviceScope
+}  // namespace
+
+Device current_device() { return g_current; }
+
+DeviceScope::DeviceScope(Device device, bool strict)
+    : device_(resolve_device(device, strict)), previous_(g_current) {
+  g_current = device_;
+}
+
+DeviceScope::~DeviceScope() { g_current = previous_; }
 
 }  // namespace ember

@@ -24,4 +24,34 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
+// The device that tensors and models land on when none is named: the innermost DeviceScope of
+// this thread, else the CPU.
+Device current_device();
+
+// TensorFlow's `with tf.device('/GPU:0'):` in C++. For the scope's lifetime, on this thread,
+// tensors created without a device (Tensor::empty, zeros, from_vector) and models being built
+// (Sequential::build, and so fit() of an unbuilt model) land on `device`:
+//
+//   {
+//     DeviceScope gpu(Device::parse("gpu:0"));
+//     Tensor a = Tensor::zeros(Shape{1000, 1000});   // on cuda:0
+//     Sequential model; ...; model.build(Shape{1, 28, 28});  // parameters on cuda:0
+//   }                                                 // back to the previous device
+//
+// Soft placement applies as everywhere: a missing GPU gives the CPU with one warning saying
+// why, or DeviceError with `strict`. Scopes nest and each restores the device before it;
+// library internals (data loading, checkpoints, host scratch) name their devices and are not
+// affected.
+class DeviceScope {
+ public:
+  explicit DeviceScope(Device device, bool strict = false);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  Device device() const { return device_; }  // after soft placement
+
+ private:
+  Device device_, previous_;
+};
+
 }  // namespace ember

@@ -62,7 +62,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layo
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  if (!device.is_cpu()) return zeros(shape, dtype).to(device);
+  if (!device.is_cpu()) return zeros(shape, dtype, Device::cpu()).to(device);
   Tensor t = empty(shape, dtype, device);
   std::memset(t.raw(), 0, t.nbytes());
   return t;
@@ -71,9 +71,10 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 Tensor Tensor::from_vector(const Shape& shape, std::span<const float> values) {
   EMBER_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), ShapeError,
               "from_vector: " + std::to_string(values.size()) + " values for shape " + shape.str());
-  Tensor t = empty(shape);
+  Tensor t = empty(shape, DType::F32, Device::cpu());
   if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
-  return t;
+  const Device d = current_device();  // a DeviceScope's device
+  return d.is_cpu() ? t : t.to(d);
 }
 
 template <typename T>

@@ -55,10 +55,11 @@ class Tensor {
   Tensor() = default;
 
   // Uninitialised tensor on `device`.
-  static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu(),
+  // Without a device: current_device() (the CPU, or the innermost DeviceScope's device).
+  static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = current_device(),
                       Layout layout = Layout::RowMajor);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu());
-  // A CPU float tensor holding `values` (row-major); sizes must match.
+  static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = current_device());
+  // A float tensor holding `values` (row-major) on current_device(); sizes must match.
   static Tensor from_vector(const Shape& shape, std::span<const float> values);
 
   bool defined() const { return storage_ != nullptr; }

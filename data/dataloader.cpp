@@ -93,7 +93,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   order_ = epoch_order(epoch);
   next_batch_ = first_batch;
   if (opt_.device.is_cuda()) {  // the order goes to the device once per epoch (checked here, once)
-    Tensor order = Tensor::empty(Shape{static_cast<int64_t>(order_.size())}, DType::I32);
+    Tensor order = Tensor::empty(Shape{static_cast<int64_t>(order_.size())}, DType::I32, Device::cpu());
     int32_t* o = order.data<int32_t>();
     for (size_t i = 0; i < order_.size(); ++i) {
       EMBER_CHECK(order_[i] >= 0 && order_[i] < dataset_.size(), Error, "DataLoader: bad sample index");

@@ -139,7 +139,7 @@ Tensor load_idx_images(const std::string& path) {
     throw IoError(path + ": an image file must have rank 3 (N, H, W); this one has rank " +
                   std::to_string(a.dims.size()));
   if (a.dims[1] == 0 || a.dims[2] == 0) throw IoError(path + ": images of size 0");
-  Tensor t = Tensor::empty(Shape{a.dims[0], 1, a.dims[1], a.dims[2]}, DType::U8);
+  Tensor t = Tensor::empty(Shape{a.dims[0], 1, a.dims[1], a.dims[2]}, DType::U8, Device::cpu());
   if (!a.data.empty()) std::memcpy(t.raw(), a.data.data(), a.data.size());
   return t;
 }
@@ -148,7 +148,7 @@ Tensor load_idx_labels(const std::string& path, int num_classes) {
   IdxArray a = read_idx(path);
   if (a.dims.size() != 1)
     throw IoError(path + ": a label file must have rank 1; this one has rank " + std::to_string(a.dims.size()));
-  Tensor t = Tensor::empty(Shape{a.dims[0]}, DType::I32);
+  Tensor t = Tensor::empty(Shape{a.dims[0]}, DType::I32, Device::cpu());
   int32_t* out = t.data<int32_t>();
   for (size_t i = 0; i < a.data.size(); ++i) {
     if (a.data[i] >= num_classes)

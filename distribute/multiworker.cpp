@@ -102,7 +102,7 @@ class MultiWorkerStrategy : public Strategy {
       return StepResult{.loss_sum = v.loss_sum, .correct = v.correct};
     };
     hooks.reduce_epoch = [&](const StepResult& local) {
-      Tensor t = Tensor::empty(Shape{3});
+      Tensor t = Tensor::empty(Shape{3}, DType::F32, Device::cpu());
       t.f32()[0] = static_cast<float>(local.loss_sum);
       t.f32()[1] = static_cast<float>(local.correct);
       t.f32()[2] = static_cast<float>(local.samples);

@@ -56,7 +56,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create_across(Communicator& 
   // NCCL's unique id (128 bytes) travels as 32 floats: MPI copies the bits unchanged.
   std::string id;
   if (bootstrap.rank() == 0) api.nccl_unique_id(&id);
-  Tensor carrier = Tensor::zeros(Shape{32});
+  Tensor carrier = Tensor::zeros(Shape{32}, DType::F32, Device::cpu());
   if (bootstrap.rank() == 0) std::memcpy(carrier.raw(), id.data(), 128);
   bootstrap.broadcast(carrier, 0);
   id.assign(static_cast<const char*>(carrier.raw()), 128);

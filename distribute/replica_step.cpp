@@ -63,7 +63,7 @@ EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset
     seen += n;
   }
   const MetricSums::Values v = sums.read();
-  Tensor t = Tensor::empty(Shape{3});
+  Tensor t = Tensor::empty(Shape{3}, DType::F32, Device::cpu());
   t.f32()[0] = static_cast<float>(v.loss_sum);
   t.f32()[1] = static_cast<float>(v.correct);  // counts <= 2^24 stay exact
   t.f32()[2] = static_cast<float>(seen);

@@ -176,7 +176,7 @@ SafeTensors read_safetensors(const std::string& path) {
     std::vector<int64_t> dims;
     for (const json& v : sh) dims.push_back(v.get<int64_t>());
     const Shape shape(dims);
-    Tensor t = Tensor::empty(shape, dt);
+    Tensor t = Tensor::empty(shape, dt, Device::cpu());
     if (t.nbytes() > 0) std::memcpy(t.raw(), data.data() + b, t.nbytes());
     st.tensors.emplace_back(name, std::move(t));
     covered += en - b;

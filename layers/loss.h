@@ -13,7 +13,7 @@ namespace ember {
 // sums are read back only when something is printed (read() synchronises).
 class MetricSums {
  public:
-  explicit MetricSums(Device device = Device::cpu());
+  explicit MetricSums(Device device = current_device());
   void reset();  // zero
   struct Values {
     double loss_sum = 0;

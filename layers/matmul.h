@@ -1,5 +1,8 @@
 // matmul: C = A B for 2-D f32 row-major tensors, the tf.matmul of the CPU-vs-GPU experiments.
-// On the CPU it is oneDNN's sgemm.
+// On the CPU it is oneDNN's sgemm; on a GPU (all three tensors there) cuBLAS's, FP32 unless
+// TF32 is allowed (set_allow_tf32). Inside a DeviceScope the operands are created there:
+//   DeviceScope gpu(Device::cuda(0));
+//   Tensor c = matmul(Tensor::zeros(Shape{n, n}), Tensor::zeros(Shape{n, n}));  // on cuda:0
 #pragma once
 
 #include "core/tensor.h"

@@ -70,14 +70,15 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
   }
   EMBER_CHECK(s.rank() == 1, ShapeError,
               "Sequential: the last layer must output per-sample logits (classes,), got " + s.str());
-  params_ = Tensor::zeros(Shape{total});
-  grads_ = Tensor::zeros(Shape{total});
+  params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
+  grads_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());
   bind_layers();
   Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
   for (auto& l : layers_) l->init_params(init);  // on the cpu, then moved by to()
   layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
     if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask()) layers_[i]->set_output_grad_premasked(true);
+  if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
 }
 
 void Sequential::bind_layers() {

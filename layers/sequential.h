@@ -73,7 +73,8 @@ class Sequential {
   }
 
   // Builds every layer for a per-sample input shape (C, H, W), allocates the flat parameter and
-  // gradient buffers, and initialises the parameters from `seed`.
+  // gradient buffers, and initialises the parameters from `seed` (on the CPU, the same bits on
+  // every device); inside a DeviceScope the model then moves to the scope's device.
   void build(const Shape& sample_shape, uint64_t seed = 0);
   bool built() const { return params_.defined(); }
   void compile(std::unique_ptr<Optimizer> optimizer);

@@ -138,7 +138,7 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
   Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
   if (rm.device() != device_) rm = rm.to(device_);
   const int64_t n = x.dim(0), k = output_shape()[0];
-  Tensor out = Tensor::empty(Shape{n, k});
+  Tensor out = Tensor::empty(Shape{n, k}, DType::F32, Device::cpu());
   for (int64_t i = 0; i < n; i += batch_size) {
     const int64_t b = std::min(batch_size, n - i);
     const Tensor xb = rm.view(i * input_shape_.numel(), input_shape_.with_batch(b));

@@ -1,6 +1,8 @@
 // Core: Device parsing, Shape, Tensor views/layouts/errors, Rng determinism, soft placement.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "test_util.h"
 
 namespace ember {
@@ -88,6 +90,28 @@ TEST(Runtime, SoftPlacementFallsBackAndStrictThrows) {
   EXPECT_EQ(resolve_device(Device::cuda(0), /*strict=*/false), Device::cpu());
   EXPECT_THROW(resolve_device(Device::cuda(0), /*strict=*/true), DeviceError);
   EXPECT_EQ(resolve_device(Device::cpu(), true), Device::cpu());
+}
+
+TEST(DeviceScope, NamesTheDefaultDeviceAndRestoresItNested) {
+  EXPECT_EQ(current_device(), Device::cpu());
+  {
+    DeviceScope outer(Device::cpu());
+    EXPECT_EQ(Tensor::zeros(Shape{2}).device(), Device::cpu());
+    if (!cuda_available()) {
+      // Soft placement: a missing GPU gives the CPU (with a warning); strict throws and leaves
+      // the scope stack as it was.
+      DeviceScope soft(Device::cuda(0));
+      EXPECT_EQ(soft.device(), Device::cpu());
+      EXPECT_EQ(current_device(), Device::cpu());
+      EXPECT_THROW(DeviceScope(Device::cuda(0), /*strict=*/true), DeviceError);
+      EXPECT_EQ(current_device(), Device::cpu());
+    }
+  }
+  EXPECT_EQ(current_device(), Device::cpu());
+  // The scope is per thread: another thread starts on the CPU.
+  Device seen = Device::cuda(3);
+  std::thread([&] { seen = current_device(); }).join();
+  EXPECT_EQ(seen, Device::cpu());
 }
 
 TEST(Runtime, LibraryVersionsAreReported) {

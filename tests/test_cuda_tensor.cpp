@@ -92,5 +92,32 @@ TEST_F(OnGpu, TheAllocatorReusesBlocksAndHonoursACap) {
   set_gpu_memory_policy(0, MemoryPolicy{});  // back to growing
 }
 
+// Inside a DeviceScope on a GPU, tensors and models land there; matmul runs on cuBLAS.
+TEST_F(OnGpu, DeviceScopePlacesTensorsModelsAndMatmul) {
+  const Device gpu = Device::cuda(cuda_status().gpus.front().index);
+  const Tensor a = test::random_tensor(Shape{67, 45}, 1), b = test::random_tensor(Shape{45, 29}, 2);
+  const Tensor expected = matmul(a, b);
+  {
+    DeviceScope scope(gpu, /*strict=*/true);
+    EXPECT_EQ(current_device(), gpu);
+    EXPECT_EQ(Tensor::zeros(Shape{3}).device(), gpu);
+    EXPECT_EQ(Tensor::from_vector(Shape{2}, std::vector<float>{1, 2}).to_vector(), (std::vector<float>{1, 2}));
+    EXPECT_EQ(Tensor::from_vector(Shape{2}, std::vector<float>{1, 2}).device(), gpu);
+    Sequential m;
+    m.add<Dense>(4);
+    m.build(Shape{3}, 1);
+    EXPECT_EQ(m.device(), gpu);
+    EXPECT_EQ(m.params().device(), gpu);
+    const Tensor c = matmul(a.to(gpu), b.to(gpu));
+    EXPECT_EQ(c.device(), gpu);
+    const std::vector<float> got = c.to_vector(), want = expected.to_vector();
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+    EXPECT_LE(worst, 1e-5);  // 45-term dot products of O(1) values: a few ulps apart
+  }
+  EXPECT_EQ(current_device(), Device::cpu());
+  EXPECT_EQ(Tensor::zeros(Shape{3}).device(), Device::cpu());
+}
+
 }  // namespace
 }  // namespace ember

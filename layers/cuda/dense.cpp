@@ -52,4 +52,18 @@ void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
   }
 }
 
+void matmul(Context& ctx, const Tensor& a, const Tensor& b, Tensor& c) {
+  const Device d = Device::cuda(ctx.device());
+  for (const Tensor* t : {&a, &b, static_cast<const Tensor*>(&c)})
+    EMBER_CHECK(t->rank() == 2 && t->dtype() == DType::F32 && t->device() == d && t->layout() == Layout::RowMajor,
+                ShapeError, "matmul (cuda): expects 2-D f32 row-major tensors on " + d.str() + ", got " + t->str());
+  EMBER_CHECK(a.dim(1) == b.dim(0) && c.dim(0) == a.dim(0) && c.dim(1) == b.dim(1), ShapeError,
+              "matmul (cuda): " + a.shape().str() + " x " + b.shape().str() + " -> " + c.shape().str() + " do not fit");
+  const int m = static_cast<int>(a.dim(0)), k = static_cast<int>(a.dim(1)), n = static_cast<int>(b.dim(1));
+  if (m == 0 || n == 0) return;
+  const float one = 1.0f, zero = 0.0f;
+  // C(M,N) = A(M,K) B(K,N)  <=>  col-major C^T(N,M) = B^T(N,K) A^T(K,M)
+  EMBER_CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, cp(b), n, cp(a), k, &zero, mp(c), n));
+}
+
 }  // namespace ember::cuda

@@ -11,5 +11,7 @@ void dense_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor&
 // dy is overwritten with the pre-activation gradient when relu is set; dx may be null.
 void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
                     Tensor& dw, Tensor& db);
+// c (M, N) = a (M, K) x b (K, N), all f32 row-major on the context's device (ember::matmul).
+void matmul(Context& ctx, const Tensor& a, const Tensor& b, Tensor& c);
 
 }  // namespace ember::cuda

@@ -48,6 +48,7 @@ const ::ember::detail::CudaModuleApi& api() {
     };
     a.dense_backward = [](const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
                           Tensor& dw, Tensor& db) { dense_backward(ctx_of(x), x, w, y, dy, relu, dx, dw, db); };
+    a.matmul = [](const Tensor& x, const Tensor& w, Tensor& y) { matmul(ctx_of(x), x, w, y); };
     a.relu_forward = [](const Tensor& x, Tensor& y) { relu_forward(ctx_of(x), x, y); };
     a.relu_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) { relu_backward(ctx_of(y), y, dy, dx); };
     a.softmax_xent_forward = [](const Tensor& z, const Tensor& y, Tensor& p) {
