@@ -44,7 +44,7 @@ if(EMBER_HAVE_CUDA)
     core/cuda/elementwise.cu core/cuda/memory.cpp core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu
     data/cuda/gather.cu distribute/cuda/nccl.cpp
     layers/cuda/context.cpp layers/cuda/conv2d.cpp layers/cuda/dense.cpp layers/cuda/dense_kernels.cu
-    layers/cuda/maxpool2d.cpp layers/cuda/module_ops.cpp layers/cuda/relu.cu
+    layers/cuda/maxpool2d.cpp layers/cuda/module_ops.cpp layers/cuda/pad.cu layers/cuda/relu.cu
     layers/cuda/softmax_xent.cu optim/cuda/adam.cu optim/cuda/sgd.cu)
   set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
   target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDNN::cudnn PRIVATE ember_warnings)

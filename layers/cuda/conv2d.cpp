@@ -10,6 +10,7 @@
 
 #include "core/cuda/check.h"
 #include "core/runtime.h"
+#include "layers/cuda/pad.h"
 #include "layers/cuda/relu.h"
 
 namespace ember::cuda {
@@ -35,10 +36,29 @@ struct Plan {
 
 int i32(int64_t v) { return static_cast<int>(v); }
 
+// cuDNN pads symmetrically; SAME with an even window or a stride pads one more at the
+// bottom/right. Such convolutions run as a VALID one on an explicitly padded input (pad.h).
+bool asymmetric(const Conv2dShape& g) { return g.pad_top != g.pad_bottom || g.pad_left != g.pad_right; }
+
+Conv2dShape padded_valid(const Conv2dShape& g) {
+  Conv2dShape v = g;
+  v.h = g.h + g.pad_top + g.pad_bottom;
+  v.w = g.w + g.pad_left + g.pad_right;
+  v.pad_top = v.pad_bottom = v.pad_left = v.pad_right = 0;
+  return v;
+}
+
+// The input padded with zeros for padded_valid(g), from the caching allocator.
+Tensor pad_input(Context& ctx, const Conv2dShape& g, const Tensor& x) {
+  const Conv2dShape v = padded_valid(g);
+  Tensor xp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
+  shift2d(ctx, static_cast<const float*>(x.raw()), g.n * g.c, g.h, g.w, static_cast<float*>(xp.raw()), v.h, v.w,
+          g.pad_top, g.pad_left, 0.0f);
+  return xp;
+}
+
 Plan& plan_for(Context& ctx, const Conv2dShape& g) {
-  EMBER_CHECK(g.pad_top == g.pad_bottom && g.pad_left == g.pad_right, ShapeError,
-              "conv2d (cuda): asymmetric padding (same padding with an even kernel or stride) is not supported on "
-              "the GPU: " + g.str());
+  EMBER_CHECK(!asymmetric(g), Error, "conv2d (cuda): internal: an asymmetric plan for " + g.str());
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, bool, bool>;
   static std::mutex mu;
@@ -118,6 +138,10 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   check(ctx, w, {g.k, g.c, g.r, g.s}, "weights", g);
   check(ctx, b, {g.k}, "bias", g);
   check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g);
+  if (asymmetric(g)) {
+    conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x), w, b, y);
+    return;
+  }
   Plan& p = plan_for(ctx, g);
   Tensor ws = workspace(p, ctx.device());
   const float one = 1.0f, zero = 0.0f;
@@ -137,6 +161,15 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
   check(ctx, dw, {g.k, g.c, g.r, g.s}, "weight gradient", g);
   check(ctx, db, {g.k}, "bias gradient", g);
   if (dx) check(ctx, *dx, {g.n, g.c, g.h, g.w}, "input gradient", g);
+  if (asymmetric(g)) {  // the padded input again (cheap), the gradient of it, then cropped
+    const Conv2dShape v = padded_valid(g);
+    Tensor dxp = dx ? Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device()) : Tensor();
+    conv2d_backward(ctx, v, pad_input(ctx, g, x), w, y, dy, dx ? &dxp : nullptr, dw, db, dy_premasked);
+    if (dx)
+      shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx->raw()), g.h, g.w,
+              -g.pad_top, -g.pad_left, 0.0f);
+    return;
+  }
   Plan& p = plan_for(ctx, g);
   const Tensor* grad = &dy;
   Tensor masked;
@@ -157,8 +190,8 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
 }
 
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
-  const Plan& p = plan_for(ctx, g);
-  return "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " +
+  const Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g);
+  return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " +
          std::to_string(static_cast<int>(p.bwd_data)) + ", bwd-filter algo " +
          std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " + std::to_string(p.workspace) + " bytes";
 }

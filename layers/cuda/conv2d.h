@@ -1,7 +1,8 @@
 // Conv2D on the GPU with cuDNN: the contract of layers/cpu/conv2d.h, except that activations
 // are NCHW (row-major: the public layout, which cuDNN supports for every FP32 algorithm with
-// KCRS filters). Symmetric padding only (valid, or same with odd kernels); bias and the fused
-// ReLU run as a cuDNN add and a ReLU kernel. Algorithms are chosen once per shape (cuDNN's
+// KCRS filters). Asymmetric SAME padding (even kernels, strides) runs as a VALID convolution
+// of an explicitly padded input (layers/cuda/pad.h); bias and the fused ReLU run as a cuDNN
+// add and a ReLU kernel. Algorithms are chosen once per shape (cuDNN's
 // heuristics; deterministic backward ones under set_gpu_deterministic; TF32 math only under
 // set_allow_tf32, core/runtime.h) and cached per shape and setting.
 #pragma once

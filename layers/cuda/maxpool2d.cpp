@@ -8,6 +8,9 @@
 #include <tuple>
 
 #include "core/cuda/check.h"
+#include <cmath>
+
+#include "layers/cuda/pad.h"
 #include "layers/cuda/relu.h"
 
 namespace ember::cuda {
@@ -24,6 +27,31 @@ struct Plan {
 };
 
 int i32(int64_t v) { return static_cast<int>(v); }
+
+// Whether cuDNN's symmetric padding gives exactly these windows; SAME with an even window or a
+// stride pads one more at the bottom/right and runs on an explicitly padded input instead.
+bool cudnn_fits(const Pool2dShape& g) {
+  return g.h + 2 * g.pad_top >= g.r && g.w + 2 * g.pad_left >= g.s &&
+         1 + (g.h + 2 * g.pad_top - g.r) / g.stride_h == g.p && 1 + (g.w + 2 * g.pad_left - g.s) / g.stride_w == g.q;
+}
+
+// The same windows over an input padded to exactly what they span, with no padding left.
+Pool2dShape padded_valid(const Pool2dShape& g) {
+  Pool2dShape v = g;
+  v.h = (g.p - 1) * g.stride_h + g.r;
+  v.w = (g.q - 1) * g.stride_w + g.s;
+  v.pad_top = v.pad_left = 0;
+  return v;
+}
+
+// x shifted into padded_valid(g)'s input; -inf around it, so padding never wins a max.
+Tensor pad_input(Context& ctx, const Pool2dShape& g, const Tensor& x) {
+  const Pool2dShape v = padded_valid(g);
+  Tensor xp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
+  shift2d(ctx, static_cast<const float*>(x.raw()), g.n * g.c, g.h, g.w, static_cast<float*>(xp.raw()), v.h, v.w,
+          g.pad_top, g.pad_left, -INFINITY);
+  return xp;
+}
 
 Plan& plan_for(const Pool2dShape& g) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
@@ -44,9 +72,9 @@ Plan& plan_for(const Pool2dShape& g) {
                                                 i32(g.stride_w)));
   int n = 0, c = 0, h = 0, w = 0;
   EMBER_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(p->pool, p->x, &n, &c, &h, &w));
-  EMBER_CHECK(h == g.p && w == g.q, ShapeError,
-              "maxpool2d (cuda): cuDNN pads symmetrically and computes a " + std::to_string(h) + "x" + std::to_string(w) +
-                  " output for " + g.str() + " (asymmetric same padding is not supported on the GPU)");
+  EMBER_CHECK(h == g.p && w == g.q, Error,
+              "maxpool2d (cuda): internal: cuDNN computes a " + std::to_string(h) + "x" + std::to_string(w) +
+                  " output for " + g.str());
   return *cache->emplace(key, std::move(p)).first->second;
 }
 
@@ -58,6 +86,10 @@ void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what
 void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y) {
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
   check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
+  if (!cudnn_fits(g)) {
+    maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x), y);
+    return;
+  }
   Plan& p = plan_for(g);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnPoolingForward(ctx.dnn(), p.pool, &one, p.x, x.raw(), &zero, p.y, y.raw()));
@@ -69,6 +101,15 @@ void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, con
   check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
   check(ctx, dy, {g.n, g.c, g.p, g.q}, "output gradient", g);
   check(ctx, dx, {g.n, g.c, g.h, g.w}, "input gradient", g);
+  if (!cudnn_fits(g)) {  // the padded input again, its gradient, cropped back (then the ReLU mask)
+    const Pool2dShape v = padded_valid(g);
+    Tensor dxp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
+    maxpool2d_backward(ctx, v, pad_input(ctx, g, x), y, dy, dxp, false);
+    shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx.raw()), g.h, g.w,
+            -g.pad_top, -g.pad_left, 0.0f);
+    if (relu_input) relu_backward(ctx, x, dx, dx);
+    return;
+  }
   Plan& p = plan_for(g);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnPoolingBackward(ctx.dnn(), p.pool, &one, p.y, y.raw(), p.y, dy.raw(), p.x, x.raw(), &zero,

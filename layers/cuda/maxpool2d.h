@@ -1,4 +1,5 @@
-// MaxPool2D on the GPU with cuDNN, NCHW (row-major) activations. Symmetric padding only. The
+// MaxPool2D on the GPU with cuDNN, NCHW (row-major) activations; asymmetric SAME padding runs
+// as a VALID pooling of an input padded with -inf (layers/cuda/pad.h). The
 // backward can fuse the ReLU of the layer before (relu_input: mask where the input was <= 0),
 // as the CPU path does.
 #pragma once
