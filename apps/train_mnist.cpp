@@ -137,8 +137,17 @@ int run(const Args& a) {
   set_allow_tf32(a.allow_tf32);
   set_gpu_deterministic(a.deterministic);
   if (device.is_cuda()) {
-    if (!a.gpu_memory_limit.empty()) set_gpu_memory_policy(device.index, MemoryPolicy::limit(a.gpu_memory_limit));
-    if (a.gpu_memory_fraction > 0) set_gpu_memory_fraction(device.index, a.gpu_memory_fraction);
+    // Every GPU this process may use gets the policy: mirrored replicas sit on several, and a
+    // multiworker rank picks its GPU by local rank.
+    std::vector<int> gpus{device.index};
+    if (a.strategy != "default") {
+      gpus.clear();
+      for (const GpuInfo& g : cuda_status().gpus) gpus.push_back(g.index);
+    }
+    for (int g : gpus) {
+      if (!a.gpu_memory_limit.empty()) set_gpu_memory_policy(g, MemoryPolicy::limit(a.gpu_memory_limit));
+      if (a.gpu_memory_fraction > 0) set_gpu_memory_fraction(g, a.gpu_memory_fraction);
+    }
   }
 
   const std::unique_ptr<Strategy> strategy = make_strategy(a, device);
