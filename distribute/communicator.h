@@ -3,11 +3,14 @@
 // Implementations (one per transport, chosen by the Strategy):
 //   LocalCommunicator  N replicas on threads of one process (CPU replicas; tests)
 //   MpiCommunicator    one rank per process, MPI_Allreduce on host buffers (multiworker, CPU)
-//   (NCCL communicators arrive with the GPU backend.)
-// Every collective is blocking, must be entered by all members in the same order, and gives up
-// after `timeout` with a CollectiveError naming the collective, the step and who is missing,
-// instead of hanging. A member that fails calls abort(): the others' collectives then throw
-// at once.
+//   NcclCommunicator   GPU buffers: one per GPU of a process, or one per process across
+//                      processes (distribute/nccl_communicator.h)
+// Every collective must be entered by all members in the same order and gives up after
+// `timeout` with a CollectiveError naming the collective, the step and who is missing, instead
+// of hanging. The host communicators block until the collective is done; the NCCL one queues
+// it on the GPU's stream (ordered with the kernels around it) and waits, bounded, only before
+// the next one and in wait()/barrier(). A member that fails calls abort(): the others'
+// collectives then throw at once.
 #pragma once
 
 #include <chrono>
