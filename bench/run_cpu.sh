@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BIN=${EMBER_BIN:-build/release/apps}
 mkdir -p bench/results
 "$BIN"/bench_matmul --csv bench/results/matmul_cpu.csv
-"$BIN"/bench_conv --csv bench/results/conv_cpu.csv
+"$BIN"/bench_conv --devices cpu --csv bench/results/conv_cpu.csv
 "$BIN"/bench_train --csv bench/results/train_cpu.csv
 EMBER_BIN=$BIN EPOCHS=${EPOCHS:-1} bench/compare_pytorch.sh
 bench/plot.sh

@@ -66,6 +66,11 @@ std::atomic<bool> g_allow_tf32{false};
 std::atomic<bool> g_gpu_deterministic{false};
 }  // namespace
 
+void synchronize(Device device) {
+  if (device.is_cpu()) return;
+  detail::require_cuda_module("synchronize " + device.str()).synchronize(device.index);
+}
+
 void set_allow_tf32(bool on) { g_allow_tf32 = on; }
 bool allow_tf32() { return g_allow_tf32; }
 void set_gpu_deterministic(bool on) { g_gpu_deterministic = on; }

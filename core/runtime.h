@@ -52,6 +52,10 @@ void set_gpu_memory_policy(int device, const MemoryPolicy& policy);
 void set_gpu_memory_fraction(int device, double fraction);  // a cap of fraction * the card's memory
 CachingAllocator::Stats gpu_memory_stats(int device);
 
+// Waits until all work queued on `device` is done (a no-op for the CPU), and reports an
+// asynchronous GPU error: what a timing must call before it stops the clock.
+void synchronize(Device device);
+
 // GPU math, read by the GPU ops when they pick a kernel (set them before training):
 //  - TF32 (off by default, so that float32 results match the CPU path to ~1e-6): lets cuBLAS
 //    GEMMs and cuDNN convolutions on Ampere and newer round their inputs to TF32 on tensor

@@ -21,7 +21,8 @@
 #   the parity and training tests; soft placement (a missing gpu:99) and an out-of-memory error
 #   on purpose (a 4 MiB cap); train_mnist --device gpu --epochs 5 on MNIST (>= 99.0%) and
 #   --strategy mirrored on every GPU; bench_train on the GPU alternating with PyTorch on the
-#   same GPU, FP32 against FP32 and TF32 against TF32; bench_matmul's cuBLAS columns.
+#   same GPU, FP32 against FP32 and TF32 against TF32; bench_conv on CPU and GPU;
+#   bench_matmul's cuBLAS columns.
 #   Not here: MultiWorker over MPI (the bundle carries no MPI; its NCCL part is covered by the
 #   unique-id test with threads in place of processes).
 set -euo pipefail
@@ -105,6 +106,8 @@ run_checks() {
       python3 bench/pytorch_reference.py --device cuda --tf32 --memory-format channels_last --batch-sizes 64,1024 \
         --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
     done
+    echo "== bench_conv (the tutorials' conv experiment, CPU vs GPU)"
+    "$B"/bench_conv --devices cpu,gpu --threads 16 --csv "$out/conv_gpu.csv" || status=1
     echo "== bench_matmul (CPU vs cuBLAS)"
     "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
       --csv "$out/matmul_gpu.csv" || status=1
