@@ -1,8 +1,6 @@
 // Device parsing and printing.
 #include "core/device.h"
 
-#include "core/runtime.h"
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -46,11 +44,15 @@ thread_local Device g_current = Device::cpu();  // this thread's innermost Devic
 
 Device current_device() { return g_current; }
 
-DeviceScope::DeviceScope(Device device, bool strict)
-    : device_(resolve_device(device, strict)), previous_(g_current) {
-  g_current = device_;
+namespace detail {
+Device exchange_current_device(Device d) {
+  const Device previous = g_current;
+  g_current = d;
+  return previous;
 }
+}  // namespace detail
 
-DeviceScope::~DeviceScope() { g_current = previous_; }
+// The constructor (soft placement) is in core/runtime.cpp.
+DeviceScope::~DeviceScope() { detail::exchange_current_device(previous_); }
 
 }  // namespace ember

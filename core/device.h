@@ -42,6 +42,10 @@ Device current_device();
 // why, or DeviceError with `strict`. Scopes nest and each restores the device before it;
 // library internals (data loading, checkpoints, host scratch) name their devices and are not
 // affected.
+namespace detail {
+Device exchange_current_device(Device d);  // sets this thread's current device, returns the old one
+}  // namespace detail
+
 class DeviceScope {
  public:
   explicit DeviceScope(Device device, bool strict = false);

@@ -45,6 +45,10 @@ Device resolve_device(Device requested, bool strict) {
   return Device::cpu();
 }
 
+// core/device.h; here, next to the soft placement it applies.
+DeviceScope::DeviceScope(Device device, bool strict)
+    : device_(resolve_device(device, strict)), previous_(detail::exchange_current_device(device_)) {}
+
 void set_gpu_memory_policy(int device, const MemoryPolicy& policy) {
   detail::require_cuda_module("cannot set the memory policy of cuda:" + std::to_string(device))
       .set_memory_policy(device, policy);
