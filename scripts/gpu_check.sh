@@ -4,8 +4,11 @@
 #   scripts/gpu_check.sh prepare     here (Debian, no GPU): builds build/gpu (Release, CUDA on,
 #                                    MPI off) and gathers a bundle in gpu-bundle/ (binaries,
 #                                    libember, libember_cuda and the non-CUDA libraries they
-#                                    need: oneDNN, spdlog, fmt, OpenCL loader, libgomp)
-#   scripts/gpu_check.sh run         on the GPU machine (device tool, carry gpu-bundle): points
+#                                    need: oneDNN, spdlog, fmt, OpenCL loader, libgomp), also
+#                                    packed as gpu-bundle.tar.xz (~21 MB instead of ~63: the
+#                                    device tool carries 64 MiB at most, tree included)
+#   scripts/gpu_check.sh run         on the GPU machine (device tool, carry gpu-bundle.tar.xz,
+#                                    or the gpu-bundle folder): unpacks the archive, points
 #                                    LD_LIBRARY_PATH at the bundle and at the CUDA libraries of
 #                                    the PyTorch there, then runs every check and writes a log
 #                                    to $OUT (or gpu-bundle/) for docs/gpu-verification.md
@@ -51,11 +54,19 @@ prepare() {
     mkdir -p "$BUNDLE/mnist"
     for f in data/mnist/*-ubyte; do gzip -c "$f" > "$BUNDLE/mnist/$(basename "$f").gz"; done
   fi
+  # The device machine's copy of the tree has no .git: the commit travels in the bundle.
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu-bundle*' || echo '+uncommitted')" > "$BUNDLE/COMMIT"
   du -sh "$BUNDLE"
-  echo "carry: $BUNDLE (device tool), then: scripts/gpu_check.sh run"
+  tar -cf - "$BUNDLE" | xz -T0 -6 > "$BUNDLE.tar.xz"
+  du -sh "$BUNDLE.tar.xz"
+  echo "carry: $BUNDLE.tar.xz (device tool), then: scripts/gpu_check.sh run"
 }
 
 run_checks() {
+  if [[ ! -d $BUNDLE && -f $BUNDLE.tar.xz ]]; then  # tar may lack xz there; Python's tarfile has it
+    tar -xJf "$BUNDLE.tar.xz" 2>/dev/null ||
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
+  fi
   [[ -d $BUNDLE ]] || { echo "gpu_check: no $BUNDLE: run 'scripts/gpu_check.sh prepare' first" >&2; exit 1; }
   local out=${OUT:-$BUNDLE}
   local site
@@ -68,7 +79,7 @@ run_checks() {
   local B=$BUNDLE/bin status=0
   export EMBER_TRAIN_MNIST_BIN="$PWD/$B/train_mnist"  # for test_train_mnist, built with this machine's path
   {
-    echo "== gpu_check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "== gpu_check $(date -u +%FT%TZ) commit $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '?') (bundle built there)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || status=1
     echo "== ember_info";          "$B"/ember_info || status=1
     echo "== ember_info --doctor"; "$B"/ember_info --doctor || status=1
