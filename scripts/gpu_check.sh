@@ -79,7 +79,7 @@ run_checks() {
   local B=$BUNDLE/bin status=0
   export EMBER_TRAIN_MNIST_BIN="$PWD/$B/train_mnist"  # for test_train_mnist, built with this machine's path
   {
-    echo "== gpu_check $(date -u +%FT%TZ) commit $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '?') (bundle built there)"
+    echo "== gpu_check $(date -u +%FT%TZ) commit $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '?') (of the bundle)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || status=1
     echo "== ember_info";          "$B"/ember_info || status=1
     echo "== ember_info --doctor"; "$B"/ember_info --doctor || status=1
