@@ -3,6 +3,8 @@
 // Ember version.
 #include "apps/cli.h"
 
+#include <cstdlib>
+
 #include <cstdio>
 
 #include "ember.h"
@@ -36,6 +38,10 @@ int doctor() {
     return 0;
   }
   auto major_of = [](const std::string& v) { return v.substr(0, v.find('.')); };
+  auto minor_of = [](const std::string& v) {  // "9.19.0" -> 19; -1 when there is none
+    const size_t a = v.find('.');
+    return a == std::string::npos ? -1 : std::atoi(v.c_str() + a + 1);
+  };
   for (const LibraryVersion& l : library_versions()) {
     if (l.name == "CUDA driver" || l.compiled.empty()) continue;
     if (l.loaded.empty() || l.loaded == "?") {
@@ -47,6 +53,11 @@ int doctor() {
                   l.name.c_str(), l.compiled.c_str(), l.loaded.c_str(), major_of(l.compiled).c_str(),
                   l.loaded.c_str());
       ++problems;
+    } else if (minor_of(l.loaded) < minor_of(l.compiled)) {
+      // Same major: newer libraries run older builds, the reverse is not promised.
+      std::printf("- %s: compiled against %s but the older %s is loaded. It may work (Ember uses\n"
+                  "  long-standing entry points) but is not promised: prefer a %s or newer library.\n",
+                  l.name.c_str(), l.compiled.c_str(), l.loaded.c_str(), l.compiled.c_str());
     }
   }
   if (!st.usable) {
