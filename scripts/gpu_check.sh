@@ -69,12 +69,14 @@ run_checks() {
   fi
   [[ -d $BUNDLE ]] || { echo "gpu_check: no $BUNDLE: run 'scripts/gpu_check.sh prepare' first" >&2; exit 1; }
   local out=${OUT:-$BUNDLE}
-  local site
-  site=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null || true)
-  local libs="$PWD/$BUNDLE/lib"
-  if [[ -n $site ]]; then
-    for d in "$site"/nvidia/*/lib; do libs="$libs:$d"; done
-  fi
+  # The NVIDIA libraries beside PyTorch: every folder under the `nvidia` namespace package that
+  # holds shared libraries (nvidia/<lib>/lib for CUDA 12 wheels, nvidia/cu13/lib and the like
+  # for CUDA 13 ones).
+  local libs="$PWD/$BUNDLE/lib" d
+  while IFS= read -r d; do
+    [[ -n $d ]] && libs="$libs:$d"
+  done < <(python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null |
+           while IFS= read -r root; do find "$root" -name 'lib*.so*' -printf '%h\n'; done | sort -u)
   export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
   local B=$BUNDLE/bin status=0
   export EMBER_TRAIN_MNIST_BIN="$PWD/$B/train_mnist"  # for test_train_mnist, built with this machine's path
