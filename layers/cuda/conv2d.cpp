@@ -3,12 +3,11 @@
 #include "layers/cuda/conv2d.h"
 
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <tuple>
 
 #include "core/cuda/check.h"
+#include "layers/cuda/plan_cache.h"
 #include "core/runtime.h"
 #include "layers/cuda/pad.h"
 #include "layers/cuda/relu.h"
@@ -57,17 +56,8 @@ Tensor pad_input(Context& ctx, const Conv2dShape& g, const Tensor& x) {
   return xp;
 }
 
-Plan& plan_for(Context& ctx, const Conv2dShape& g) {
+std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   EMBER_CHECK(!asymmetric(g), Error, "conv2d (cuda): internal: an asymmetric plan for " + g.str());
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool, bool>;
-  static std::mutex mu;
-  static auto* cache = new std::map<Key, std::unique_ptr<Plan>>();
-  const Key key{ctx.device(), g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left,
-                gpu_deterministic(), allow_tf32()};
-  std::lock_guard lock(mu);
-  auto it = cache->find(key);
-  if (it != cache->end()) return *it->second;
   auto p = std::make_unique<Plan>();
   EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
   EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
@@ -116,7 +106,16 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
   EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn(), p->w, p->y, p->conv, p->x, p->bwd_data, &b));
   EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p->x, p->y, p->conv, p->w, p->bwd_filter, &c));
   p->workspace = std::max({a, b, c});
-  return *cache->emplace(key, std::move(p)).first->second;
+  return p;
+}
+
+Plan& plan_for(Context& ctx, const Conv2dShape& g) {
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, bool, bool>;
+  static auto* cache = new PlanCache<Key, Plan>();
+  const Key key{ctx.device(), g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left,
+                gpu_deterministic(), allow_tf32()};
+  return cache->get(key, [&] { return make_plan(ctx, g); });
 }
 
 void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Conv2dShape& g) {

@@ -2,12 +2,11 @@
 // on scheduling. Descriptors per shape, cached.
 #include "layers/cuda/maxpool2d.h"
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <tuple>
 
 #include "core/cuda/check.h"
+#include "layers/cuda/plan_cache.h"
 #include <cmath>
 
 #include "layers/cuda/pad.h"
@@ -53,14 +52,7 @@ Tensor pad_input(Context& ctx, const Pool2dShape& g, const Tensor& x) {
   return xp;
 }
 
-Plan& plan_for(const Pool2dShape& g) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
-  static std::mutex mu;
-  static auto* cache = new std::map<Key, std::unique_ptr<Plan>>();
-  const Key key{g.n, g.c, g.h, g.w, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left};
-  std::lock_guard lock(mu);
-  auto it = cache->find(key);
-  if (it != cache->end()) return *it->second;
+std::unique_ptr<Plan> make_plan(const Pool2dShape& g) {
   auto p = std::make_unique<Plan>();
   EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
   EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
@@ -75,7 +67,14 @@ Plan& plan_for(const Pool2dShape& g) {
   EMBER_CHECK(h == g.p && w == g.q, Error,
               "maxpool2d (cuda): internal: cuDNN computes a " + std::to_string(h) + "x" + std::to_string(w) +
                   " output for " + g.str());
-  return *cache->emplace(key, std::move(p)).first->second;
+  return p;
+}
+
+Plan& plan_for(const Pool2dShape& g) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  static auto* cache = new PlanCache<Key, Plan>();
+  const Key key{g.n, g.c, g.h, g.w, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left};
+  return cache->get(key, [&] { return make_plan(g); });
 }
 
 void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Pool2dShape& g) {
