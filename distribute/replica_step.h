@@ -1,6 +1,9 @@
 // One data-parallel training step of one replica (private to distribute/).
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "distribute/communicator.h"
 #include "distribute/strategy.h"
 #include "layers/fit_loop.h"
@@ -31,6 +34,27 @@ class LocalReplicas : public Strategy {
  protected:
   std::vector<std::unique_ptr<Sequential>> replicas_;
 };
+
+// Collectives over all replicas of this process, issued from one thread: one call covers every
+// replica (bufs[i] is replica i's). NCCL groups for GPU replicas; a sum in replica order on the
+// host for CPU replicas (how the one-thread strategy below is tested without GPUs).
+class ReplicaGroup {
+ public:
+  virtual ~ReplicaGroup() = default;
+  virtual std::string name() const = 0;
+  virtual void set_step(int64_t step) = 0;  // for error messages
+  virtual void all_reduce_sum(std::span<Tensor* const> bufs) = 0;
+  virtual void broadcast(std::span<Tensor* const> bufs, int root) = 0;
+  virtual void wait() = 0;                  // every queued collective done (bounded)
+  virtual double busy_seconds() const = 0;  // time inside collectives so far (device time for NCCL)
+};
+std::unique_ptr<ReplicaGroup> make_host_replica_group();
+std::unique_ptr<ReplicaGroup> make_nccl_replica_group(const std::vector<int>& gpus, std::chrono::milliseconds timeout);
+
+// Mirrored with every replica driven by one host thread (replica r on devices[r], each with its
+// own DataLoader building its shard on that device): the GPU strategy, and with CPU devices and
+// the host group its check on machines without GPUs (tests/test_distribute.cpp).
+std::unique_ptr<Strategy> make_one_thread_mirrored(std::vector<Device> devices, std::unique_ptr<ReplicaGroup> group);
 
 // One replica from the recipe, on `device`.
 std::unique_ptr<Sequential> build_replica(const ModelRecipe& recipe, Device device);

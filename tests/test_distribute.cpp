@@ -10,6 +10,7 @@
 
 #include "distribute/local_communicator.h"
 #include "distribute/nccl_communicator.h"
+#include "distribute/replica_step.h"
 #include "test_util.h"
 
 namespace ember {
@@ -217,16 +218,70 @@ TEST(Mirrored, AFailingReplicaEndsTheStepNamingIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
-// --- GPU replicas (NCCL) ---------------------------------------------------------------------
-
-int usable_gpus() { return cuda_available() ? static_cast<int>(cuda_status().gpus.size()) : 0; }
-
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
   return worst;
 }
+
+// --- One thread driving every replica (the GPU strategy's logic), checked on CPU replicas ------
+
+// The strategy behind make_mirrored_gpu_strategy, run with CPU devices and the host group: the
+// same shards, weights and reduction order as the threaded CPU strategy, so with one OpenMP
+// thread per replica on both sides (the same kernels), the same bits.
+TEST(OneThreadMirrored, EqualsThreadedCpuReplicasBitForBit) {
+  set_num_threads(1);
+  const Dataset d = classes_dataset(400, 1);  // 400 / 32: an uneven last batch too
+  for (int n : {2, 4}) {
+    const std::vector<float> threaded = train_with(make_mirrored_cpu_strategy(n), d, 32, 50);
+    const std::vector<float> one = train_with(
+        detail::make_one_thread_mirrored(std::vector<Device>(static_cast<size_t>(n), Device::cpu()),
+                                         detail::make_host_replica_group()),
+        d, 32, 50);
+    EXPECT_EQ(max_diff(one, threaded), 0.0) << n << " replicas";
+  }
+  set_num_threads(0);
+}
+
+TEST(OneThreadMirrored, ReportsMetricsStatsAndFaults) {
+  auto s = detail::make_one_thread_mirrored({Device::cpu(), Device::cpu(), Device::cpu()},
+                                            detail::make_host_replica_group());
+  EXPECT_NE(s->name().find("3 replicas"), std::string::npos) << s->name();
+  s->build(small_recipe(1));
+  auto ref = make_default_strategy();
+  ref->build(small_recipe(1));
+  const Dataset d = classes_dataset(90, 2);
+  FitOptions o;
+  o.epochs = 2;
+  o.batch_size = 30;
+  o.verbose = 0;
+  const History h = s->fit(d, o, &d), hr = ref->fit(d, o, &d);
+  ASSERT_EQ(h.epochs.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {  // the epoch metrics are the global batch's, as one replica's
+    EXPECT_NEAR(h.epochs[e].loss, hr.epochs[e].loss, 1e-5) << e;
+    EXPECT_NEAR(h.epochs[e].accuracy, hr.epochs[e].accuracy, 1e-9) << e;
+    EXPECT_NEAR(*h.epochs[e].val_accuracy, *hr.epochs[e].val_accuracy, 1e-9) << e;
+  }
+  EXPECT_GT(s->stats().step_seconds, 0.0);
+  EXPECT_GE(s->stats().allreduce_seconds, 0.0);
+  EXPECT_LE(s->stats().allreduce_seconds, s->stats().step_seconds);
+  o.batch_size = 32;
+  EXPECT_THROW(s->fit(d, o), ArgumentError);  // 32 does not split over 3
+  o.batch_size = 30;
+  s->inject_fault(/*replica=*/2, /*step=*/1);
+  try {
+    s->fit(d, o);
+    FAIL() << "expected the injected fault";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("replica 2 (cpu) failed at step 1"), std::string::npos) << m;
+  }
+}
+
+// --- GPU replicas (NCCL) ---------------------------------------------------------------------
+
+int usable_gpus() { return cuda_available() ? static_cast<int>(cuda_status().gpus.size()) : 0; }
 
 TEST(Nccl, WithoutAGpuGpuReplicasSayWhy) {
   if (cuda_available()) GTEST_SKIP() << "a GPU is usable here: the no-GPU messages cannot be produced";

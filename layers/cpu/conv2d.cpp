@@ -3,6 +3,8 @@
 // and the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers.
 #include "layers/cpu/conv2d.h"
 
+#include <omp.h>
+
 #include <map>
 #include <optional>
 #include <memory>
@@ -62,10 +64,13 @@ memory maybe_own(const memory::desc& want, const memory& user) {
 
 Plan& plan_for(const Conv2dShape& g) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, bool>;
+                         int64_t, int64_t, int64_t, bool, int>;
   thread_local std::map<Key, std::unique_ptr<Plan>> cache;
-  const Key key{g.n,       g.c,        g.h,          g.w,         g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top,
-                g.pad_left, g.pad_bottom, g.pad_right, g.relu};
+  // oneDNN splits the work for the thread count at creation and expects the same count when it
+  // runs: a change of set_num_threads() needs new primitives (found by a test whose results
+  // depended on the thread count of an earlier test in the same process).
+  const Key key{g.n,       g.c,        g.h,          g.w,         g.k,    g.r, g.s, g.stride_h, g.stride_w, g.pad_top,
+                g.pad_left, g.pad_bottom, g.pad_right, g.relu, omp_get_max_threads()};
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
 
