@@ -7,12 +7,14 @@
 #                                    need: oneDNN, spdlog, fmt, OpenCL loader, libgomp), also
 #                                    packed as gpu-bundle.tar.xz (~21 MB instead of ~63: the
 #                                    device tool carries 64 MiB at most, tree included)
-#   scripts/gpu_check.sh run         on the GPU machine (device tool, carry gpu-bundle.tar.xz,
+#   scripts/gpu_check.sh run [PART...]  on the GPU machine (device tool, carry gpu-bundle.tar.xz,
 #                                    or the gpu-bundle folder): unpacks the archive, points
 #                                    LD_LIBRARY_PATH at the bundle and at the CUDA libraries of
 #                                    the PyTorch there, then runs every check and writes a log
 #                                    to $OUT (or gpu-bundle/) for docs/gpu-verification.md
 #
+# Parts (run all, or some per call: each device-tool command may run 10 minutes at most):
+#   info tests sanitize placement train bench; each part's log goes to $OUT/gpu_check-<parts>.log.
 # Checks today (each later issue adds its own):
 #   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); every unit test
 #   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
@@ -62,13 +64,105 @@ prepare() {
   echo "carry: $BUNDLE.tar.xz (device tool), then: scripts/gpu_check.sh run"
 }
 
+# The checks, in parts, so that a device session can spread them over several calls (the
+# device tool stops a command after 10 minutes): `run` runs all, `run tests sanitize` some.
+# Each part sets status=1 when something fails.
+part_info() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || status=1
+  echo "== ember_info";          "$B"/ember_info || status=1
+  echo "== ember_info --doctor"; "$B"/ember_info --doctor || status=1
+}
+
+part_tests() {
+  local t
+  for t in "$B"/test_*; do
+    echo "== $(basename "$t")"; "$t" --gtest_brief=1 || status=1
+  done
+}
+
+part_sanitize() {
+  if ! command -v compute-sanitizer >/dev/null; then
+    echo "== compute-sanitizer not found: memcheck/racecheck skipped"; return
+  fi
+  local tool t san rc
+  for tool in memcheck racecheck; do
+    for t in test_cuda_parity test_cuda_training; do
+      echo "== compute-sanitizer --tool $tool $t"
+      rc=0
+      san=$(compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/$t" --gtest_brief=1 2>&1) || rc=$?
+      echo "$san" | tail -n 15
+      if grep -q "Device not supported" <<<"$san"; then
+        echo "   compute-sanitizer cannot attach on this machine (gVisor hosts refuse it): not run"
+      elif [[ $rc != 0 ]]; then
+        status=1
+      fi
+    done
+  done
+}
+
+part_placement() {
+  echo "== soft placement: gpu:99 falls back to the cpu with one warning"
+  local soft oom rc=0
+  soft=$("$B"/train_mnist --device gpu:99 --steps 2 --epochs 1 --quiet --data-dir "$BUNDLE/mnist" 2>&1) || status=1
+  echo "$soft"; grep -q "running on cpu" <<<"$soft" || { echo "FAIL: no fallback warning"; status=1; }
+  echo "== out of memory on purpose: a 4 MiB cap"
+  oom=$("$B"/train_mnist --device gpu --strict-placement --gpu-memory-limit 4MiB --steps 2 --epochs 1 \
+        --data-dir "$BUNDLE/mnist" 2>&1) || rc=$?
+  echo "$oom" | tail -n 2; echo "exit code $rc"
+  [[ $rc == 1 ]] && grep -qi "out of memory" <<<"$oom" || { echo "FAIL: expected exit 1 and an out-of-memory error"; status=1; }
+}
+
+part_train() {
+  if [[ ! -d $BUNDLE/mnist ]]; then
+    echo "== train_mnist skipped: no $BUNDLE/mnist (prepare copies data/mnist gzipped when present)"; return
+  fi
+  echo "== train_mnist --device gpu --epochs 5 (>= 99.0% expected)"
+  "$B"/train_mnist --device gpu --strict-placement --epochs 5 --seed 1 --data-dir "$BUNDLE/mnist" \
+    --gpu-memory-fraction 0.5 --log-device-placement --history "$out/history_gpu.json" || status=1
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' \
+    "$out/history_gpu.json" || { echo "FAIL: below 99.0%"; status=1; }
+  echo "== PyTorch on the same GPU, 5 epochs (FP32, data on the GPU)"
+  python3 bench/pytorch_reference.py --device cuda --mode epochs --epochs 5 --batch-sizes 64 \
+    --data-dir "$BUNDLE/mnist" || true
+  echo "== train_mnist --strategy mirrored on every GPU (NCCL), 1 epoch"
+  "$B"/train_mnist --device gpu --strict-placement --strategy mirrored --epochs 1 --seed 1 \
+    --data-dir "$BUNDLE/mnist" || status=1
+}
+
+part_bench() {
+  echo "== bench_train on the GPU next to PyTorch on the same GPU (batch 64 and 1024), data on the GPU"
+  local r fmt
+  for r in 1 2 3; do
+    "$B"/bench_train --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
+    for fmt in nchw channels_last; do
+      python3 bench/pytorch_reference.py --device cuda --memory-format $fmt --batch-sizes 64,1024 --steps 100 \
+        --mode data --data-dir "$BUNDLE/mnist" --no-header || true
+    done
+    "$B"/bench_train --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
+    python3 bench/pytorch_reference.py --device cuda --tf32 --memory-format channels_last --batch-sizes 64,1024 \
+      --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
+  done
+  echo "== bench_conv (the tutorials' conv experiment, CPU vs GPU)"
+  "$B"/bench_conv --devices cpu,gpu --threads 16 --csv "$out/conv_gpu.csv" || status=1
+  echo "== bench_matmul (CPU vs cuBLAS)"
+  "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
+    --csv "$out/matmul_gpu.csv" || status=1
+}
+
+ALL_PARTS="info tests sanitize placement train bench"
+
 run_checks() {
+  local parts=("$@") p
+  [[ ${#parts[@]} -gt 0 ]] || read -r -a parts <<<"$ALL_PARTS"
+  for p in "${parts[@]}"; do
+    [[ " $ALL_PARTS " == *" $p "* ]] || { echo "gpu_check: unknown part '$p' (parts: $ALL_PARTS)" >&2; exit 2; }
+  done
   if [[ ! -d $BUNDLE && -f $BUNDLE.tar.xz ]]; then  # tar may lack xz there; Python's tarfile has it
     tar -xJf "$BUNDLE.tar.xz" 2>/dev/null ||
       python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
   fi
   [[ -d $BUNDLE ]] || { echo "gpu_check: no $BUNDLE: run 'scripts/gpu_check.sh prepare' first" >&2; exit 1; }
-  local out=${OUT:-$BUNDLE}
+  out=${OUT:-$BUNDLE}
   # The NVIDIA libraries beside PyTorch: every folder under the `nvidia` namespace package that
   # holds shared libraries (nvidia/<lib>/lib for CUDA 12 wheels, nvidia/cu13/lib and the like
   # for CUDA 13 ones).
@@ -78,82 +172,27 @@ run_checks() {
   done < <(python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null |
            while IFS= read -r root; do find "$root" -name 'lib*.so*' -printf '%h\n'; done | sort -u)
   export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
-  local B=$BUNDLE/bin status=0
+  B=$BUNDLE/bin
+  status=0
   export EMBER_TRAIN_MNIST_BIN="$PWD/$B/train_mnist"  # for test_train_mnist, built with this machine's path
+  local log="$out/gpu_check-$(IFS=-; echo "${parts[*]}").log"
   {
-    echo "== gpu_check $(date -u +%FT%TZ) commit $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '?') (of the bundle)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || status=1
-    echo "== ember_info";          "$B"/ember_info || status=1
-    echo "== ember_info --doctor"; "$B"/ember_info --doctor || status=1
-    for t in "$B"/test_*; do
-      echo "== $(basename "$t")"; "$t" --gtest_brief=1 || status=1
+    echo "== gpu_check $(date -u +%FT%TZ) commit $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '?') (of the bundle)," \
+         "parts: ${parts[*]}"
+    for p in "${parts[@]}"; do
+      local t0=$SECONDS
+      echo "=== part $p"
+      "part_$p"
+      echo "=== part $p: $((SECONDS - t0)) s"
     done
-    if command -v compute-sanitizer >/dev/null; then
-      for tool in memcheck racecheck; do
-        for t in test_cuda_parity test_cuda_training; do
-          echo "== compute-sanitizer --tool $tool $t"
-          local san rc=0
-          san=$(compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/$t" --gtest_brief=1 2>&1) || rc=$?
-          echo "$san" | tail -n 15
-          if grep -q "Device not supported" <<<"$san"; then
-            echo "   compute-sanitizer cannot attach on this machine (gVisor hosts refuse it): not run"
-          elif [[ $rc != 0 ]]; then
-            status=1
-          fi
-        done
-      done
-    else
-      echo "== compute-sanitizer not found: memcheck/racecheck skipped"
-    fi
-    echo "== soft placement: gpu:99 falls back to the cpu with one warning"
-    local soft
-    soft=$("$B"/train_mnist --device gpu:99 --steps 2 --epochs 1 --quiet --data-dir "$BUNDLE/mnist" 2>&1) || status=1
-    echo "$soft"; grep -q "running on cpu" <<<"$soft" || { echo "FAIL: no fallback warning"; status=1; }
-    echo "== out of memory on purpose: a 4 MiB cap"
-    local oom rc=0
-    oom=$("$B"/train_mnist --device gpu --strict-placement --gpu-memory-limit 4MiB --steps 2 --epochs 1 \
-          --data-dir "$BUNDLE/mnist" 2>&1) || rc=$?
-    echo "$oom" | tail -n 2; echo "exit code $rc"
-    [[ $rc == 1 ]] && grep -qi "out of memory" <<<"$oom" || { echo "FAIL: expected exit 1 and an out-of-memory error"; status=1; }
-    echo "== bench_train on the GPU next to PyTorch on the same GPU (batch 64 and 1024), data on the GPU"
-    for r in 1 2 3; do
-      "$B"/bench_train --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
-      for fmt in nchw channels_last; do
-        python3 bench/pytorch_reference.py --device cuda --memory-format $fmt --batch-sizes 64,1024 --steps 100 \
-          --mode data --data-dir "$BUNDLE/mnist" --no-header || true
-      done
-      "$B"/bench_train --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
-      python3 bench/pytorch_reference.py --device cuda --tf32 --memory-format channels_last --batch-sizes 64,1024 \
-        --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
-    done
-    echo "== bench_conv (the tutorials' conv experiment, CPU vs GPU)"
-    "$B"/bench_conv --devices cpu,gpu --threads 16 --csv "$out/conv_gpu.csv" || status=1
-    echo "== bench_matmul (CPU vs cuBLAS)"
-    "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
-      --csv "$out/matmul_gpu.csv" || status=1
-    if [[ -d $BUNDLE/mnist ]]; then
-      echo "== train_mnist --device gpu --epochs 5 (>= 99.0% expected)"
-      "$B"/train_mnist --device gpu --strict-placement --epochs 5 --seed 1 --data-dir "$BUNDLE/mnist" \
-        --gpu-memory-fraction 0.5 --log-device-placement --history "$out/history_gpu.json" || status=1
-      python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' \
-        "$out/history_gpu.json" || { echo "FAIL: below 99.0%"; status=1; }
-      echo "== PyTorch on the same GPU, 5 epochs (FP32, data on the GPU)"
-      python3 bench/pytorch_reference.py --device cuda --mode epochs --epochs 5 --batch-sizes 64 \
-        --data-dir "$BUNDLE/mnist" || true
-      echo "== train_mnist --strategy mirrored on every GPU (NCCL), 1 epoch"
-      "$B"/train_mnist --device gpu --strict-placement --strategy mirrored --epochs 1 --seed 1 \
-        --data-dir "$BUNDLE/mnist" || status=1
-    else
-      echo "== train_mnist skipped: no $BUNDLE/mnist (prepare copies data/mnist gzipped when present)"
-    fi
     echo "== result: $([[ $status == 0 ]] && echo PASS || echo FAIL)"
-  } > "$out/gpu_check.log" 2>&1  # a group, not a pipe: $status must survive it
-  cat "$out/gpu_check.log"
+  } > "$log" 2>&1  # a group, not a pipe: $status must survive it
+  cat "$log"
   return "$status"
 }
 
 case "$mode" in
   prepare) prepare ;;
-  run) run_checks ;;
-  *) echo "usage: $0 prepare|run" >&2; exit 2 ;;
+  run) shift; run_checks "$@" ;;
+  *) echo "usage: $0 prepare | run [$ALL_PARTS]" >&2; exit 2 ;;
 esac
