@@ -61,6 +61,8 @@ class OneThreadMirrored : public LocalReplicas {
     const double busy0 = group_->busy_seconds();
     int64_t step = 0;
     std::vector<Batch> shards(static_cast<size_t>(n));
+    std::vector<Tensor*> grads;  // every replica's flat gradients, all-reduced in one call
+    for (auto& m : replicas_) grads.push_back(&m->grads());
     FitLoopHooks hooks;
     hooks.begin_epoch = [&](int epoch) {
       for (int r = 1; r < n; ++r) loaders[static_cast<size_t>(r)]->start_epoch(epoch);
@@ -73,7 +75,6 @@ class OneThreadMirrored : public LocalReplicas {
         EMBER_CHECK(loaders[static_cast<size_t>(r)]->next(shards[static_cast<size_t>(r)]), Error,
                     "mirrored: replica " + std::to_string(r) + "'s loader ran out before replica 0's");
       group_->set_step(step);
-      std::vector<Tensor*> grads;
       for (int r = 0; r < n; ++r) {
         const auto ri = static_cast<size_t>(r);
         Sequential& m = *replicas_[ri];
@@ -86,7 +87,6 @@ class OneThreadMirrored : public LocalReplicas {
           throw Error("replica " + std::to_string(r) + " (" + devices_[ri].str() + ") failed at step " +
                       std::to_string(step) + ": " + e.what());
         }
-        grads.push_back(&m.grads());
       }
       group_->all_reduce_sum(grads);
       for (auto& m : replicas_) m->apply_gradients();
