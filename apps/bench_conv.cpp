@@ -10,6 +10,19 @@
 #include "bench/harness.h"
 #include "ember.h"
 
+namespace {
+// "cpu,gpu:1" -> devices; ArgumentError on a bad name.
+std::vector<ember::Device> parse_devices(const std::string& list) {
+  std::vector<ember::Device> out;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    out.push_back(ember::Device::parse(list.substr(start, end - start)));
+    start = end + 1;
+  }
+  return out;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ember;
   std::string images = "20,40,60,80,100,200", csv, devices = "cpu,gpu";
@@ -19,7 +32,15 @@ int main(int argc, char** argv) {
   app.add_option("--images", images, "Comma-separated image counts N");
   app.add_option("--repeats", repeats, "Timed repeats per N")->check(CLI::Range(1, 10000));
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--devices", devices, "Comma-separated devices (cpu, gpu, gpu:N); a missing GPU is skipped, saying why");
+  app.add_option("--devices", devices, "Comma-separated devices (cpu, gpu, gpu:N); a missing GPU is skipped, saying why")
+      ->check([](const std::string& list) {
+        try {
+          parse_devices(list);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
@@ -27,14 +48,11 @@ int main(int argc, char** argv) {
     enable_flush_to_zero();
     check_cpu_support();
     std::vector<Device> targets;
-    for (size_t start = 0; start <= devices.size();) {
-      const size_t end = std::min(devices.find(',', start), devices.size());
-      const Device d = Device::parse(devices.substr(start, end - start));
+    for (const Device& d : parse_devices(devices)) {
       if (d.is_cuda() && !cuda_available())
         std::printf("bench_conv: %s skipped: %s\n", d.str().c_str(), cuda_status().reason.c_str());
       else
         targets.push_back(resolve_device(d, /*strict=*/true));
-      start = end + 1;
     }
     std::printf("bench_conv: Conv2D 32x8x8 on 128x128x3, %d CPU threads\n", num_threads());
     std::printf("%8s %6s %10s %10s %10s\n", "device", "N", "median ms", "min ms", "GFLOP/s");
