@@ -82,14 +82,8 @@ int main(int argc, char** argv) {
           bind(params, grads);
           conv.set_device(dev);
         }
-        Tensor x = Tensor::empty(Shape{n, 3, 128, 128}, DType::F32, Device::cpu());
-        Tensor dy = Tensor::empty(out.with_batch(n), DType::F32, Device::cpu());
-        for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = rng.uniform();
-        for (int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = rng.uniform(-1e-3f, 1e-3f);
-        if (dev.is_cuda()) {
-          x = x.to(dev);
-          dy = dy.to(dev);
-        }
+        const Tensor x = Tensor::uniform(Shape{n, 3, 128, 128}, 0.0f, 1.0f, 2, dev);
+        const Tensor dy = Tensor::uniform(out.with_batch(n), -1e-3f, 1e-3f, 3, dev);
         conv.set_needs_input_grad(true);  // a layer inside a network computes its input gradient
         Adam adam;
         const bench::Stats s = bench::time_ms(

@@ -7,6 +7,7 @@
 #include "core/cpu/host_allocator.h"
 #include "core/cuda_module.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace ember {
 
@@ -66,6 +67,25 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   std::memset(t.raw(), 0, t.nbytes());
   return t;
+}
+
+Tensor Tensor::uniform(const Shape& shape, float lo, float hi, uint64_t seed, Device device) {
+  EMBER_CHECK(lo < hi, ArgumentError, "Tensor::uniform: needs lo < hi, got [" + std::to_string(lo) + ", " +
+                                          std::to_string(hi) + ")");
+  Tensor t = empty(shape, DType::F32, Device::cpu());
+  Rng rng(seed);
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform(lo, hi);
+  return device.is_cpu() ? t : t.to(device);
+}
+
+Tensor Tensor::normal(const Shape& shape, float mean, float stddev, uint64_t seed, Device device) {
+  EMBER_CHECK(stddev >= 0, ArgumentError, "Tensor::normal: stddev must be >= 0, got " + std::to_string(stddev));
+  Tensor t = empty(shape, DType::F32, Device::cpu());
+  Rng rng(seed);
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = mean + stddev * rng.normal();
+  return device.is_cpu() ? t : t.to(device);
 }
 
 Tensor Tensor::from_vector(const Shape& shape, std::span<const float> values) {

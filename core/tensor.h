@@ -59,6 +59,11 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = current_device(),
                       Layout layout = Layout::RowMajor);
   static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = current_device());
+  // Seeded random f32 tensors on `device` (drawn on the CPU, so the same seed gives the same
+  // values on every device): uniform in [lo, hi), or normal with mean and stddev. For inputs
+  // of experiments (the tutorials' tf.random.uniform / tf.random.normal).
+  static Tensor uniform(const Shape& shape, float lo, float hi, uint64_t seed, Device device = current_device());
+  static Tensor normal(const Shape& shape, float mean, float stddev, uint64_t seed, Device device = current_device());
   // A float tensor holding `values` (row-major) on current_device(); sizes must match.
   static Tensor from_vector(const Shape& shape, std::span<const float> values);
 

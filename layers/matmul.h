@@ -2,7 +2,7 @@
 // On the CPU it is oneDNN's sgemm; on a GPU (all three tensors there) cuBLAS's, FP32 unless
 // TF32 is allowed (set_allow_tf32). Inside a DeviceScope the operands are created there:
 //   DeviceScope gpu(Device::cuda(0));
-//   Tensor c = matmul(Tensor::zeros(Shape{n, n}), Tensor::zeros(Shape{n, n}));  // on cuda:0
+//   Tensor c = matmul(Tensor::uniform(Shape{n, n}, -1, 1, 1), Tensor::uniform(Shape{n, n}, -1, 1, 2));
 #pragma once
 
 #include "core/tensor.h"

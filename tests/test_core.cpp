@@ -1,6 +1,7 @@
 // Core: Device parsing, Shape, Tensor views/layouts/errors, Rng determinism, soft placement.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 
 #include "test_util.h"
@@ -68,6 +69,27 @@ TEST(Tensor, TypedAccessChecksTheDtype) {
   EXPECT_THROW(labels.f32(), ShapeError);
   EXPECT_THROW(Tensor().f32(), Error);
   EXPECT_THROW(Tensor::from_vector(Shape{3}, std::vector<float>{1, 2}), ShapeError);
+}
+
+TEST(Tensor, SeededUniformAndNormal) {
+  const Tensor a = Tensor::uniform(Shape{1000}, -2.0f, 3.0f, 7), b = Tensor::uniform(Shape{1000}, -2.0f, 3.0f, 7);
+  EXPECT_EQ(a.to_vector(), b.to_vector());  // same seed, same values
+  EXPECT_NE(a.to_vector(), Tensor::uniform(Shape{1000}, -2.0f, 3.0f, 8).to_vector());
+  double mean = 0;
+  for (float v : a.to_vector()) {
+    EXPECT_GE(v, -2.0f);
+    EXPECT_LT(v, 3.0f);
+    mean += v / 1000.0;
+  }
+  EXPECT_NEAR(mean, 0.5, 0.15);  // 5 sigma of a uniform mean over 1000 draws (sd 1.44 / sqrt(1000))
+  const std::vector<float> n = Tensor::normal(Shape{4000}, 1.0f, 2.0f, 3).to_vector();
+  double m = 0, sq = 0;
+  for (float v : n) m += v / 4000.0;
+  for (float v : n) sq += (v - m) * (v - m) / 4000.0;
+  EXPECT_NEAR(m, 1.0, 0.16);             // 5 sigma: 5 * 2 / sqrt(4000)
+  EXPECT_NEAR(std::sqrt(sq), 2.0, 0.12);  // ~5 sigma of the sample sd (2 / sqrt(2 * 4000) each)
+  EXPECT_THROW(Tensor::uniform(Shape{2}, 1.0f, 1.0f, 1), ArgumentError);
+  EXPECT_THROW(Tensor::normal(Shape{2}, 0.0f, -1.0f, 1), ArgumentError);
 }
 
 TEST(Rng, SameSeedSameStreamDifferentForks) {

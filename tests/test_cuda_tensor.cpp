@@ -101,6 +101,9 @@ TEST_F(OnGpu, DeviceScopePlacesTensorsModelsAndMatmul) {
     DeviceScope scope(gpu, /*strict=*/true);
     EXPECT_EQ(current_device(), gpu);
     EXPECT_EQ(Tensor::zeros(Shape{3}).device(), gpu);
+    EXPECT_EQ(Tensor::uniform(Shape{3}, 0.0f, 1.0f, 5).device(), gpu);
+    EXPECT_EQ(Tensor::uniform(Shape{3}, 0.0f, 1.0f, 5).to_vector(),
+              Tensor::uniform(Shape{3}, 0.0f, 1.0f, 5, Device::cpu()).to_vector());  // the same draws
     EXPECT_EQ(Tensor::from_vector(Shape{2}, std::vector<float>{1, 2}).to_vector(), (std::vector<float>{1, 2}));
     EXPECT_EQ(Tensor::from_vector(Shape{2}, std::vector<float>{1, 2}).device(), gpu);
     Sequential m;

@@ -7,11 +7,7 @@
 namespace ember::test {
 
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
-  Tensor t = Tensor::empty(shape);
-  Rng rng(seed);
-  float* p = t.f32();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform(lo, hi);
-  return t;
+  return Tensor::uniform(shape, lo, hi, seed, Device::cpu());
 }
 
 Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed) {
