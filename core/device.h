@@ -28,6 +28,10 @@ struct Device {
 // this thread, else the CPU.
 Device current_device();
 
+namespace detail {
+Device exchange_current_device(Device d);  // sets this thread's current device, returns the old one
+}  // namespace detail
+
 // TensorFlow's `with tf.device('/GPU:0'):` in C++. For the scope's lifetime, on this thread,
 // tensors created without a device (Tensor::empty, zeros, from_vector) and models being built
 // (Sequential::build, and so fit() of an unbuilt model) land on `device`:
@@ -42,10 +46,6 @@ Device current_device();
 // why, or DeviceError with `strict`. Scopes nest and each restores the device before it;
 // library internals (data loading, checkpoints, host scratch) name their devices and are not
 // affected.
-namespace detail {
-Device exchange_current_device(Device d);  // sets this thread's current device, returns the old one
-}  // namespace detail
-
 class DeviceScope {
  public:
   explicit DeviceScope(Device device, bool strict = false);
