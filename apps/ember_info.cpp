@@ -13,7 +13,7 @@ namespace {
 
 void print_info() {
   using namespace ember;
-  std::printf("Ember %s\n\nDevices:\n", EMBER_VERSION);
+  std::printf("Ember %s\n\nDevices:\n", ember::version());
   std::printf("  cpu       %d OpenMP thread%s\n", num_threads(), num_threads() == 1 ? "" : "s");
   const CudaStatus& st = cuda_status();
   for (const GpuInfo& g : st.gpus)
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   app.add_flag("--doctor", run_doctor, "Diagnose GPU set-up problems and say what to do (exit 1 if any)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   if (version) {
-    std::printf("Ember %s\n", EMBER_VERSION);
+    std::printf("Ember %s\n", ember::version());
     return 0;
   }
   if (run_doctor) return doctor() == 0 ? 0 : 1;

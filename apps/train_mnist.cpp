@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "apps/reference_cnn.h"
+#include "core/logger.h"
 #include "ember.h"
 
 namespace {
@@ -80,7 +81,7 @@ std::unique_ptr<ember::Strategy> make_strategy(const Args& a, const ember::Devic
                                                "(CPU replicas: --replicas N)");
     // Soft placement put the run on the CPU (resolve_device warned why): as many CPU replicas.
     const int n = static_cast<int>(parse_gpu_list(a.gpus).size());
-    log().warn("--gpus {}: no usable GPU, so {} CPU replica{} instead", a.gpus, n, n == 1 ? "" : "s");
+    detail::logger().warn("--gpus {}: no usable GPU, so {} CPU replica{} instead", a.gpus, n, n == 1 ? "" : "s");
     return make_mirrored_cpu_strategy(n, timeout);
   }
   if (a.strategy == "multiworker") return ember::make_multiworker_strategy(timeout);
@@ -107,7 +108,7 @@ void write_history(const std::string& path, const Args& a, const ember::History&
   j["learning_rate"] = a.lr;
   j["seed"] = a.seed;
   j["threads"] = ember::num_threads();
-  j["ember_version"] = EMBER_VERSION;
+  j["ember_version"] = ember::version();
   for (const auto& e : h.epochs) {
     nlohmann::json row{{"epoch", e.epoch},       {"loss", e.loss},       {"accuracy", e.accuracy},
                        {"seconds", e.seconds},   {"steps", e.steps},     {"images_per_second", e.images_per_second}};
@@ -174,7 +175,7 @@ int run(const Args& a) {
   if (!a.resume.empty()) {
     state = strategy->load(a.resume);
     if (a.seed_given && state.seed != a.seed)
-      log().warn("--seed {} ignored: resuming the run of {} with its seed {}", a.seed, a.resume, state.seed);
+      detail::logger().warn("--seed {} ignored: resuming the run of {} with its seed {}", a.seed, a.resume, state.seed);
     if (!quiet)
       std::printf("Resumed %s: %d epoch%s done, seed %llu\n", a.resume.c_str(), state.epochs_done,
                   state.epochs_done == 1 ? "" : "s", static_cast<unsigned long long>(state.seed));

@@ -2,12 +2,11 @@
 # that find_package(Ember) + target_link_libraries(app Ember::ember) works from any prefix.
 include(CMakePackageConfigHelpers)
 
-# Public headers only: backend internals (core/cpu, core/cuda, layers/cpu, layers/cuda) stay private.
-foreach(dir core layers optim data distribute)
-  file(GLOB _headers ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.h)
-  install(FILES ${_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${dir})
+# The public headers only (EMBER_PUBLIC_HEADERS), under include/ember/ with their folders.
+foreach(h ${EMBER_PUBLIC_HEADERS})
+  get_filename_component(_dir ${h} DIRECTORY)
+  install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${_dir})
 endforeach()
-install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 
 set(_ember_targets ember ember_warnings)
 if(TARGET ember_cuda)

@@ -1,10 +1,10 @@
 // The caching allocator (see caching_allocator.h).
-#include "core/caching_allocator.h"
+#include "caching_allocator.h"
 
 #include <cmath>
 #include <cstdio>
 
-#include "core/error.h"
+#include "error.h"
 
 namespace ember {
 

@@ -1,12 +1,12 @@
 // Finding and loading libember_cuda (see cuda_module.h): first next to libember itself (found
 // with dladdr), then through the normal library search path.
-#include "core/cuda_module.h"
+#include "cuda_module.h"
 
 #include <dlfcn.h>
 
 #include <filesystem>
 
-#include "core/error.h"
+#include "error.h"
 
 namespace ember::detail {
 

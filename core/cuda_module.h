@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/caching_allocator.h"
-#include "core/runtime.h"
-#include "core/tensor.h"
-#include "layers/op_shapes.h"
+#include "caching_allocator.h"
+#include "runtime.h"
+#include "tensor.h"
+#include "../layers/op_shapes.h"
 
 namespace ember::detail {
 

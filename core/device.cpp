@@ -1,11 +1,11 @@
 // Device parsing and printing.
-#include "core/device.h"
+#include "device.h"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 
-#include "core/error.h"
+#include "error.h"
 
 namespace ember {
 

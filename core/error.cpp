@@ -1,5 +1,5 @@
 // Formatting of backend failure messages (see error.h).
-#include "core/error.h"
+#include "error.h"
 
 namespace ember::detail {
 

@@ -1,16 +1,19 @@
-// Logging through spdlog. Library code logs through ember::log(); apps choose the level.
-// Progress bars are not logs: they go to stdout from rank 0 only (layers/progress.h).
+// Logging. The library writes warnings (soft placement, ...) to stderr as "[ember] [warning] ...";
+// apps and users choose the level. Progress bars are not logs: they go to stdout from rank 0
+// only (layers/progress.h). spdlog does the work but stays out of this header (core/logger.h is
+// the library's own formatted access to it), so including Ember does not compile spdlog.
 #pragma once
-
-#include <spdlog/spdlog.h>
 
 #include <string_view>
 
 namespace ember {
 
-// The "ember" logger (stderr, "[ember] [warning] ..." pattern), created on first use.
-spdlog::logger& log();
+enum class LogLevel { trace, debug, info, warn, error, off };
+
 // "trace", "debug", "info", "warn", "error", "off"; throws ArgumentError for anything else.
 void set_log_level(std::string_view level);
+void set_log_level(LogLevel level);
+// Writes one message at `level` through the "ember" logger (dropped below the set level).
+void log(LogLevel level, std::string_view message);
 
 }  // namespace ember

@@ -1,5 +1,5 @@
 // Device resolution (soft placement), CPU threads and flush-to-zero.
-#include "core/runtime.h"
+#include "runtime.h"
 
 #include <atomic>
 
@@ -9,9 +9,9 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include "core/cuda_module.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "cuda_module.h"
+#include "error.h"
+#include "logger.h"
 
 namespace ember {
 
@@ -40,7 +40,7 @@ Device resolve_device(Device requested, bool strict) {
     return requested;
   }
   if (strict) throw DeviceError("cannot place on " + requested.str() + ": " + why);
-  log().warn("{} requested but {}; running on cpu (soft placement; --strict-placement makes this an error)",
+  detail::logger().warn("{} requested but {}; running on cpu (soft placement; --strict-placement makes this an error)",
              requested.str(), why);
   return Device::cpu();
 }
@@ -96,5 +96,7 @@ void enable_flush_to_zero() {
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
 }
+
+const char* version() { return EMBER_VERSION; }
 
 }  // namespace ember

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/caching_allocator.h"
-#include "core/device.h"
+#include "caching_allocator.h"
+#include "device.h"
 
 namespace ember {
 
@@ -31,6 +31,9 @@ struct CudaStatus {
 // Probes once and caches the answer; never throws.
 const CudaStatus& cuda_status();
 bool cuda_available();
+
+// Ember's own version ("0.1.0"), as built.
+const char* version();
 
 // A library Ember uses, with the version it was compiled against and the one loaded now.
 struct LibraryVersion {

@@ -1,7 +1,7 @@
 // Shape helpers.
-#include "core/shape.h"
+#include "shape.h"
 
-#include "core/error.h"
+#include "error.h"
 
 namespace ember {
 

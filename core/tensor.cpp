@@ -1,13 +1,13 @@
 // Tensor storage, views, layout conversion.
-#include "core/tensor.h"
+#include "tensor.h"
 
 #include <cstring>
 #include <type_traits>
 
-#include "core/cpu/host_allocator.h"
-#include "core/cuda_module.h"
-#include "core/error.h"
-#include "core/rng.h"
+#include "cpu/host_allocator.h"
+#include "cuda_module.h"
+#include "error.h"
+#include "rng.h"
 
 namespace ember {
 

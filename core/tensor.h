@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/shape.h"
+#include "device.h"
+#include "shape.h"
 
 namespace ember {
 

@@ -1,14 +1,14 @@
 // DataLoader: Fisher-Yates shuffle from the seeded Rng; double-buffered prefetch on one worker
 // thread (gathering a batch is memory-bound and small next to a training step).
-#include "data/dataloader.h"
+#include "dataloader.h"
 
 #include <limits>
 #include <numeric>
 #include <utility>
 
-#include "core/cuda_module.h"
-#include "core/error.h"
-#include "core/rng.h"
+#include "../core/cuda_module.h"
+#include "../core/error.h"
+#include "../core/rng.h"
 
 namespace ember {
 

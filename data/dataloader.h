@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/dataset.h"
+#include "dataset.h"
 
 namespace ember {
 

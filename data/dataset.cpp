@@ -1,9 +1,9 @@
 // Dataset: validation and the batch gather.
-#include "data/dataset.h"
+#include "dataset.h"
 
 #include <cstring>
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace ember {
 

@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

@@ -1,13 +1,13 @@
 // IDX decoding. The whole file is read first (its real size bounds every allocation), gunzipped
 // when it starts with the gzip magic (capped), and only then is the header checked against it.
-#include "data/idx.h"
+#include "idx.h"
 
 #include <zlib.h>
 
 #include <cstring>
 #include <fstream>
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace ember {
 

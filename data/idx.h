@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

@@ -1,10 +1,10 @@
 // MNIST loading.
-#include "data/mnist.h"
+#include "mnist.h"
 
 #include <filesystem>
 
-#include "core/error.h"
-#include "data/idx.h"
+#include "../core/error.h"
+#include "idx.h"
 
 namespace ember {
 

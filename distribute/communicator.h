@@ -17,8 +17,8 @@
 #include <memory>
 #include <string>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "../core/error.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

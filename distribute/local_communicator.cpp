@@ -1,5 +1,5 @@
 // Thread-local collectives (see local_communicator.h).
-#include "distribute/local_communicator.h"
+#include "local_communicator.h"
 
 #include <cstring>
 

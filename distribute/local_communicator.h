@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "distribute/communicator.h"
+#include "communicator.h"
 
 namespace ember {
 

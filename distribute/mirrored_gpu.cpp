@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <set>
 
-#include "core/runtime.h"
-#include "distribute/nccl_communicator.h"
-#include "distribute/replica_step.h"
-#include "distribute/strategy.h"
+#include "../core/runtime.h"
+#include "nccl_communicator.h"
+#include "replica_step.h"
+#include "strategy.h"
 
 namespace ember {
 

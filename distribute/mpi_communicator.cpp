@@ -1,5 +1,5 @@
 // MPI collectives on host buffers, with a watchdog (see mpi_communicator.h).
-#include "distribute/mpi_communicator.h"
+#include "mpi_communicator.h"
 
 #include <mpi.h>
 

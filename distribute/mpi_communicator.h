@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "distribute/communicator.h"
+#include "communicator.h"
 
 namespace ember::detail {
 

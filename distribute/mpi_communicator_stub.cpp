@@ -1,5 +1,5 @@
 // make_mpi_communicator() in a build without MPI (EMBER_MPI=OFF or no MPI found).
-#include "distribute/mpi_communicator.h"
+#include "mpi_communicator.h"
 
 namespace ember::detail {
 

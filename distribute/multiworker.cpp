@@ -6,11 +6,11 @@
 // reduced across ranks over MPI.
 #include <cstdlib>
 
-#include "core/runtime.h"
-#include "distribute/mpi_communicator.h"
-#include "distribute/nccl_communicator.h"
-#include "distribute/replica_step.h"
-#include "distribute/strategy.h"
+#include "../core/runtime.h"
+#include "mpi_communicator.h"
+#include "nccl_communicator.h"
+#include "replica_step.h"
+#include "strategy.h"
 
 namespace ember {
 

@@ -1,10 +1,10 @@
 // NcclCommunicator over the CUDA module's NCCL entries (see nccl_communicator.h).
-#include "distribute/nccl_communicator.h"
+#include "nccl_communicator.h"
 
 #include <cstring>
 
-#include "core/cuda_module.h"
-#include "core/runtime.h"
+#include "../core/cuda_module.h"
+#include "../core/runtime.h"
 
 namespace ember::detail {
 

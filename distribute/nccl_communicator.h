@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "distribute/communicator.h"
+#include "communicator.h"
 
 namespace ember::detail {
 

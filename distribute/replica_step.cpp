@@ -1,9 +1,9 @@
 // The replica step shared by the Mirrored and MultiWorker strategies.
-#include "distribute/replica_step.h"
+#include "replica_step.h"
 
 #include <chrono>
 
-#include "core/cuda_module.h"
+#include "../core/cuda_module.h"
 
 namespace ember::detail {
 

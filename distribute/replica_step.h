@@ -4,9 +4,9 @@
 #include <span>
 #include <vector>
 
-#include "distribute/communicator.h"
-#include "distribute/strategy.h"
-#include "layers/fit_loop.h"
+#include "communicator.h"
+#include "strategy.h"
+#include "../layers/fit_loop.h"
 
 namespace ember::detail {
 

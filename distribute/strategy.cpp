@@ -1,5 +1,5 @@
 // Default and Mirrored (CPU replicas on threads) strategies.
-#include "distribute/strategy.h"
+#include "strategy.h"
 
 #include <omp.h>
 
@@ -7,9 +7,9 @@
 #include <mutex>
 #include <thread>
 
-#include "core/runtime.h"
-#include "distribute/local_communicator.h"
-#include "distribute/replica_step.h"
+#include "../core/runtime.h"
+#include "local_communicator.h"
+#include "replica_step.h"
 
 namespace ember {
 

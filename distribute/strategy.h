@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "layers/sequential.h"
+#include "../layers/sequential.h"
 
 namespace ember {
 

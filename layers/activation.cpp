@@ -1,5 +1,5 @@
 // Activation names and TensorFlow's padding arithmetic.
-#include "layers/activation.h"
+#include "activation.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // safetensors reading/writing and the model-level checkpoint (see checkpoint.h).
-#include "layers/checkpoint.h"
+#include "checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "layers/sequential.h"
+#include "../core/runtime.h"
+#include "sequential.h"
 
 namespace ember {
 
@@ -230,7 +231,7 @@ void save_checkpoint(const Sequential& model, const std::string& path, const Tra
   }
   st.metadata = state.extra;
   st.metadata["format"] = "ember";
-  st.metadata["ember_version"] = EMBER_VERSION;
+  st.metadata["ember_version"] = ember::version();
   st.metadata["architecture"] = architecture(model).dump();
   st.metadata["optimizer"] = opt.dump();
   st.metadata["epochs_done"] = std::to_string(state.epochs_done);

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/tensor.h"
+#include "../core/error.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

@@ -1,9 +1,9 @@
 // Conv2D layer: geometry, parameters, and the call into the backend.
-#include "layers/conv2d.h"
+#include "conv2d.h"
 
-#include "core/error.h"
-#include "layers/cpu/conv2d.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "cpu/conv2d.h"
+#include "gpu.h"
 
 namespace ember {
 

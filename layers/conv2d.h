@@ -5,9 +5,9 @@
 // Input (N, C, H, W) in any layout; output (N, K, P, Q) in NHWC on the CPU.
 #pragma once
 
-#include "layers/activation.h"
-#include "layers/layer.h"
-#include "layers/op_shapes.h"
+#include "activation.h"
+#include "layer.h"
+#include "op_shapes.h"
 
 namespace ember {
 

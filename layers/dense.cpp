@@ -1,9 +1,9 @@
 // Dense layer.
-#include "layers/dense.h"
+#include "dense.h"
 
-#include "core/error.h"
-#include "layers/cpu/dense.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "cpu/dense.h"
+#include "gpu.h"
 
 namespace ember {
 

@@ -3,8 +3,8 @@
 // Input (N, in) row-major; output (N, units) row-major.
 #pragma once
 
-#include "layers/activation.h"
-#include "layers/layer.h"
+#include "activation.h"
+#include "layer.h"
 
 namespace ember {
 

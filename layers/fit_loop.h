@@ -5,8 +5,8 @@
 
 #include <functional>
 
-#include "data/dataloader.h"
-#include "layers/sequential.h"
+#include "../data/dataloader.h"
+#include "sequential.h"
 
 namespace ember {
 

@@ -1,7 +1,7 @@
 // Flatten layer.
-#include "layers/flatten.h"
+#include "flatten.h"
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace ember {
 

@@ -3,7 +3,7 @@
 // converted; a row-major input is only reshaped. The backward reshapes back (row-major).
 #pragma once
 
-#include "layers/layer.h"
+#include "layer.h"
 
 namespace ember {
 

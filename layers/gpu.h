@@ -2,7 +2,7 @@
 // point per op: `if (on_gpu(x)) gpu().op(...) else cpu::op(...)`). Private to the library.
 #pragma once
 
-#include "core/cuda_module.h"
+#include "../core/cuda_module.h"
 
 namespace ember::detail {
 

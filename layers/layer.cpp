@@ -1,9 +1,9 @@
 // Layer defaults: parameter binding and Keras' initialisers.
-#include "layers/layer.h"
+#include "layer.h"
 
 #include <cmath>
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace ember {
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
-#include "core/tensor.h"
+#include "../core/rng.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

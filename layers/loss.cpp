@@ -1,11 +1,11 @@
 // Softmax cross-entropy loss and accuracy.
-#include "layers/loss.h"
+#include "loss.h"
 
 #include <cstring>
 
-#include "core/error.h"
-#include "layers/cpu/softmax_xent.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "cpu/softmax_xent.h"
+#include "gpu.h"
 
 namespace ember {
 

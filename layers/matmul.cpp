@@ -1,9 +1,9 @@
 // matmul: oneDNN's sgemm on the CPU, cuBLAS on a GPU.
-#include "layers/matmul.h"
+#include "matmul.h"
 
-#include "core/error.h"
-#include "layers/cpu/dense.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "cpu/dense.h"
+#include "gpu.h"
 
 namespace ember {
 

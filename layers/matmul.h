@@ -5,7 +5,7 @@
 //   Tensor c = matmul(Tensor::uniform(Shape{n, n}, -1, 1, 1), Tensor::uniform(Shape{n, n}, -1, 1, 2));
 #pragma once
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

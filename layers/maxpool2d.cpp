@@ -1,9 +1,9 @@
 // MaxPool2D layer.
-#include "layers/maxpool2d.h"
+#include "maxpool2d.h"
 
-#include "core/error.h"
-#include "layers/cpu/maxpool2d.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "cpu/maxpool2d.h"
+#include "gpu.h"
 
 namespace ember {
 

@@ -5,9 +5,9 @@
 
 #include <optional>
 
-#include "layers/activation.h"
-#include "layers/layer.h"
-#include "layers/op_shapes.h"
+#include "activation.h"
+#include "layer.h"
+#include "op_shapes.h"
 
 namespace ember {
 

@@ -1,5 +1,5 @@
 // Printing of op geometries (used in error messages and --log-device-placement).
-#include "layers/op_shapes.h"
+#include "op_shapes.h"
 
 namespace ember {
 

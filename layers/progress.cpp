@@ -1,5 +1,5 @@
 // The progress bar (see progress.h).
-#include "layers/progress.h"
+#include "progress.h"
 
 #include <unistd.h>
 

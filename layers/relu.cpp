@@ -1,9 +1,9 @@
 // ReLU layer.
-#include "layers/relu.h"
+#include "relu.h"
 
-#include "core/error.h"
-#include "layers/cpu/relu.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "cpu/relu.h"
+#include "gpu.h"
 
 namespace ember {
 

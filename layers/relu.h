@@ -2,7 +2,7 @@
 // Output has the input's shape and layout.
 #pragma once
 
-#include "layers/layer.h"
+#include "layer.h"
 
 namespace ember {
 

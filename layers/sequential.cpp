@@ -1,13 +1,13 @@
 // Sequential: building, the flat parameter buffers, forward/backward, summary.
-#include "layers/sequential.h"
+#include "sequential.h"
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/runtime.h"
+#include "../core/error.h"
+#include "../core/runtime.h"
 
 namespace ember {
 

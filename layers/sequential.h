@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
-#include "core/tensor.h"
-#include "layers/checkpoint.h"
-#include "layers/layer.h"
-#include "layers/loss.h"
-#include "optim/optimizer.h"
+#include "../core/rng.h"
+#include "../core/tensor.h"
+#include "checkpoint.h"
+#include "layer.h"
+#include "loss.h"
+#include "../optim/optimizer.h"
 
 namespace ember {
 

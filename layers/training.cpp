@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
-#include "data/dataloader.h"
-#include "layers/progress.h"
-#include "layers/fit_loop.h"
-#include "layers/sequential.h"
+#include "../core/error.h"
+#include "../data/dataloader.h"
+#include "progress.h"
+#include "fit_loop.h"
+#include "sequential.h"
 
 namespace ember {
 

@@ -1,11 +1,11 @@
 // Adam: the bias correction is folded into the step size in double precision once per step;
 // the per-element loop is fused (one pass over p, g, m, v) and split across the pool.
-#include "optim/adam.h"
+#include "adam.h"
 
 #include <cmath>
 
-#include "core/error.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "../layers/gpu.h"
 
 namespace ember {
 

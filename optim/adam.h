@@ -5,7 +5,7 @@
 // bias-corrected one, which differs only in how eps scales early in training).
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace ember {
 

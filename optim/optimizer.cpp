@@ -1,7 +1,7 @@
 // Shared optimizer checks.
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
-#include "core/error.h"
+#include "../core/error.h"
 
 namespace ember {
 

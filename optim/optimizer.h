@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace ember {
 

@@ -1,8 +1,8 @@
 // SGD with momentum.
-#include "optim/sgd.h"
+#include "sgd.h"
 
-#include "core/error.h"
-#include "layers/gpu.h"
+#include "../core/error.h"
+#include "../layers/gpu.h"
 
 namespace ember {
 

@@ -3,7 +3,7 @@
 //   (Nesterov: p += momentum * velocity - lr * g)
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace ember {
 

@@ -25,7 +25,8 @@ cmake --build build/test-cuda
 # -j1: each test process already uses both cores through OpenMP.
 ctest --test-dir build/test-cuda -j1
 
-# The installed package: public headers free of CUDA, and the example project built against it.
+# The installed package: public headers free of CUDA, the example project and the shadowing
+# consumer built against it.
 check_install() {  # check_install <build dir> <prefix> [extra CXX flags for the example]
   rm -rf "$2"
   cmake --install "$1" --prefix "$2" >/dev/null
@@ -36,6 +37,12 @@ check_install() {  # check_install <build dir> <prefix> [extra CXX flags for the
         -DCMAKE_CXX_FLAGS="${3:-}" >/dev/null
   cmake --build "$1/example"
   "$1/example/custom_model" data/mnist
+  # A consumer with its own core/, data/ and layers/ headers on its include path, and no
+  # C++ standard of its own: Ember's headers must still find theirs, and C++20 come with it.
+  cmake -S tests/consumer -B "$1/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$2" \
+        -DCMAKE_CXX_FLAGS="${3:-}" >/dev/null
+  cmake --build "$1/consumer"
+  "$1/consumer/consumer"
 }
 section "configuration 1: install + examples/custom_model"
 check_install build/test-cuda build/install-cuda

@@ -110,7 +110,7 @@ TEST_F(Checkpoint, ModelAndOptimizerRoundTrip) {
   EXPECT_EQ(r.extra.at("note"), "hello");
   const SafeTensors raw = read_safetensors(path("m.safetensors"));
   EXPECT_EQ(raw.metadata.at("format"), "ember");
-  EXPECT_EQ(raw.metadata.at("ember_version"), EMBER_VERSION);
+  EXPECT_EQ(raw.metadata.at("ember_version"), ember::version());
   EXPECT_NE(raw.metadata.at("architecture").find("\"Conv2D\""), std::string::npos);
   EXPECT_NE(raw.metadata.at("optimizer").find("\"beta2\""), std::string::npos);
 }

@@ -1,7 +1,7 @@
 // check_cpu_support(): compiled for baseline x86-64 (see cmake/EmberLibrary.cmake) so that it
 // can run, and explain, on a CPU older than the one the kernels target.
-#include "core/error.h"
-#include "core/runtime.h"
+#include "../error.h"
+#include "../runtime.h"
 
 namespace ember {
 

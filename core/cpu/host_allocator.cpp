@@ -1,10 +1,10 @@
 // Aligned host allocation (see host_allocator.h).
-#include "core/cpu/host_allocator.h"
+#include "host_allocator.h"
 
 #include <cstdlib>
 #include <string>
 
-#include "core/error.h"
+#include "../error.h"
 
 namespace ember::cpu {
 

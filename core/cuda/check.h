@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include "../error.h"
 
 namespace ember::cuda::detail {
 std::string with_device(const std::string& why);  // appends " on cuda:N" when a device is current

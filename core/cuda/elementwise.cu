@@ -1,6 +1,6 @@
 // Element-wise kernels (see elementwise.h): grid-stride loops.
-#include "core/cuda/check.h"
-#include "core/cuda/elementwise.h"
+#include "check.h"
+#include "elementwise.h"
 
 namespace ember::cuda {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <mutex>
 
-#include "core/cuda/check.h"
-#include "core/cuda_module.h"
-#include "layers/cuda/context.h"
+#include "check.h"
+#include "../cuda_module.h"
+#include "../../layers/cuda/context.h"
 
 namespace ember {
 const CudaStatus& probed_status();

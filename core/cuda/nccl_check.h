@@ -3,7 +3,7 @@
 
 #include <nccl.h>
 
-#include "core/cuda/check.h"
+#include "check.h"
 
 #define EMBER_NCCL_CHECK(stmt)                                                                     \
   EMBER_LIB_CHECK_("NCCL", ::ember::NcclError, stmt, ncclResult_t, ember_status_ == ncclSuccess, \

@@ -2,8 +2,8 @@
 // build has code for them. Every failure becomes a reason in words, never a crash.
 #include <cuda_runtime.h>
 
-#include "core/cuda/check.h"
-#include "core/runtime.h"
+#include "check.h"
+#include "../runtime.h"
 
 namespace ember {
 const CudaStatus& probed_status();

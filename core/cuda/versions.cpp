@@ -7,7 +7,7 @@
 #include <nccl.h>
 #endif
 
-#include "core/runtime.h"
+#include "../runtime.h"
 
 namespace ember {
 

@@ -1,6 +1,6 @@
 // Batch gather from a device-resident uint8 dataset (see gather.h).
-#include "core/cuda/check.h"
-#include "data/cuda/gather.h"
+#include "../../core/cuda/check.h"
+#include "gather.h"
 
 namespace ember::cuda {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
-#include "layers/cuda/context.h"
+#include "../../core/tensor.h"
+#include "../../layers/cuda/context.h"
 
 namespace ember::cuda {
 

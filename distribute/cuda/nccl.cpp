@@ -13,18 +13,18 @@
 // Each records an event; the next collective first waits (polling, bounded) for the previous
 // one, so the host runs at most one step ahead and a dead peer is noticed within the timeout.
 // The events also time the collective on the device (busy_seconds) for the per-epoch report.
-#include "distribute/cuda/nccl.h"
+#include "nccl.h"
 
-#include "core/cuda_module.h"
+#include "../../core/cuda_module.h"
 
 #ifdef EMBER_WITH_NCCL
 #include <chrono>
 #include <cstring>
 #include <thread>
 
-#include "core/cuda/nccl_check.h"
-#include "distribute/communicator.h"
-#include "layers/cuda/context.h"
+#include "../../core/cuda/nccl_check.h"
+#include "../communicator.h"
+#include "../../layers/cuda/context.h"
 
 namespace ember::cuda {
 

@@ -3,7 +3,7 @@
 // table (core/cuda_module.h) and wraps them as distribute/nccl_communicator.h.
 #pragma once
 
-#include "core/cuda_module.h"
+#include "../../core/cuda_module.h"
 
 namespace ember::cuda {
 

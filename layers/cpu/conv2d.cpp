@@ -1,7 +1,7 @@
 // Conv2D on oneDNN. One Plan per shape per thread holds the three primitives, the memory
 // objects they run on (their data handles are pointed at the caller's tensors on each call),
 // and the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers.
-#include "layers/cpu/conv2d.h"
+#include "conv2d.h"
 
 #include <omp.h>
 
@@ -10,8 +10,8 @@
 #include <memory>
 #include <tuple>
 
-#include "layers/cpu/dnnl_context.h"
-#include "layers/cpu/relu.h"
+#include "dnnl_context.h"
+#include "relu.h"
 
 namespace ember::cpu {
 

@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "core/tensor.h"
-#include "layers/op_shapes.h"
+#include "../../core/tensor.h"
+#include "../op_shapes.h"
 
 namespace ember::cpu {
 

@@ -1,11 +1,11 @@
 // Dense on oneDNN sgemm.
-#include "layers/cpu/dense.h"
+#include "dense.h"
 
 #include <algorithm>
 
-#include "core/error.h"
-#include "layers/cpu/dnnl_context.h"
-#include "layers/cpu/relu.h"
+#include "../../core/error.h"
+#include "dnnl_context.h"
+#include "relu.h"
 
 namespace ember::cpu {
 

@@ -3,7 +3,7 @@
 // Shapes: x (N, I), w (O, I) row-major (PyTorch's convention), b (O), y (N, O).
 #pragma once
 
-#include "core/tensor.h"
+#include "../../core/tensor.h"
 
 namespace ember::cpu {
 

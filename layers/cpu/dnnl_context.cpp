@@ -1,5 +1,5 @@
 // oneDNN engine/stream singletons (see dnnl_context.h).
-#include "layers/cpu/dnnl_context.h"
+#include "dnnl_context.h"
 
 namespace ember::cpu {
 

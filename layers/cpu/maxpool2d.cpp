@@ -3,13 +3,13 @@
 // (registers): written that way the compare-and-select vectorises; written against the output
 // arrays it did not, and ran 9x slower on random data (branch mispredictions).
 // Samples are independent: the pool splits over N.
-#include "layers/cpu/maxpool2d.h"
+#include "maxpool2d.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
-#include "core/error.h"
+#include "../../core/error.h"
 
 namespace ember::cpu {
 

@@ -3,8 +3,8 @@
 // of its maximum; the backward sends the gradient there.
 #pragma once
 
-#include "core/tensor.h"
-#include "layers/op_shapes.h"
+#include "../../core/tensor.h"
+#include "../op_shapes.h"
 
 namespace ember::cpu {
 

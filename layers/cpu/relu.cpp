@@ -1,7 +1,7 @@
 // ReLU kernels: plain loops the compiler vectorises, split across the OpenMP pool.
-#include "layers/cpu/relu.h"
+#include "relu.h"
 
-#include "core/error.h"
+#include "../../core/error.h"
 
 namespace ember::cpu {
 

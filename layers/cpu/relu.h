@@ -1,7 +1,7 @@
 // ReLU on the CPU: elementwise, any layout (x and y share it).
 #pragma once
 
-#include "core/tensor.h"
+#include "../../core/tensor.h"
 
 namespace ember::cpu {
 

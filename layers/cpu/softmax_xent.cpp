@@ -1,10 +1,10 @@
 // Softmax cross-entropy: max-subtracted for stability; the loss accumulates in double so the
 // batch mean does not depend on the batch size's rounding.
-#include "layers/cpu/softmax_xent.h"
+#include "softmax_xent.h"
 
 #include <cmath>
 
-#include "core/error.h"
+#include "../../core/error.h"
 
 namespace ember::cpu {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "../../core/tensor.h"
 
 namespace ember::cpu {
 

@@ -1,12 +1,12 @@
 // Per-device contexts (see context.h).
-#include "layers/cuda/context.h"
+#include "context.h"
 
 #include <array>
 #include <memory>
 #include <mutex>
 
-#include "core/cuda/check.h"
-#include "core/runtime.h"
+#include "../../core/cuda/check.h"
+#include "../../core/runtime.h"
 
 namespace ember::cuda {
 

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/tensor.h"
+#include "../../core/tensor.h"
 
 namespace ember::cuda {
 

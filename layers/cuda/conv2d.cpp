@@ -1,16 +1,16 @@
 // Conv2D on cuDNN (legacy descriptor API, supported through cuDNN 9). One Plan per shape and
 // device: descriptors, the three algorithms and the workspace size.
-#include "layers/cuda/conv2d.h"
+#include "conv2d.h"
 
 #include <algorithm>
 #include <memory>
 #include <tuple>
 
-#include "core/cuda/check.h"
-#include "layers/cuda/plan_cache.h"
-#include "core/runtime.h"
-#include "layers/cuda/pad.h"
-#include "layers/cuda/relu.h"
+#include "../../core/cuda/check.h"
+#include "plan_cache.h"
+#include "../../core/runtime.h"
+#include "pad.h"
+#include "relu.h"
 
 namespace ember::cuda {
 

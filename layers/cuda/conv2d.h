@@ -9,9 +9,9 @@
 
 #include <string>
 
-#include "core/tensor.h"
-#include "layers/cuda/context.h"
-#include "layers/op_shapes.h"
+#include "../../core/tensor.h"
+#include "context.h"
+#include "../op_shapes.h"
 
 namespace ember::cuda {
 

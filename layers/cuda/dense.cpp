@@ -1,10 +1,10 @@
 // Dense with cuBLAS. cuBLAS is column-major: a row-major (r x c) matrix is its column-major
 // (c x r) transpose, so each row-major product below is written as the transposed product.
-#include "layers/cuda/dense.h"
+#include "dense.h"
 
-#include "core/cuda/check.h"
-#include "layers/cuda/dense_kernels.h"
-#include "layers/cuda/relu.h"
+#include "../../core/cuda/check.h"
+#include "dense_kernels.h"
+#include "relu.h"
 
 namespace ember::cuda {
 

@@ -2,8 +2,8 @@
 // layers/cpu/dense.h (x (N, I), w (O, I) row-major, b (O), y (N, O)).
 #pragma once
 
-#include "core/tensor.h"
-#include "layers/cuda/context.h"
+#include "../../core/tensor.h"
+#include "context.h"
 
 namespace ember::cuda {
 

@@ -1,6 +1,6 @@
 // Bias + activation and column sums for the GPU Dense layer.
-#include "core/cuda/check.h"
-#include "layers/cuda/dense_kernels.h"
+#include "../../core/cuda/check.h"
+#include "dense_kernels.h"
 
 namespace ember::cuda {
 

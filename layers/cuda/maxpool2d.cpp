@@ -1,16 +1,16 @@
 // MaxPool2D on cuDNN: CUDNN_POOLING_MAX_DETERMINISTIC, so the backward's result does not depend
 // on scheduling. Descriptors per shape, cached.
-#include "layers/cuda/maxpool2d.h"
+#include "maxpool2d.h"
 
 #include <memory>
 #include <tuple>
 
-#include "core/cuda/check.h"
-#include "layers/cuda/plan_cache.h"
+#include "../../core/cuda/check.h"
+#include "plan_cache.h"
 #include <cmath>
 
-#include "layers/cuda/pad.h"
-#include "layers/cuda/relu.h"
+#include "pad.h"
+#include "relu.h"
 
 namespace ember::cuda {
 

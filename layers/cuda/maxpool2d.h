@@ -4,9 +4,9 @@
 // as the CPU path does.
 #pragma once
 
-#include "core/tensor.h"
-#include "layers/cuda/context.h"
-#include "layers/op_shapes.h"
+#include "../../core/tensor.h"
+#include "context.h"
+#include "../op_shapes.h"
 
 namespace ember::cuda {
 

@@ -1,18 +1,18 @@
 // The op entries of the CUDA module's table (core/cuda_module.h): each finds the context of
 // its tensors' device and calls the op. Also the module's one exported entry point.
-#include "core/cuda/check.h"
-#include "core/cuda_module.h"
-#include "layers/cuda/context.h"
-#include "layers/cuda/conv2d.h"
-#include "layers/cuda/dense.h"
-#include "layers/cuda/maxpool2d.h"
-#include "layers/cuda/relu.h"
-#include "layers/cuda/softmax_xent.h"
-#include "core/cuda/elementwise.h"
-#include "data/cuda/gather.h"
-#include "distribute/cuda/nccl.h"
-#include "optim/cuda/adam.h"
-#include "optim/cuda/sgd.h"
+#include "../../core/cuda/check.h"
+#include "../../core/cuda_module.h"
+#include "context.h"
+#include "conv2d.h"
+#include "dense.h"
+#include "maxpool2d.h"
+#include "relu.h"
+#include "softmax_xent.h"
+#include "../../core/cuda/elementwise.h"
+#include "../../data/cuda/gather.h"
+#include "../../distribute/cuda/nccl.h"
+#include "../../optim/cuda/adam.h"
+#include "../../optim/cuda/sgd.h"
 
 namespace ember::cuda {
 

@@ -1,6 +1,6 @@
 // shift2d (see pad.h): one thread per destination element.
-#include "core/cuda/check.h"
-#include "layers/cuda/pad.h"
+#include "../../core/cuda/check.h"
+#include "pad.h"
 
 namespace ember::cuda {
 

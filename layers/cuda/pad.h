@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "layers/cuda/context.h"
+#include "context.h"
 
 namespace ember::cuda {
 

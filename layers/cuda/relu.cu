@@ -1,6 +1,6 @@
 // ReLU kernels (grid-stride loops) and their launchers.
-#include "core/cuda/check.h"
-#include "layers/cuda/relu.h"
+#include "../../core/cuda/check.h"
+#include "relu.h"
 
 namespace ember::cuda {
 

@@ -1,8 +1,8 @@
 // ReLU on the GPU: same contract as layers/cpu/relu.h, on the device's stream.
 #pragma once
 
-#include "core/tensor.h"
-#include "layers/cuda/context.h"
+#include "../../core/tensor.h"
+#include "context.h"
 
 namespace ember::cuda {
 

@@ -1,7 +1,7 @@
 // Softmax cross-entropy kernels: one thread per row (K is small: 10 for MNIST), then a
 // single-block reduction of the row losses in double, like the CPU path's double sum.
-#include "core/cuda/check.h"
-#include "layers/cuda/softmax_xent.h"
+#include "../../core/cuda/check.h"
+#include "softmax_xent.h"
 
 namespace ember::cuda {
 

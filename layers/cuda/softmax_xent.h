@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
-#include "layers/cuda/context.h"
+#include "../../core/tensor.h"
+#include "context.h"
 
 namespace ember::cuda {
 

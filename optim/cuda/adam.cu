@@ -1,6 +1,6 @@
 // Fused Adam (see adam.h): a grid-stride loop, one read and one write of each state element.
-#include "core/cuda/check.h"
-#include "optim/cuda/adam.h"
+#include "../../core/cuda/check.h"
+#include "adam.h"
 
 namespace ember::cuda {
 

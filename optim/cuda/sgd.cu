@@ -1,6 +1,6 @@
 // SGD with momentum (see sgd.h): one pass over p, g and the velocity.
-#include "core/cuda/check.h"
-#include "optim/cuda/sgd.h"
+#include "../../core/cuda/check.h"
+#include "sgd.h"
 
 namespace ember::cuda {
 
