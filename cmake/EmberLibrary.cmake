@@ -18,12 +18,12 @@ set(EMBER_SOURCES
   core/caching_allocator.cpp core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
   core/cpu/cpu_check.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
-  layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
+  layers/cuda_ops.cpp layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/op_shapes.cpp layers/progress.cpp layers/relu.cpp
   layers/checkpoint.cpp layers/sequential.cpp layers/training.cpp
   layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/dnnl_context.cpp layers/cpu/maxpool2d.cpp
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
-  optim/adam.cpp optim/optimizer.cpp optim/sgd.cpp
-  data/dataloader.cpp data/dataset.cpp data/idx.cpp data/mnist.cpp
+  optim/adam.cpp optim/cuda_ops.cpp optim/optimizer.cpp optim/sgd.cpp
+  data/cuda_ops.cpp data/dataloader.cpp data/dataset.cpp data/idx.cpp data/mnist.cpp
   distribute/local_communicator.cpp distribute/mirrored_gpu.cpp distribute/multiworker.cpp distribute/nccl_communicator.cpp
   distribute/replica_step.cpp distribute/strategy.cpp
 )
@@ -64,11 +64,13 @@ endif()
 # so that libember itself links no CUDA library.
 if(EMBER_HAVE_CUDA)
   add_library(ember_cuda SHARED
-    core/cuda/elementwise.cu core/cuda/memory.cpp core/cuda/status.cpp core/cuda/versions.cpp core/cuda/probe.cu
-    data/cuda/gather.cu distribute/cuda/nccl.cpp
-    layers/cuda/context.cpp layers/cuda/conv2d.cpp layers/cuda/dense.cpp layers/cuda/dense_kernels.cu
-    layers/cuda/maxpool2d.cpp layers/cuda/module_ops.cpp layers/cuda/pad.cu layers/cuda/relu.cu
-    layers/cuda/softmax_xent.cu optim/cuda/adam.cu optim/cuda/sgd.cu)
+    ember_cuda.cpp  # the entry point: assembles every folder's op table
+    core/cuda/context.cpp core/cuda/elementwise.cu core/cuda/memory.cpp core/cuda/status.cpp
+    core/cuda/versions.cpp core/cuda/probe.cu
+    data/cuda/gather.cu data/cuda/ops_table.cpp distribute/cuda/nccl.cpp
+    layers/cuda/conv2d.cpp layers/cuda/dense.cpp layers/cuda/dense_kernels.cu layers/cuda/maxpool2d.cpp
+    layers/cuda/ops_table.cpp layers/cuda/pad.cu layers/cuda/relu.cu layers/cuda/softmax_xent.cu
+    optim/cuda/adam.cu optim/cuda/ops_table.cpp optim/cuda/sgd.cu)
   set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
   target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDNN::cudnn PRIVATE ember_warnings)
   if(EMBER_HAVE_NCCL)

@@ -38,11 +38,17 @@ Loaded load() {
       continue;
     }
     const auto entry = reinterpret_cast<const CudaModuleApi* (*)()>(dlsym(h, "ember_cuda_api_v1"));
-    if (entry && (l.api = entry()) != nullptr) {
+    const CudaModuleApi* api = entry ? entry() : nullptr;
+    if (api && api->abi == kCudaModuleAbi) {
+      l.api = api;
       l.ok = true;  // the module stays loaded for the life of the process
       return l;
     }
-    errors += "; " + c + " lacks the entry point ember_cuda_api_v1 (a mismatched Ember version?)";
+    if (api)
+      errors += "; " + c + " has table version " + std::to_string(api->abi) + ", this libember needs " +
+                std::to_string(kCudaModuleAbi) + " (a module from another Ember build)";
+    else
+      errors += "; " + c + " lacks the entry point ember_cuda_api_v1 (a mismatched Ember version?)";
     dlclose(h);
   }
   l.why = "the CUDA backend module could not be loaded (" + errors + ")";

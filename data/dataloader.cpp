@@ -6,7 +6,7 @@
 #include <numeric>
 #include <utility>
 
-#include "../core/cuda_module.h"
+#include "cuda_ops.h"
 #include "../core/error.h"
 #include "../core/rng.h"
 
@@ -115,8 +115,7 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   if (opt_.device.is_cuda()) {
     ensure(out.x, dataset_.sample_shape().with_batch(hi - lo), DType::F32, opt_.device);
     ensure(out.y, Shape{hi - lo}, DType::I32, opt_.device);
-    detail::require_cuda_module("a DataLoader on " + opt_.device.str())
-        .gather_batch(device_images_, device_labels_, device_order_, lo, hi - lo, out.x, out.y);
+    detail::data_cuda_ops().gather_batch(device_images_, device_labels_, device_order_, lo, hi - lo, out.x, out.y);
     return;
   }
   dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.x, out.y);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../core/cuda_module.h"
+#include "nccl_ops.h"
 #include "../core/runtime.h"
 
 namespace ember::detail {
@@ -18,12 +19,18 @@ void require_gpu(int device) {
   EMBER_CHECK(found, DeviceError, "NCCL: there is no usable cuda:" + std::to_string(device));
 }
 
-const CudaModuleApi& nccl_api() {
-  const CudaModuleApi& api = require_cuda_module("NCCL communicators");
-  EMBER_CHECK(api.nccl_init_all != nullptr, DeviceError,
+const NcclOps& nccl_api() {
+  const void* table = require_cuda_module("NCCL communicators").ops(NcclOps::kOwner);
+  EMBER_CHECK(table != nullptr, DeviceError,
               "this Ember build has no NCCL (it was not found when Ember was configured): GPU replicas need it; "
               "use --device cpu for CPU replicas");
-  return api;
+  return *static_cast<const NcclOps*>(table);
+}
+
+// The table where the module is loaded and has one, else null; never throws (destructors use it).
+const NcclOps* loaded_nccl_api() noexcept {
+  const CudaModuleApi* m = cuda_module(nullptr);
+  return m ? static_cast<const NcclOps*>(m->ops(NcclOps::kOwner)) : nullptr;
 }
 }  // namespace
 
@@ -33,15 +40,15 @@ NcclCommunicator::NcclCommunicator(void* handle, int rank, int size, int device,
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (const CudaModuleApi* api = cuda_module(nullptr)) api->nccl_destroy(handle_);
+  if (const NcclOps* api = loaded_nccl_api()) api->destroy(handle_);
 }
 
 std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(const std::vector<int>& devices,
                                                                                std::chrono::milliseconds timeout) {
   for (int d : devices) require_gpu(d);
-  const CudaModuleApi& api = nccl_api();
+  const NcclOps& api = nccl_api();
   std::vector<void*> handles;
-  api.nccl_init_all(devices, &handles);
+  api.init_all(devices, &handles);
   std::vector<std::unique_ptr<NcclCommunicator>> out;
   const int n = static_cast<int>(devices.size());
   for (int i = 0; i < n; ++i)
@@ -52,15 +59,15 @@ std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(co
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create_across(Communicator& bootstrap, int device,
                                                                   std::chrono::milliseconds timeout) {
   require_gpu(device);
-  const CudaModuleApi& api = nccl_api();
+  const NcclOps& api = nccl_api();
   // NCCL's unique id (128 bytes) travels as 32 floats: MPI copies the bits unchanged.
   std::string id;
-  if (bootstrap.rank() == 0) api.nccl_unique_id(&id);
+  if (bootstrap.rank() == 0) api.unique_id(&id);
   Tensor carrier = Tensor::zeros(Shape{32}, DType::F32, Device::cpu());
   if (bootstrap.rank() == 0) std::memcpy(carrier.raw(), id.data(), 128);
   bootstrap.broadcast(carrier, 0);
   id.assign(static_cast<const char*>(carrier.raw()), 128);
-  void* h = api.nccl_init_rank(id, bootstrap.size(), bootstrap.rank(), device, timeout.count());
+  void* h = api.init_rank(id, bootstrap.size(), bootstrap.rank(), device, timeout.count());
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(h, bootstrap.rank(), bootstrap.size(), device, timeout));
 }
 
@@ -85,7 +92,7 @@ void NcclCommunicator::with_context(std::span<NcclCommunicator* const> members, 
 void NcclCommunicator::all_reduce_sum(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs) {
   const std::vector<void*> h = handles(members);
   with_context(members, "all_reduce", [&] {
-    nccl_api().nccl_all_reduce_sum(h, std::vector<Tensor*>(bufs.begin(), bufs.end()),
+    nccl_api().all_reduce_sum(h, std::vector<Tensor*>(bufs.begin(), bufs.end()),
                                    members.front()->timeout_.count());
   });
 }
@@ -93,14 +100,14 @@ void NcclCommunicator::all_reduce_sum(std::span<NcclCommunicator* const> members
 void NcclCommunicator::broadcast(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs, int root) {
   const std::vector<void*> h = handles(members);
   with_context(members, "broadcast", [&] {
-    nccl_api().nccl_broadcast(h, std::vector<Tensor*>(bufs.begin(), bufs.end()), root,
+    nccl_api().broadcast(h, std::vector<Tensor*>(bufs.begin(), bufs.end()), root,
                               members.front()->timeout_.count());
   });
 }
 
 void NcclCommunicator::wait(std::span<NcclCommunicator* const> members) {
   const std::vector<void*> h = handles(members);
-  with_context(members, "wait", [&] { nccl_api().nccl_wait(h, members.front()->timeout_.count()); });
+  with_context(members, "wait", [&] { nccl_api().wait(h, members.front()->timeout_.count()); });
 }
 
 void NcclCommunicator::all_reduce_sum(Tensor& buf) {
@@ -120,10 +127,10 @@ void NcclCommunicator::wait() {
   wait(std::span(&self, 1));
 }
 
-double NcclCommunicator::busy_seconds() const { return nccl_api().nccl_busy_seconds(handle_); }
+double NcclCommunicator::busy_seconds() const { return nccl_api().busy_seconds(handle_); }
 
 void NcclCommunicator::abort(const std::string&) noexcept {
-  if (const CudaModuleApi* api = cuda_module(nullptr)) api->nccl_abort(handle_);
+  if (const NcclOps* api = loaded_nccl_api()) api->abort(handle_);
 }
 
 }  // namespace ember::detail

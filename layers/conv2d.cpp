@@ -3,7 +3,8 @@
 
 #include "../core/error.h"
 #include "cpu/conv2d.h"
-#include "gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
@@ -64,7 +65,7 @@ const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
     EMBER_CHECK(x.layout() == Layout::RowMajor, ShapeError, "Conv2D (cuda): expects NCHW input, got " + x.str());
     x_ = x;
     ensure(y_, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device());
-    detail::gpu().conv2d_forward(g, x_, params_.at(0), params_.at(1), y_);
+    detail::layer_cuda_ops().conv2d_forward(g, x_, params_.at(0), params_.at(1), y_);
     return y_;
   }
   x_ = as_layout(x, Layout::NHWC, x_nhwc_);
@@ -85,7 +86,7 @@ const Tensor& Conv2D::backward(const Tensor& dy) {
       ensure(dx_, x_.shape(), DType::F32, x_.device());
       gdx = &dx_;
     }
-    detail::gpu().conv2d_backward(g, x_, params_.at(0), y_, dy, gdx, grads_.at(0), grads_.at(1), output_grad_premasked_);
+    detail::layer_cuda_ops().conv2d_backward(g, x_, params_.at(0), y_, dy, gdx, grads_.at(0), grads_.at(1), output_grad_premasked_);
     return gdx ? dx_ : none;
   }
   const Tensor& g_nhwc = as_layout(dy, Layout::NHWC, dy_nhwc_);
@@ -100,7 +101,7 @@ const Tensor& Conv2D::backward(const Tensor& dy) {
 
 std::string Conv2D::kernel_info(int64_t batch) const {
   if (!params_.empty() && detail::on_gpu(params_[0]))
-    return detail::gpu().conv2d_kernel_info(params_[0].device().index, geometry(batch));
+    return detail::layer_cuda_ops().conv2d_kernel_info(params_[0].device().index, geometry(batch));
   return cpu::conv2d_kernel_info(geometry(batch));
 }
 

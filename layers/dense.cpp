@@ -3,7 +3,8 @@
 
 #include "../core/error.h"
 #include "cpu/dense.h"
-#include "gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
@@ -29,7 +30,7 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
               "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
   x_ = x;
   ensure(y_, Shape{x.dim(0), units_}, DType::F32, x.device());
-  if (detail::on_gpu(x)) detail::gpu().dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
+  if (detail::on_gpu(x)) detail::layer_cuda_ops().dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
   else cpu::dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
   return y_;
 }
@@ -47,7 +48,7 @@ const Tensor& Dense::backward(const Tensor& dy) {
     dx = &dx_;
   }
   const bool mask = relu_ && !output_grad_premasked_;
-  if (detail::on_gpu(x_)) detail::gpu().dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
+  if (detail::on_gpu(x_)) detail::layer_cuda_ops().dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
   else cpu::dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
   static const Tensor none;
   return dx ? dx_ : none;

@@ -5,21 +5,22 @@
 
 #include "../core/error.h"
 #include "cpu/softmax_xent.h"
-#include "gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
 float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
   ensure(probs_, logits.shape(), DType::F32, logits.device());
   labels_ = labels;
-  if (detail::on_gpu(logits)) return detail::gpu().softmax_xent_forward(logits, labels, probs_);
+  if (detail::on_gpu(logits)) return detail::layer_cuda_ops().softmax_xent_forward(logits, labels, probs_);
   return cpu::softmax_xent_forward(logits, labels, probs_);
 }
 
 const Tensor& SoftmaxCrossEntropy::backward() {
   EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
   ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
-  if (detail::on_gpu(probs_)) detail::gpu().softmax_xent_backward(probs_, labels_, dlogits_);
+  if (detail::on_gpu(probs_)) detail::layer_cuda_ops().softmax_xent_backward(probs_, labels_, dlogits_);
   else cpu::softmax_xent_backward(probs_, labels_, dlogits_);
   return dlogits_;
 }
@@ -31,7 +32,7 @@ void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, Me
   ensure(probs_, logits.shape(), DType::F32, logits.device());
   labels_ = labels;
   if (detail::on_gpu(logits)) {
-    detail::gpu().softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
+    detail::layer_cuda_ops().softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
     return;
   }
   const double n = static_cast<double>(logits.dim(0));
@@ -59,7 +60,7 @@ MetricSums::Values MetricSums::read() const {
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  if (detail::on_gpu(logits)) return detail::gpu().count_correct(logits, labels);
+  if (detail::on_gpu(logits)) return detail::layer_cuda_ops().count_correct(logits, labels);
   return cpu::count_correct(logits, labels);
 }
 

@@ -3,13 +3,14 @@
 
 #include "../core/error.h"
 #include "cpu/dense.h"
-#include "gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c) {
   if (detail::on_gpu(a)) {  // cuBLAS, queued on the device's stream (the result is read by a copy)
-    detail::gpu().matmul(a, b, c);
+    detail::layer_cuda_ops().matmul(a, b, c);
     return;
   }
   EMBER_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2 && a.dim(1) == b.dim(0) && c.dim(0) == a.dim(0) &&

@@ -3,7 +3,8 @@
 
 #include "../core/error.h"
 #include "cpu/maxpool2d.h"
-#include "gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
@@ -46,7 +47,7 @@ const Tensor& MaxPool2D::forward(const Tensor& x, bool /*training*/) {
     EMBER_CHECK(x.layout() == Layout::RowMajor, ShapeError, "MaxPool2D (cuda): expects NCHW input, got " + x.str());
     x_ = x;
     ensure(y_, Shape{g_.n, g_.c, g_.p, g_.q}, DType::F32, x.device());
-    detail::gpu().maxpool2d_forward(g_, x_, y_);
+    detail::layer_cuda_ops().maxpool2d_forward(g_, x_, y_);
     return y_;
   }
   const Tensor& xn = as_layout(x, Layout::NHWC, x_nhwc_);
@@ -66,7 +67,7 @@ const Tensor& MaxPool2D::backward(const Tensor& dy) {
   if (!needs_input_grad_) return none;
   if (detail::on_gpu(y_)) {
     ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, y_.device());
-    detail::gpu().maxpool2d_backward(g_, x_, y_, dy, dx_, mask_input_relu_);
+    detail::layer_cuda_ops().maxpool2d_backward(g_, x_, y_, dy, dx_, mask_input_relu_);
     return dx_;
   }
   const Tensor& gn = as_layout(dy, Layout::NHWC, dy_nhwc_);

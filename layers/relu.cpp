@@ -3,13 +3,14 @@
 
 #include "../core/error.h"
 #include "cpu/relu.h"
-#include "gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
 const Tensor& ReLU::forward(const Tensor& x, bool /*training*/) {
   ensure(y_, x.shape(), DType::F32, x.device(), x.layout());
-  if (detail::on_gpu(x)) detail::gpu().relu_forward(x, y_);
+  if (detail::on_gpu(x)) detail::layer_cuda_ops().relu_forward(x, y_);
   else cpu::relu_forward(x, y_);
   return y_;
 }
@@ -23,7 +24,7 @@ const Tensor& ReLU::backward(const Tensor& dy) {
   if (output_grad_premasked_) return dy;  // the next layer applied the mask already
   const Tensor& g = as_layout(dy, y_.layout(), dy_);
   ensure(dx_, y_.shape(), DType::F32, y_.device(), y_.layout());
-  if (detail::on_gpu(y_)) detail::gpu().relu_backward(y_, g, dx_);
+  if (detail::on_gpu(y_)) detail::layer_cuda_ops().relu_backward(y_, g, dx_);
   else cpu::relu_backward(y_, g, dx_);
   return dx_;
 }

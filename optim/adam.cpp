@@ -5,7 +5,8 @@
 #include <cmath>
 
 #include "../core/error.h"
-#include "../layers/gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
@@ -23,7 +24,7 @@ void Adam::step(Tensor& params, const Tensor& grads) {
   const double lr_t = opt_.learning_rate * std::sqrt(1.0 - std::pow(static_cast<double>(opt_.beta2), t)) /
                       (1.0 - std::pow(static_cast<double>(opt_.beta1), t));
   if (detail::on_gpu(params)) {
-    detail::gpu().adam_update(params.device().index, static_cast<float*>(params.raw()),
+    detail::optim_cuda_ops().adam_update(params.device().index, static_cast<float*>(params.raw()),
                               static_cast<const float*>(grads.raw()), static_cast<float*>(m_.raw()),
                               static_cast<float*>(v_.raw()), params.numel(), static_cast<float>(lr_t), opt_.beta1,
                               opt_.beta2, opt_.epsilon);

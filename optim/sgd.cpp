@@ -2,7 +2,8 @@
 #include "sgd.h"
 
 #include "../core/error.h"
-#include "../layers/gpu.h"
+#include "../core/dispatch.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
@@ -15,7 +16,7 @@ void SGD::step(Tensor& params, const Tensor& grads) {
   prepare(params, grads, {&velocity_});
   ++iterations_;
   if (detail::on_gpu(params)) {
-    detail::gpu().sgd_update(params.device().index, static_cast<float*>(params.raw()),
+    detail::optim_cuda_ops().sgd_update(params.device().index, static_cast<float*>(params.raw()),
                              static_cast<const float*>(grads.raw()), static_cast<float*>(velocity_.raw()),
                              params.numel(), opt_.learning_rate, opt_.momentum, opt_.nesterov);
     return;

@@ -7,7 +7,8 @@
 #      MNIST epoch under ASan takes minutes and checks nothing the release run does not). MPI is
 #      off here because OpenMPI's own allocations fail LeakSanitizer; configuration 1 runs the
 #      MPI tests (mpirun -np 2 on loopback);
-# then runs the IDX-reader fuzzer for a bounded time (clang's libFuzzer).
+# then runs the IDX-reader fuzzer for a bounded time (clang's libFuzzer). First of all,
+# scripts/check_layering.py checks the folders' floors from the #include lines.
 # Exit status: non-zero if any step or test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,9 @@ scripts/setup.sh
 scripts/fetch_data.sh mnist
 
 section() { printf '\n=== %s ===\n' "$*"; }
+
+section "layering: includes only downward, relative; public headers = ember.h's closure"
+python3 scripts/check_layering.py
 
 section "configuration 1: CUDA=AUTO, Release, -Werror"
 cmake -S . -B build/test-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=AUTO -DEMBER_WERROR=ON

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "../../layers/cuda/context.h"
+#include "context.h"
 
 namespace ember::cuda {
 

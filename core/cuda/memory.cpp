@@ -1,5 +1,5 @@
 // Device memory for the CUDA module: one CachingAllocator per device over cudaMalloc/cudaFree,
-// and synchronous copies; plus the module's entry-point table (core/cuda_module.h).
+// and synchronous copies; plus the core part of the module's table (core/cuda_module.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,7 +9,8 @@
 
 #include "check.h"
 #include "../cuda_module.h"
-#include "../../layers/cuda/context.h"
+#include "context.h"
+#include "elementwise.h"
 
 namespace ember {
 const CudaStatus& probed_status();
@@ -132,7 +133,7 @@ void versions(std::vector<LibraryVersion>* out) { *out = probed_versions(); }
 
 }  // namespace
 
-void fill_memory_entries(::ember::detail::CudaModuleApi& api) {
+void fill_core_entries(::ember::detail::CudaModuleApi& api) {
   api.status = status;
   api.versions = versions;
   api.allocate = allocate;
@@ -140,6 +141,15 @@ void fill_memory_entries(::ember::detail::CudaModuleApi& api) {
   api.set_memory_policy = set_memory_policy;
   api.memory_stats = memory_stats;
   api.copy = copy;
+  api.fill = [](Tensor& t, float value) {
+    EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "fill: f32 only, got " + t.str());
+    fill(context_of(t), static_cast<float*>(t.raw()), t.numel(), value);
+  };
+  api.scale = [](Tensor& t, float factor) {
+    EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "scale: f32 only, got " + t.str());
+    scale(context_of(t), static_cast<float*>(t.raw()), t.numel(), factor);
+  };
+  api.synchronize = [](int device) { context(device).synchronize(); };
 }
 
 }  // namespace ember::cuda

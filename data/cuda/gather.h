@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "../../core/tensor.h"
-#include "../../layers/cuda/context.h"
+#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 

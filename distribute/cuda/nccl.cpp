@@ -24,7 +24,7 @@
 
 #include "../../core/cuda/nccl_check.h"
 #include "../communicator.h"
-#include "../../layers/cuda/context.h"
+#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 
@@ -237,29 +237,34 @@ void destroy(void* p) noexcept {
 
 }  // namespace
 
-void fill_nccl_entries(::ember::detail::CudaModuleApi& api) {
-  api.nccl_init_all = init_all;
-  api.nccl_unique_id = unique_id;
-  api.nccl_init_rank = init_rank;
-  api.nccl_destroy = destroy;
-  api.nccl_abort = [](void* p) noexcept {
+const ::ember::detail::NcclOps* nccl_ops_table() {
+  static const ::ember::detail::NcclOps table = [] {
+  ::ember::detail::NcclOps api{};
+  api.init_all = init_all;
+  api.unique_id = unique_id;
+  api.init_rank = init_rank;
+  api.destroy = destroy;
+  api.abort = [](void* p) noexcept {
     if (p) abort_comm(*as_comm(p));
   };
-  api.nccl_all_reduce_sum = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int64_t timeout_ms) {
+  api.all_reduce_sum = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int64_t timeout_ms) {
     grouped(comms, bufs, timeout_ms, "all_reduce", [](Comm& c, Tensor& t, cudaStream_t s) {
       return ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, c.comm, s);
     });
   };
-  api.nccl_broadcast = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int root,
+  api.broadcast = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int root,
                           int64_t timeout_ms) {
     grouped(comms, bufs, timeout_ms, "broadcast", [root](Comm& c, Tensor& t, cudaStream_t s) {
       return ncclBroadcast(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, root, c.comm, s);
     });
   };
-  api.nccl_wait = [](const std::vector<void*>& comms, int64_t timeout_ms) {
+  api.wait = [](const std::vector<void*>& comms, int64_t timeout_ms) {
     for (void* p : comms) wait_done(*as_comm(p), timeout_ms);
   };
-  api.nccl_busy_seconds = [](void* p) { return as_comm(p)->busy_seconds; };
+  api.busy_seconds = [](void* p) { return as_comm(p)->busy_seconds; };
+  return api;
+  }();
+  return &table;
 }
 
 }  // namespace ember::cuda
@@ -267,7 +272,7 @@ void fill_nccl_entries(::ember::detail::CudaModuleApi& api) {
 #else  // a CUDA build without NCCL: the entries stay null, and libember says so
 
 namespace ember::cuda {
-void fill_nccl_entries(::ember::detail::CudaModuleApi&) {}
+const ::ember::detail::NcclOps* nccl_ops_table() { return nullptr; }
 }  // namespace ember::cuda
 
 #endif

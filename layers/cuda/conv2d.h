@@ -10,7 +10,7 @@
 #include <string>
 
 #include "../../core/tensor.h"
-#include "context.h"
+#include "../../core/cuda/context.h"
 #include "../op_shapes.h"
 
 namespace ember::cuda {

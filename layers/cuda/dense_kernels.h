@@ -1,7 +1,7 @@
 // Small kernels of the GPU Dense layer (launchers; kernels in dense_kernels.cu).
 #pragma once
 
-#include "context.h"
+#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 

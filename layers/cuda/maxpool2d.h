@@ -5,7 +5,7 @@
 #pragma once
 
 #include "../../core/tensor.h"
-#include "context.h"
+#include "../../core/cuda/context.h"
 #include "../op_shapes.h"
 
 namespace ember::cuda {

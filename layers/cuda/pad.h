@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "context.h"
+#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "../../core/tensor.h"
-#include "context.h"
+#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 

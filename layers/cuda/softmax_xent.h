@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "../../core/tensor.h"
-#include "context.h"
+#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 

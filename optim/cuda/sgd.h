@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "../../layers/cuda/context.h"
+#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 

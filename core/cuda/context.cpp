@@ -5,8 +5,8 @@
 #include <memory>
 #include <mutex>
 
-#include "../../core/cuda/check.h"
-#include "../../core/runtime.h"
+#include "check.h"
+#include "../runtime.h"
 
 namespace ember::cuda {
 
@@ -72,6 +72,11 @@ Context& context(int device) {
   auto& c = (*contexts)[static_cast<size_t>(device)];
   if (!c) c = std::make_unique<Context>(device);
   return *c;
+}
+
+Context& context_of(const Tensor& t) {
+  EMBER_CHECK(t.device().is_cuda(), DeviceError, "a CUDA op got a tensor on " + t.device().str());
+  return context(t.device().index);
 }
 
 void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what) {

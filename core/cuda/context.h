@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "../../core/tensor.h"
+#include "../tensor.h"
 
 namespace ember::cuda {
 
@@ -41,6 +41,8 @@ class Context {
 
 // The context of `device`, created on first use (thread-safe).
 Context& context(int device);
+// The context of a CUDA tensor's device (DeviceError for a tensor elsewhere).
+Context& context_of(const Tensor& t);
 
 // Checks that `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device; the
 // ShapeError names the op, the argument and what was given: "<op>: <what> must be ...".
