@@ -17,29 +17,10 @@ Conv2D::Conv2D(int64_t filters, Size2 kernel, Activation activation, Padding pad
 }
 
 Shape Conv2D::build(const Shape& in) {
-  EMBER_CHECK(in.rank() == 3, ShapeError,
-              "Conv2D: expects a per-sample input of 3 dimensions (C, H, W); given " + in.str());
   g_ = Conv2dShape{};
-  g_.c = in[0];
-  g_.h = in[1];
-  g_.w = in[2];
+  static_cast<WindowGeometry&>(g_) = window_geometry(in, kernel_, strides_, padding_, "Conv2D", "kernel");
   g_.k = filters_;
-  g_.r = kernel_.h;
-  g_.s = kernel_.w;
-  g_.stride_h = strides_.h;
-  g_.stride_w = strides_.w;
-  const AxisGeometry ah = axis_geometry(g_.h, g_.r, g_.stride_h, padding_);
-  const AxisGeometry aw = axis_geometry(g_.w, g_.s, g_.stride_w, padding_);
-  g_.pad_top = ah.pad_before;
-  g_.pad_bottom = ah.pad_after;
-  g_.pad_left = aw.pad_before;
-  g_.pad_right = aw.pad_after;
-  g_.p = ah.out;
-  g_.q = aw.out;
   g_.relu = activation_ == Activation::ReLU;
-  EMBER_CHECK(g_.p > 0 && g_.q > 0, ShapeError,
-              "Conv2D: a " + std::to_string(g_.r) + "x" + std::to_string(g_.s) + " kernel does not fit the input " +
-                  in.str() + " with valid padding");
   return Shape{g_.k, g_.p, g_.q};
 }
 
@@ -55,7 +36,7 @@ Conv2dShape Conv2D::geometry(int64_t batch) const {
   return g;
 }
 
-const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
+const Tensor& Conv2D::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(g_.k > 0, Error, "Conv2D: forward() before build()");
   EMBER_CHECK(x.rank() == 4 && x.shape().without_batch() == (Shape{g_.c, g_.h, g_.w}), ShapeError,
               "Conv2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
@@ -74,12 +55,8 @@ const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
   return y_;
 }
 
-const Tensor& Conv2D::backward(const Tensor& dy) {
-  EMBER_CHECK(x_.defined(), Error, "Conv2D: backward() before forward()");
-  EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
-              "Conv2D: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
+const Tensor& Conv2D::do_backward(const Tensor& dy) {
   const Conv2dShape g = geometry(x_.dim(0));
-  static const Tensor none;
   if (detail::on_gpu(x_)) {
     Tensor* gdx = nullptr;
     if (needs_input_grad_) {
@@ -87,7 +64,7 @@ const Tensor& Conv2D::backward(const Tensor& dy) {
       gdx = &dx_;
     }
     detail::layer_cuda_ops().conv2d_backward(g, x_, params_.at(0), y_, dy, gdx, grads_.at(0), grads_.at(1), output_grad_premasked_);
-    return gdx ? dx_ : none;
+    return gdx ? dx_ : no_input_grad();
   }
   const Tensor& g_nhwc = as_layout(dy, Layout::NHWC, dy_nhwc_);
   Tensor* dx = nullptr;
@@ -96,7 +73,7 @@ const Tensor& Conv2D::backward(const Tensor& dy) {
     dx = &dx_;
   }
   cpu::conv2d_backward(g, x_, params_.at(0), y_, g_nhwc, dx, grads_.at(0), grads_.at(1), output_grad_premasked_);
-  return dx ? dx_ : none;
+  return dx ? dx_ : no_input_grad();
 }
 
 std::string Conv2D::kernel_info(int64_t batch) const {

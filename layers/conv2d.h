@@ -7,7 +7,7 @@
 
 #include "activation.h"
 #include "layer.h"
-#include "op_shapes.h"
+#include "geometry.h"
 
 namespace ember {
 
@@ -19,10 +19,12 @@ class Conv2D : public Layer {
   std::string type() const override { return "Conv2D"; }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
-  const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& dy) override;
   std::string kernel_info(int64_t batch) const override;
   bool relu_output() const override { return activation_ == Activation::ReLU; }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool training) override;
+  const Tensor& do_backward(const Tensor& dy) override;
 
  private:
   Conv2dShape geometry(int64_t batch) const;

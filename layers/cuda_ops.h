@@ -7,7 +7,7 @@
 #include <string>
 
 #include "../core/tensor.h"
-#include "op_shapes.h"
+#include "geometry.h"
 
 namespace ember::detail {
 

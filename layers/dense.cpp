@@ -25,7 +25,7 @@ std::vector<ParamSpec> Dense::param_specs() const {
           {"bias", Shape{units_}, ParamSpec::Init::Zeros, 0, 0}};
 }
 
-const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
+const Tensor& Dense::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(x.rank() == 2 && x.dim(1) == in_, ShapeError,
               "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
   x_ = x;
@@ -35,10 +35,7 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
   return y_;
 }
 
-const Tensor& Dense::backward(const Tensor& dy) {
-  EMBER_CHECK(x_.defined(), Error, "Dense: backward() before forward()");
-  EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
-              "Dense: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
+const Tensor& Dense::do_backward(const Tensor& dy) {
   // The backend overwrites dy with the pre-activation gradient, so work on our own copy.
   ensure(dy_, dy.shape(), DType::F32, dy.device());
   dy_.copy_from(dy);
@@ -50,8 +47,7 @@ const Tensor& Dense::backward(const Tensor& dy) {
   const bool mask = relu_ && !output_grad_premasked_;
   if (detail::on_gpu(x_)) detail::layer_cuda_ops().dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
   else cpu::dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
-  static const Tensor none;
-  return dx ? dx_ : none;
+  return dx ? dx_ : no_input_grad();
 }
 
 }  // namespace ember

@@ -15,13 +15,15 @@ class Dense : public Layer {
   std::string type() const override { return "Dense"; }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
-  const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& dy) override;
   bool relu_output() const override { return relu_; }
   std::string kernel_info(int64_t) const override {
     return std::string(device().is_cuda() ? "cuBLAS sgemm + ember kernel bias" : "oneDNN sgemm + ember bias") +
            (relu_ ? "/relu" : "");
   }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool training) override;
+  const Tensor& do_backward(const Tensor& dy) override;
 
  private:
   int64_t units_, in_ = 0;

@@ -11,7 +11,7 @@ Shape Flatten::build(const Shape& in) {
   return Shape{in.numel()};
 }
 
-const Tensor& Flatten::forward(const Tensor& x, bool /*training*/) {
+const Tensor& Flatten::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(x.rank() >= 2 && x.shape().without_batch() == in_, ShapeError,
               "Flatten: expects input (N, ...) with per-sample shape " + in_.str() + "; given " + x.shape().str());
   const Tensor& rm = as_layout(x, Layout::RowMajor, rowmajor_);
@@ -19,9 +19,8 @@ const Tensor& Flatten::forward(const Tensor& x, bool /*training*/) {
   return y_;
 }
 
-const Tensor& Flatten::backward(const Tensor& dy) {
-  EMBER_CHECK(y_.defined(), Error, "Flatten: backward() before forward()");
-  EMBER_CHECK(dy.shape() == y_.shape() && dy.layout() == Layout::RowMajor, ShapeError,
+const Tensor& Flatten::do_backward(const Tensor& dy) {
+  EMBER_CHECK(dy.layout() == Layout::RowMajor, ShapeError,
               "Flatten: output gradient must be row-major " + y_.shape().str() + ", given " + dy.str());
   dx_ = dy.reshape(in_.with_batch(dy.dim(0)));
   return dx_;

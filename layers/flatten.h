@@ -11,11 +11,13 @@ class Flatten : public Layer {
  public:
   std::string type() const override { return "Flatten"; }
   Shape build(const Shape& sample_shape) override;
-  const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& dy) override;
   std::string kernel_info(int64_t) const override {
     return device().is_cuda() ? "reshape" : "reshape (NHWC inputs reordered to NCHW)";
   }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool training) override;
+  const Tensor& do_backward(const Tensor& dy) override;
 
  private:
   Shape in_;

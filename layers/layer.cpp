@@ -7,6 +7,25 @@
 
 namespace ember {
 
+const Tensor& Layer::forward(const Tensor& x, bool training) {
+  const Tensor& y = do_forward(x, training);
+  out_shape_ = y.shape();
+  forwarded_ = true;
+  return y;
+}
+
+const Tensor& Layer::backward(const Tensor& dy) {
+  EMBER_CHECK(forwarded_, Error, type() + ": backward() before forward()");
+  EMBER_CHECK(dy.shape() == out_shape_, ShapeError,
+              type() + ": output gradient must be " + out_shape_.str() + ", given " + dy.shape().str());
+  return do_backward(dy);
+}
+
+const Tensor& Layer::no_input_grad() {
+  static const Tensor none;
+  return none;
+}
+
 void Layer::bind(std::vector<Tensor> params, std::vector<Tensor> grads) {
   const auto specs = param_specs();
   EMBER_CHECK(params.size() == specs.size() && grads.size() == specs.size(), ArgumentError,

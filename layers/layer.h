@@ -9,11 +9,14 @@
 //   4. init_params(rng)         Keras defaults: Glorot-uniform kernels, zero biases;
 //   5. forward / backward       per batch.
 //
-// Contract of forward/backward:
+// Contract of forward/backward (non-virtual: they check, then call the layer's do_forward /
+// do_backward, which is what a subclass implements):
 //   - forward(x) returns the output; the reference stays valid until the next forward.
 //     The layer may keep `x` (shallowly) for backward.
-//   - backward(dy) must follow forward. It WRITES (=) the parameter gradients for this batch
-//     (never accumulates) and returns dx, or an undefined tensor when set_needs_input_grad(false).
+//   - backward(dy) must follow forward (else Error) with dy of the output's shape (else
+//     ShapeError); both are checked here, once for every layer. It WRITES (=) the parameter
+//     gradients for this batch (never accumulates) and returns dx, or an undefined tensor
+//     (no_input_grad()) when set_needs_input_grad(false).
 //   - Layouts: inputs may come in any layout (RowMajor NCHW or NHWC); a layer converts what it
 //     needs. Outputs carry their layout tag; dy must have the output's shape (any layout).
 #pragma once
@@ -43,8 +46,8 @@ class Layer {
   virtual std::string type() const = 0;  // "Conv2D"
   virtual Shape build(const Shape& sample_shape) = 0;
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
-  virtual const Tensor& forward(const Tensor& x, bool training) = 0;
-  virtual const Tensor& backward(const Tensor& dy) = 0;
+  const Tensor& forward(const Tensor& x, bool training);
+  const Tensor& backward(const Tensor& dy);
   // What runs this layer at this batch size, for --log-device-placement (e.g. "oneDNN fwd jit:avx2 ...").
   virtual std::string kernel_info(int64_t /*batch*/) const {
     return device_.is_cuda() ? "ember CUDA kernel" : "ember cpu kernel";
@@ -77,6 +80,12 @@ class Layer {
   int64_t num_params() const;
 
  protected:
+  // The layer's work; forward()/backward() have checked what the contract above says.
+  virtual const Tensor& do_forward(const Tensor& x, bool training) = 0;
+  virtual const Tensor& do_backward(const Tensor& dy) = 0;
+  // The undefined tensor backward returns when no input gradient is wanted.
+  static const Tensor& no_input_grad();
+
   std::vector<Tensor> params_, grads_;
   bool needs_input_grad_ = true;
   bool output_grad_premasked_ = false;
@@ -84,6 +93,8 @@ class Layer {
 
  private:
   std::string name_;
+  Shape out_shape_;         // of the last forward's output: what backward's dy must be
+  bool forwarded_ = false;  // forward has run since build
 };
 
 }  // namespace ember

@@ -15,30 +15,13 @@ MaxPool2D::MaxPool2D(Size2 pool, std::optional<Size2> strides, Padding padding)
 }
 
 Shape MaxPool2D::build(const Shape& in) {
-  EMBER_CHECK(in.rank() == 3, ShapeError,
-              "MaxPool2D: expects a per-sample input of 3 dimensions (C, H, W); given " + in.str());
   g_ = Pool2dShape{};
-  g_.c = in[0];
-  g_.h = in[1];
-  g_.w = in[2];
-  g_.r = pool_.h;
-  g_.s = pool_.w;
-  g_.stride_h = strides_.h;
-  g_.stride_w = strides_.w;
-  const AxisGeometry ah = axis_geometry(g_.h, g_.r, g_.stride_h, padding_);
-  const AxisGeometry aw = axis_geometry(g_.w, g_.s, g_.stride_w, padding_);
-  g_.pad_top = ah.pad_before;
-  g_.pad_left = aw.pad_before;
-  g_.p = ah.out;
-  g_.q = aw.out;
-  EMBER_CHECK(g_.p > 0 && g_.q > 0, ShapeError,
-              "MaxPool2D: a " + std::to_string(g_.r) + "x" + std::to_string(g_.s) + " pool does not fit the input " +
-                  in.str());
+  static_cast<WindowGeometry&>(g_) = window_geometry(in, pool_, strides_, padding_, "MaxPool2D", "pool");
   in_shape_ = in;
   return Shape{g_.c, g_.p, g_.q};
 }
 
-const Tensor& MaxPool2D::forward(const Tensor& x, bool /*training*/) {
+const Tensor& MaxPool2D::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(x.rank() == 4 && x.shape().without_batch() == in_shape_, ShapeError,
               "MaxPool2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
                   std::to_string(g_.w) + "); given " + x.shape().str());
@@ -59,12 +42,8 @@ const Tensor& MaxPool2D::forward(const Tensor& x, bool /*training*/) {
   return y_;
 }
 
-const Tensor& MaxPool2D::backward(const Tensor& dy) {
-  EMBER_CHECK(y_.defined(), Error, "MaxPool2D: backward() before forward()");
-  EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
-              "MaxPool2D: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
-  static const Tensor none;
-  if (!needs_input_grad_) return none;
+const Tensor& MaxPool2D::do_backward(const Tensor& dy) {
+  if (!needs_input_grad_) return no_input_grad();
   if (detail::on_gpu(y_)) {
     ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, y_.device());
     detail::layer_cuda_ops().maxpool2d_backward(g_, x_, y_, dy, dx_, mask_input_relu_);

@@ -7,7 +7,7 @@
 
 #include "activation.h"
 #include "layer.h"
-#include "op_shapes.h"
+#include "geometry.h"
 
 namespace ember {
 
@@ -18,13 +18,15 @@ class MaxPool2D : public Layer {
 
   std::string type() const override { return "MaxPool2D"; }
   Shape build(const Shape& sample_shape) override;
-  const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& dy) override;
   std::string kernel_info(int64_t) const override {
     return std::string(device().is_cuda() ? "cuDNN max-pool (NCHW)" : "ember cpu max-pool (NHWC, argmax)") +
            (mask_input_relu_ ? ", backward fused with ReLU's" : "");
   }
   bool fuse_input_relu_mask() override { return mask_input_relu_ = true; }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool training) override;
+  const Tensor& do_backward(const Tensor& dy) override;
 
  private:
   Size2 pool_, strides_;

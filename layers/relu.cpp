@@ -8,19 +8,15 @@
 
 namespace ember {
 
-const Tensor& ReLU::forward(const Tensor& x, bool /*training*/) {
+const Tensor& ReLU::do_forward(const Tensor& x, bool /*training*/) {
   ensure(y_, x.shape(), DType::F32, x.device(), x.layout());
   if (detail::on_gpu(x)) detail::layer_cuda_ops().relu_forward(x, y_);
   else cpu::relu_forward(x, y_);
   return y_;
 }
 
-const Tensor& ReLU::backward(const Tensor& dy) {
-  EMBER_CHECK(y_.defined(), Error, "ReLU: backward() before forward()");
-  EMBER_CHECK(dy.shape() == y_.shape(), ShapeError,
-              "ReLU: output gradient must be " + y_.shape().str() + ", given " + dy.shape().str());
-  static const Tensor none;
-  if (!needs_input_grad_) return none;
+const Tensor& ReLU::do_backward(const Tensor& dy) {
+  if (!needs_input_grad_) return no_input_grad();
   if (output_grad_premasked_) return dy;  // the next layer applied the mask already
   const Tensor& g = as_layout(dy, y_.layout(), dy_);
   ensure(dx_, y_.shape(), DType::F32, y_.device(), y_.layout());

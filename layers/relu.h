@@ -10,9 +10,11 @@ class ReLU : public Layer {
  public:
   std::string type() const override { return "ReLU"; }
   Shape build(const Shape& sample_shape) override { return sample_shape; }
-  const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& dy) override;
   bool relu_output() const override { return true; }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool training) override;
+  const Tensor& do_backward(const Tensor& dy) override;
 
  private:
   Tensor y_, dy_, dx_;

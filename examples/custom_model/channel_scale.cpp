@@ -17,7 +17,7 @@ std::vector<ParamSpec> ChannelScale::param_specs() const {
           {"beta", Shape{channels_}, ParamSpec::Init::Zeros, 0, 0}};
 }
 
-const Tensor& ChannelScale::forward(const Tensor& x, bool) {
+const Tensor& ChannelScale::do_forward(const Tensor& x, bool) {
   x_ = as_layout(x, Layout::RowMajor, x_rowmajor_);
   ensure(y_, x.shape(), DType::F32, x.device());
   const float *in = x_.f32(), *g = params_[0].f32(), *b = params_[1].f32();
@@ -32,7 +32,7 @@ const Tensor& ChannelScale::forward(const Tensor& x, bool) {
   return y_;
 }
 
-const Tensor& ChannelScale::backward(const Tensor& dy) {
+const Tensor& ChannelScale::do_backward(const Tensor& dy) {
   const Tensor& d = as_layout(dy, Layout::RowMajor, dy_rowmajor_);
   float *dg = grads_[0].f32(), *db = grads_[1].f32();
   const float *in = x_.f32(), *g = params_[0].f32(), *gy = d.f32();

@@ -1,6 +1,7 @@
 // ChannelScale: a user-defined layer, y[n, c, ...] = gamma[c] * x[n, c, ...] + beta[c].
-// It shows what a custom layer needs: build (shapes), param_specs (initialisers), forward,
-// and backward that writes (=) its parameter gradients and returns dx.
+// It shows what a custom layer needs: build (shapes), param_specs (initialisers), do_forward,
+// and do_backward that writes (=) its parameter gradients and returns dx (Layer::forward and
+// Layer::backward call them after checking the order and dy's shape).
 #pragma once
 
 #include <ember/ember.h>
@@ -10,8 +11,10 @@ class ChannelScale : public ember::Layer {
   std::string type() const override { return "ChannelScale"; }
   ember::Shape build(const ember::Shape& sample_shape) override;
   std::vector<ember::ParamSpec> param_specs() const override;
-  const ember::Tensor& forward(const ember::Tensor& x, bool training) override;
-  const ember::Tensor& backward(const ember::Tensor& dy) override;
+
+ protected:
+  const ember::Tensor& do_forward(const ember::Tensor& x, bool training) override;
+  const ember::Tensor& do_backward(const ember::Tensor& dy) override;
 
  private:
   ember::Shape in_;

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "../../core/tensor.h"
-#include "../op_shapes.h"
+#include "../geometry.h"
 
 namespace ember::cpu {
 

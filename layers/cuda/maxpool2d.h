@@ -6,7 +6,7 @@
 
 #include "../../core/tensor.h"
 #include "../../core/cuda/context.h"
-#include "../op_shapes.h"
+#include "../geometry.h"
 
 namespace ember::cuda {
 
