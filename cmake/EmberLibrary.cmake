@@ -16,14 +16,14 @@ set(EMBER_PUBLIC_HEADERS
 
 set(EMBER_SOURCES
   core/caching_allocator.cpp core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
-  core/cpu/cpu_check.cpp core/cpu/host_allocator.cpp
+  core/cpu/cpu_check.cpp core/cpu/dnnl_context.cpp core/cpu/gemm.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
   layers/cuda_ops.cpp layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/geometry.cpp layers/progress.cpp layers/relu.cpp
   layers/checkpoint.cpp layers/sequential.cpp layers/training.cpp
-  layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/dnnl_context.cpp layers/cpu/maxpool2d.cpp
+  layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/maxpool2d.cpp
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
-  optim/adam.cpp optim/cuda_ops.cpp optim/optimizer.cpp optim/sgd.cpp
-  data/cuda_ops.cpp data/dataloader.cpp data/dataset.cpp data/idx.cpp data/mnist.cpp
+  optim/adam.cpp optim/cuda_ops.cpp optim/optimizer.cpp optim/sgd.cpp optim/cpu/adam.cpp optim/cpu/sgd.cpp
+  data/cuda_ops.cpp data/dataloader.cpp data/dataset.cpp data/cpu/gather.cpp data/idx.cpp data/mnist.cpp
   distribute/local_communicator.cpp distribute/mirrored_gpu.cpp distribute/multiworker.cpp distribute/nccl_communicator.cpp
   distribute/replica_step.cpp distribute/strategy.cpp
 )

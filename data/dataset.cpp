@@ -1,9 +1,8 @@
-// Dataset: validation and the batch gather.
+// Dataset: validation, views, and the batch gather (data/cpu/gather.h).
 #include "dataset.h"
 
-#include <cstring>
-
 #include "../core/error.h"
+#include "cpu/gather.h"
 
 namespace ember {
 
@@ -35,24 +34,9 @@ Dataset Dataset::take(int64_t n) const {
 
 void Dataset::gather(std::span<const int64_t> indices, Tensor& x, Tensor& y) const {
   const int64_t b = static_cast<int64_t>(indices.size());
-  const int64_t per = sample_shape().numel();
   ensure(x, sample_shape().with_batch(b), DType::F32, Device::cpu());
   ensure(y, Shape{b}, DType::I32, Device::cpu());
-  const uint8_t* src = images_.data<uint8_t>();
-  const int32_t* lab = labels_.data<int32_t>();
-  float* dst = x.f32();
-  int32_t* out = y.data<int32_t>();
-  constexpr float kScale = 1.0f / 255.0f;
-  for (int64_t i = 0; i < b; ++i) {
-    const int64_t idx = indices[static_cast<size_t>(i)];
-    EMBER_CHECK(idx >= 0 && idx < size(), ArgumentError, "Dataset::gather: index " + std::to_string(idx) +
-                                                              " outside a dataset of " + std::to_string(size()));
-    const uint8_t* s = src + idx * per;
-    float* d = dst + i * per;
-#pragma omp simd
-    for (int64_t j = 0; j < per; ++j) d[j] = static_cast<float>(s[j]) * kScale;
-    out[i] = lab[idx];
-  }
+  cpu::gather_batch(images_, labels_, indices, x, y);
 }
 
 }  // namespace ember

@@ -2,7 +2,7 @@
 #include "matmul.h"
 
 #include "../core/error.h"
-#include "cpu/dense.h"
+#include "../core/cpu/gemm.h"
 #include "../core/dispatch.h"
 #include "cuda_ops.h"
 

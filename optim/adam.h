@@ -36,10 +36,4 @@ class Adam : public Optimizer {
   Tensor m_, v_;
 };
 
-namespace cpu {
-// The fused Adam loop over n elements; lr_t is the bias-corrected step size.
-void adam_update(float* params, const float* grads, float* m, float* v, int64_t n, float lr_t, float beta1,
-                 float beta2, float epsilon);
-}  // namespace cpu
-
 }  // namespace ember

@@ -3,6 +3,7 @@
 
 #include "../core/error.h"
 #include "../core/dispatch.h"
+#include "cpu/sgd.h"
 #include "cuda_ops.h"
 
 namespace ember {
@@ -21,18 +22,8 @@ void SGD::step(Tensor& params, const Tensor& grads) {
                              params.numel(), opt_.learning_rate, opt_.momentum, opt_.nesterov);
     return;
   }
-  float* p = params.f32();
-  const float* g = grads.f32();
-  float* vel = velocity_.f32();
-  const int64_t n = params.numel();
-  const float lr = opt_.learning_rate, mu = opt_.momentum;
-  const bool nesterov = opt_.nesterov;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float vi = mu * vel[i] - lr * g[i];
-    vel[i] = vi;
-    p[i] += nesterov ? mu * vi - lr * g[i] : vi;
-  }
+  cpu::sgd_update(params.f32(), grads.f32(), velocity_.f32(), params.numel(), opt_.learning_rate, opt_.momentum,
+                  opt_.nesterov);
 }
 
 void SGD::set_state(const std::string& name, const Tensor& values) {

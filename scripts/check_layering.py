@@ -40,7 +40,7 @@ def includes(path):
 
 
 def main():
-    files = subprocess.check_output(["git", "ls-files", *LIBRARY, "apps", "ember.h", ASSEMBLER],
+    files = subprocess.check_output(["git", "ls-files", "--cached", "--others", "--exclude-standard", *LIBRARY, "apps", "ember.h", ASSEMBLER],
                                     cwd=ROOT, text=True).split()
     files = [f for f in files if f.endswith(SOURCE) and os.path.exists(os.path.join(ROOT, f))]
     problems = []

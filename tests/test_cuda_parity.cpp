@@ -13,6 +13,7 @@
 #include "layers/cuda/conv2d.h"
 #include "layers/cuda/maxpool2d.h"
 #include "layers/cpu/relu.h"
+#include "optim/cpu/adam.h"
 #include "layers/cpu/softmax_xent.h"
 #include "layers/cuda/dense.h"
 #include "layers/cuda/relu.h"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <tuple>
 
-#include "dnnl_context.h"
+#include "../../core/cpu/dnnl_context.h"
 #include "relu.h"
 
 namespace ember::cpu {

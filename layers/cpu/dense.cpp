@@ -4,15 +4,10 @@
 #include <algorithm>
 
 #include "../../core/error.h"
-#include "dnnl_context.h"
+#include "../../core/cpu/gemm.h"
 #include "relu.h"
 
 namespace ember::cpu {
-
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  EMBER_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
-}
 
 namespace {
 void check(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {

@@ -14,8 +14,4 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx, Tensor& dw,
                     Tensor& db);
 
-// C (M x N) = alpha * op(A) op(B) + beta * C, row-major; the GEMM every CPU op shares.
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-
 }  // namespace ember::cpu

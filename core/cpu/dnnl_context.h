@@ -3,7 +3,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "../../core/error.h"
+#include "../error.h"
 
 namespace ember::cpu {
 
