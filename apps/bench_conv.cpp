@@ -2,11 +2,10 @@
 // Conv2D of 32 filters of 8x8, forward + backward + Adam update, per N and device (medians; on
 // a GPU the clock stops after a synchronisation, the data already on the device).
 //   bench_conv [--images 20,40,60,80,100,200] [--devices cpu,gpu] [--csv out.csv]
-#include "apps/cli.h"
-
 #include <cstdio>
 #include <fstream>
 
+#include "apps/cli.h"
 #include "bench/harness.h"
 #include "ember.h"
 
@@ -32,7 +31,8 @@ int main(int argc, char** argv) {
   app.add_option("--images", images, "Comma-separated image counts N");
   app.add_option("--repeats", repeats, "Timed repeats per N")->check(CLI::Range(1, 10000));
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--devices", devices, "Comma-separated devices (cpu, gpu, gpu:N); a missing GPU is skipped, saying why")
+  app.add_option("--devices", devices,
+                 "Comma-separated devices (cpu, gpu, gpu:N); a missing GPU is skipped, saying why")
       ->check([](const std::string& list) {
         try {
           parse_devices(list);

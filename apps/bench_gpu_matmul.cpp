@@ -48,7 +48,8 @@ std::optional<GpuMatmulTimes> gpu_matmul(int64_t n, int warmup, int repeats, std
   const float one = 1.0f, zero = 0.0f;
   // Row-major C = A B is column-major C^T = B^T A^T: swap the operands, no transposes.
   auto gemm = [&] {
-    EMBER_CUBLAS_CHECK(cublasSgemm(blas.h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, db.p, ni, da.p, ni, &zero, dc.p, ni));
+    EMBER_CUBLAS_CHECK(
+        cublasSgemm(blas.h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, db.p, ni, da.p, ni, &zero, dc.p, ni));
   };
   auto sync = [] { EMBER_CUDA_CHECK(cudaDeviceSynchronize()); };
   const size_t bytes = count * sizeof(float);

@@ -2,12 +2,11 @@
 // warm-up, synchronisation before the clock stops, median of repeats, GFLOP/s and speed-up.
 //   bench_matmul [--sizes 50,100,500,1000,2000,5000,7000,10000] [--csv out.csv]
 // The naive triple loop runs only up to --naive-max (default 1000; it is O(n^3) at ~1 GFLOP/s).
-#include "apps/cli.h"
-
 #include <cstdio>
 #include <fstream>
 
 #include "apps/bench_gpu_matmul.h"
+#include "apps/cli.h"
 #include "bench/harness.h"
 #include "ember.h"
 

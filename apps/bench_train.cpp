@@ -3,11 +3,10 @@
 //   data  - the same plus the DataLoader's gather and normalisation (data included)
 // Median of --steps timed steps after --warmup; images/s and achieved GFLOP/s.
 //   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--csv out.csv]
-#include "apps/cli.h"
-
 #include <cstdio>
 #include <fstream>
 
+#include "apps/cli.h"
 #include "apps/reference_cnn.h"
 #include "bench/harness.h"
 #include "ember.h"
@@ -36,7 +35,8 @@ int main(int argc, char** argv) {
     try {
       train = load_mnist(data_dir).train;
     } catch (const IoError&) {
-      Tensor images = Tensor::empty(Shape{60000, 1, 28, 28}, DType::U8), labels = Tensor::empty(Shape{60000}, DType::I32);
+      Tensor images = Tensor::empty(Shape{60000, 1, 28, 28}, DType::U8),
+             labels = Tensor::empty(Shape{60000}, DType::I32);
       Rng rng(1);
       for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = static_cast<uint8_t>(rng.below(256));
       for (int64_t i = 0; i < 60000; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
@@ -96,8 +96,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         char row[256];
         std::snprintf(row, sizeof row, "ember,%s,%lld,%s,%.4f,%.4f,%.1f,%.2f", device.is_cuda() ? "cuda" : "cpu",
-                      static_cast<long long>(batch), mode,
-                      s.median, s.min, ips, flop / s.median / 1e6);
+                      static_cast<long long>(batch), mode, s.median, s.min, ips, flop / s.median / 1e6);
         rows.push_back(row);
       }
     }

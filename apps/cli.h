@@ -1,9 +1,9 @@
 // Command-line handling shared by the apps: one line and exit code 2 for a bad command line.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
+
+#include <CLI/CLI.hpp>
 
 namespace ember::apps {
 

@@ -1,12 +1,10 @@
 // ember_info: what Ember sees on this machine: devices, library versions (compiled against and
 // loaded), CPU threads. --doctor explains what is wrong and what to do; --version prints the
 // Ember version.
-#include "apps/cli.h"
-
+#include <cstdio>
 #include <cstdlib>
 
-#include <cstdio>
-
+#include "apps/cli.h"
 #include "ember.h"
 
 namespace {
@@ -33,8 +31,9 @@ int doctor() {
   const CudaStatus& st = cuda_status();
   std::printf("Ember doctor\n");
   if (!st.built) {
-    std::printf("- This build has no CUDA backend. To train on a GPU, install the CUDA toolkit with cuBLAS and\n"
-                "  cuDNN and rebuild with -DEMBER_CUDA=ON (CPU training works as it is).\n");
+    std::printf(
+        "- This build has no CUDA backend. To train on a GPU, install the CUDA toolkit with cuBLAS and\n"
+        "  cuDNN and rebuild with -DEMBER_CUDA=ON (CPU training works as it is).\n");
     return 0;
   }
   auto major_of = [](const std::string& v) { return v.substr(0, v.find('.')); };
@@ -48,16 +47,17 @@ int doctor() {
       std::printf("- %s: could not be queried; is the library on LD_LIBRARY_PATH?\n", l.name.c_str());
       ++problems;
     } else if (major_of(l.compiled) != major_of(l.loaded)) {
-      std::printf("- %s: compiled against %s but %s is loaded. Major versions must match: point\n"
-                  "  LD_LIBRARY_PATH at a %s.x installation or rebuild Ember against %s.\n",
-                  l.name.c_str(), l.compiled.c_str(), l.loaded.c_str(), major_of(l.compiled).c_str(),
-                  l.loaded.c_str());
+      std::printf(
+          "- %s: compiled against %s but %s is loaded. Major versions must match: point\n"
+          "  LD_LIBRARY_PATH at a %s.x installation or rebuild Ember against %s.\n",
+          l.name.c_str(), l.compiled.c_str(), l.loaded.c_str(), major_of(l.compiled).c_str(), l.loaded.c_str());
       ++problems;
     } else if (minor_of(l.loaded) < minor_of(l.compiled)) {
       // Same major: newer libraries run older builds, the reverse is not promised.
-      std::printf("- %s: compiled against %s but the older %s is loaded. It may work (Ember uses\n"
-                  "  long-standing entry points) but is not promised: prefer a %s or newer library.\n",
-                  l.name.c_str(), l.compiled.c_str(), l.loaded.c_str(), l.compiled.c_str());
+      std::printf(
+          "- %s: compiled against %s but the older %s is loaded. It may work (Ember uses\n"
+          "  long-standing entry points) but is not promised: prefer a %s or newer library.\n",
+          l.name.c_str(), l.compiled.c_str(), l.loaded.c_str(), l.compiled.c_str());
     }
   }
   if (!st.usable) {

@@ -26,7 +26,7 @@ inline double training_flop(const Sequential& m, int64_t batch) {
   for (size_t i = 0; i < m.layers().size(); ++i) {
     const Layer& l = *m.layers()[i];
     if (l.params().empty()) continue;
-    const Shape k = l.params()[0].shape();  // (K, C, R, S) or (out, in)
+    const Shape k = l.params()[0].shape();                                              // (K, C, R, S) or (out, in)
     const double per_out = static_cast<double>(k.numel()) / static_cast<double>(k[0]);  // C*R*S or in
     const double outputs = static_cast<double>(shapes[i].numel()) * static_cast<double>(batch);
     const double fwd = 2.0 * outputs * per_out;

@@ -4,15 +4,15 @@
 //   train_mnist --device cpu --epochs 5 --seed 1 --history history.json
 //
 // Exit codes: 0 success, 1 runtime error (missing data, device, I/O), 2 bad command line.
-#include "apps/cli.h"
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
+#include "apps/cli.h"
 #include "apps/reference_cnn.h"
 #include "core/logger.h"
 #include "ember.h"
@@ -77,8 +77,10 @@ std::unique_ptr<ember::Strategy> make_strategy(const Args& a, const ember::Devic
   }
   if (a.strategy == "mirrored") {
     if (a.gpus.empty()) return make_mirrored_cpu_strategy(a.replicas, timeout);
-    if (a.device == "cpu") throw ArgumentError("--gpus " + a.gpus + " asks for GPU replicas but --device is cpu "
-                                               "(CPU replicas: --replicas N)");
+    if (a.device == "cpu")
+      throw ArgumentError("--gpus " + a.gpus +
+                          " asks for GPU replicas but --device is cpu "
+                          "(CPU replicas: --replicas N)");
     // Soft placement put the run on the CPU (resolve_device warned why): as many CPU replicas.
     const int n = static_cast<int>(parse_gpu_list(a.gpus).size());
     detail::logger().warn("--gpus {}: no usable GPU, so {} CPU replica{} instead", a.gpus, n, n == 1 ? "" : "s");
@@ -110,8 +112,8 @@ void write_history(const std::string& path, const Args& a, const ember::History&
   j["threads"] = ember::num_threads();
   j["ember_version"] = ember::version();
   for (const auto& e : h.epochs) {
-    nlohmann::json row{{"epoch", e.epoch},       {"loss", e.loss},       {"accuracy", e.accuracy},
-                       {"seconds", e.seconds},   {"steps", e.steps},     {"images_per_second", e.images_per_second}};
+    nlohmann::json row{{"epoch", e.epoch},     {"loss", e.loss},   {"accuracy", e.accuracy},
+                       {"seconds", e.seconds}, {"steps", e.steps}, {"images_per_second", e.images_per_second}};
     if (e.val_loss) row["val_loss"] = *e.val_loss;
     if (e.val_accuracy) row["val_accuracy"] = *e.val_accuracy;
     j["history"].push_back(row);
@@ -168,7 +170,8 @@ int run(const Args& a) {
   if (!a.inject_fault.empty()) {
     const auto colon = a.inject_fault.find(':');
     const bool hang = a.inject_fault.ends_with(":hang");
-    strategy->inject_fault(std::stoi(a.inject_fault.substr(0, colon)), std::stoll(a.inject_fault.substr(colon + 1)), hang);
+    strategy->inject_fault(std::stoi(a.inject_fault.substr(0, colon)), std::stoll(a.inject_fault.substr(colon + 1)),
+                           hang);
   }
   Sequential& model = strategy->model();
   TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
@@ -183,8 +186,9 @@ int run(const Args& a) {
   }
   if (a.evaluate_only) {
     const EvalResult r = strategy->evaluate(data.test, 256);
-    if (chief) std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
-                static_cast<long long>(r.samples));
+    if (chief)
+      std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
+                  static_cast<long long>(r.samples));
     return 0;
   }
   if (!quiet) {
@@ -212,8 +216,7 @@ int run(const Args& a) {
     if (!quiet && strategy->num_replicas() > 1) {
       const StrategyStats& s = strategy->stats();
       std::printf("  %s: %.0f images/s in total, %.0f per replica; all-reduce %.1f%% of step time\n",
-                  strategy->name().c_str(), logs.images_per_second,
-                  logs.images_per_second / strategy->num_replicas(),
+                  strategy->name().c_str(), logs.images_per_second, logs.images_per_second / strategy->num_replicas(),
                   s.step_seconds > 0 ? 100.0 * s.allreduce_seconds / s.step_seconds : 0.0);
     }
     if (!a.checkpoint_dir.empty() && chief) {
@@ -229,7 +232,8 @@ int run(const Args& a) {
     return true;
   };
   if (fit.initial_epoch >= a.epochs && !quiet)
-    std::printf("The checkpoint has already trained %d of --epochs %d: nothing to train.\n", state.epochs_done, a.epochs);
+    std::printf("The checkpoint has already trained %d of --epochs %d: nothing to train.\n", state.epochs_done,
+                a.epochs);
   const History history = fit.initial_epoch < a.epochs ? strategy->fit(data.train, fit, &data.test) : History{};
   if (!history.epochs.empty()) state.epochs_done = history.epochs.back().epoch;
   if (!a.save.empty() && chief) model.save(a.save, state);
@@ -272,9 +276,11 @@ int main(int argc, char** argv) {
   app.add_flag("--strict-placement", a.strict_placement, "Fail instead of falling back to CPU when the GPU is missing");
   app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
   app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) to this path");
-  app.add_option("--checkpoint-dir", a.checkpoint_dir, "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)");
+  app.add_option("--checkpoint-dir", a.checkpoint_dir,
+                 "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)");
   auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total");
-  app.add_flag("--evaluate-only", a.evaluate_only, "Only print the test metrics of the --resume checkpoint")->needs(resume);
+  app.add_flag("--evaluate-only", a.evaluate_only, "Only print the test metrics of the --resume checkpoint")
+      ->needs(resume);
   app.add_option("--strategy", a.strategy,
                  "default (one replica), mirrored (replicas in this process), multiworker (one per MPI rank)")
       ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
@@ -300,12 +306,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-6, 1.0));
   app.add_flag("--allow-tf32", a.allow_tf32,
                "GPU: let cuBLAS/cuDNN use TF32 tensor cores (faster; ~1e-3 relative rounding instead of FP32's)");
-  app.add_flag("--deterministic", a.deterministic, "GPU: only deterministic cuDNN algorithms (the same bits every run)");
-  app.add_option("--inject-fault", a.inject_fault, "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
+  app.add_flag("--deterministic", a.deterministic,
+               "GPU: only deterministic cuDNN algorithms (the same bits every run)");
+  app.add_option("--inject-fault", a.inject_fault,
+                 "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden
       ->check([](const std::string& s) {
         const auto c = s.find(':');
-        return c == std::string::npos || c == 0 || c + 1 == s.size() ? std::string("expected REPLICA:STEP") : std::string();
+        return c == std::string::npos || c == 0 || c + 1 == s.size() ? std::string("expected REPLICA:STEP")
+                                                                     : std::string();
       });
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   a.seed_given = seed->count() > 0;

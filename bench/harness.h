@@ -32,8 +32,8 @@ inline Stats summarize(std::vector<double> v) {
 
 // Times `work` in milliseconds: `warmup` untimed calls, then `repeats` timed ones; `sync`
 // runs inside each timed interval after `work` (e.g. cudaDeviceSynchronize) and before `work`.
-inline Stats time_ms(const std::function<void()>& work, int warmup, int repeats,
-                     const std::function<void()>& sync = [] {}) {
+inline Stats time_ms(
+    const std::function<void()>& work, int warmup, int repeats, const std::function<void()>& sync = [] {}) {
   for (int i = 0; i < warmup; ++i) work();
   sync();
   std::vector<double> samples;

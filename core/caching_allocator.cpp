@@ -14,15 +14,18 @@ std::string format_bytes(size_t bytes) {
   int u = 0;
   while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
   char buf[48];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
-  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
   return buf;
 }
 
 MemoryPolicy MemoryPolicy::limit(std::string_view text) {
   const std::string s(text);
   const auto bad = [&] {
-    return ArgumentError("invalid memory limit '" + s + "': expected bytes, or a number with KiB, MiB, GiB, KB, MB or GB");
+    return ArgumentError("invalid memory limit '" + s +
+                         "': expected bytes, or a number with KiB, MiB, GiB, KB, MB or GB");
   };
   size_t used = 0;
   double value = 0;
@@ -33,14 +36,22 @@ MemoryPolicy MemoryPolicy::limit(std::string_view text) {
   }
   const std::string unit = s.substr(used);
   double scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "KiB") scale = 1024.0;
-  else if (unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "KB") scale = 1e3;
-  else if (unit == "MB") scale = 1e6;
-  else if (unit == "GB") scale = 1e9;
-  else throw bad();
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "KiB")
+    scale = 1024.0;
+  else if (unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
+  else
+    throw bad();
   if (!(value > 0) || !std::isfinite(value) || value * scale > 1e18) throw bad();
   MemoryPolicy p;
   p.limit_bytes = static_cast<size_t>(value * scale);
@@ -67,8 +78,8 @@ CachingAllocator::~CachingAllocator() {
 }
 
 void CachingAllocator::out_of_memory(size_t request, const char* why) const {
-  std::string msg = "out of memory on " + device_ + ": " + why + " (requested " + format_bytes(request) +
-                    ", in use " + format_bytes(stats_.in_use) + ", cached " + format_bytes(stats_.cached) + ", policy " +
+  std::string msg = "out of memory on " + device_ + ": " + why + " (requested " + format_bytes(request) + ", in use " +
+                    format_bytes(stats_.in_use) + ", cached " + format_bytes(stats_.cached) + ", policy " +
                     policy_.str() + ", peak " + format_bytes(stats_.peak_in_use) + ")";
   throw OutOfMemoryError(msg);
 }

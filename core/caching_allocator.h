@@ -33,11 +33,11 @@ std::string format_bytes(size_t bytes);  // "512.0 MiB"
 class CachingAllocator {
  public:
   using RawAlloc = std::function<void*(size_t)>;  // returns nullptr when the device refuses
-  using RawFree = std::function<void(void*)>;      // must not throw
+  using RawFree = std::function<void(void*)>;     // must not throw
 
   struct Stats {
-    size_t in_use = 0;       // bytes handed out (rounded sizes)
-    size_t cached = 0;       // bytes held in the cache, free for reuse
+    size_t in_use = 0;  // bytes handed out (rounded sizes)
+    size_t cached = 0;  // bytes held in the cache, free for reuse
     size_t peak_in_use = 0;
     size_t raw_allocs = 0, raw_frees = 0, cache_hits = 0;
   };
@@ -64,8 +64,8 @@ class CachingAllocator {
   RawFree raw_free_;
   MemoryPolicy policy_;
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> free_;         // cached blocks by size
-  std::unordered_map<void*, size_t> live_;    // handed-out blocks and their sizes
+  std::multimap<size_t, void*> free_;       // cached blocks by size
+  std::unordered_map<void*, size_t> live_;  // handed-out blocks and their sizes
   Stats stats_;
 };
 

@@ -13,8 +13,7 @@ Device Device::parse(std::string_view text) {
   std::string s(text);
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   const auto bad = [&] {
-    return ArgumentError("invalid device '" + std::string(text) +
-                         "': expected cpu, gpu, gpu:N or cuda:N");
+    return ArgumentError("invalid device '" + std::string(text) + "': expected cpu, gpu, gpu:N or cuda:N");
   };
   if (s == "cpu") return cpu();
   std::string_view rest;
@@ -34,9 +33,7 @@ Device Device::parse(std::string_view text) {
   return cuda(index);
 }
 
-std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
 
 namespace {
 thread_local Device g_current = Device::cpu();  // this thread's innermost DeviceScope

@@ -17,8 +17,7 @@ inline bool on_gpu(const Tensor& t) { return t.device().is_cuda(); }
 template <class Table>
 const Table& cuda_ops(const std::string& what) {
   const void* table = require_cuda_module(what).ops(Table::kOwner);
-  if (!table)
-    throw DeviceError(what + ": the CUDA module has no '" + Table::kOwner + "' ops (built without them)");
+  if (!table) throw DeviceError(what + ": the CUDA module has no '" + Table::kOwner + "' ops (built without them)");
   return *static_cast<const Table*>(table);
 }
 

@@ -14,19 +14,19 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class ShapeError : public Error {        // tensor shapes or layouts do not fit an op
+class ShapeError : public Error {  // tensor shapes or layouts do not fit an op
  public:
   using Error::Error;
 };
-class ArgumentError : public Error {     // a bad argument or configuration value
+class ArgumentError : public Error {  // a bad argument or configuration value
  public:
   using Error::Error;
 };
-class IoError : public Error {           // a file is missing, unreadable, truncated or malformed
+class IoError : public Error {  // a file is missing, unreadable, truncated or malformed
  public:
   using Error::Error;
 };
-class DeviceError : public Error {       // a requested device is missing or unusable
+class DeviceError : public Error {  // a requested device is missing or unusable
  public:
   using Error::Error;
 };
@@ -34,7 +34,7 @@ class OutOfMemoryError : public Error {  // an allocation exceeded the memory av
  public:
   using Error::Error;
 };
-class BackendError : public Error {      // a backend library (oneDNN, CUDA, ...) reported a failure
+class BackendError : public Error {  // a backend library (oneDNN, CUDA, ...) reported a failure
  public:
   using Error::Error;
 };
@@ -65,15 +65,15 @@ class DnnlError : public BackendError {
 
 namespace detail {
 // "<what> failed: <why> (at file:line in function)"
-std::string failure_message(const char* library, const char* statement, const std::string& why,
-                            const char* file, int line, const char* function);
+std::string failure_message(const char* library, const char* statement, const std::string& why, const char* file,
+                            int line, const char* function);
 }  // namespace detail
 
 }  // namespace ember
 
 // EMBER_CHECK(cond, ExceptionType, message...): argument and shape validation. The message is
 // variadic only so that braces with commas in it need no extra parentheses.
-#define EMBER_CHECK(cond, Type, ...)                     \
-  do {                                                   \
-    if (!(cond)) throw Type(std::string(__VA_ARGS__));   \
+#define EMBER_CHECK(cond, Type, ...)                   \
+  do {                                                 \
+    if (!(cond)) throw Type(std::string(__VA_ARGS__)); \
   } while (0)

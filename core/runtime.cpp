@@ -1,13 +1,12 @@
 // Device resolution (soft placement), CPU threads and flush-to-zero.
 #include "runtime.h"
 
-#include <atomic>
-
 #include <omp.h>
-#include <xmmintrin.h>
-#include <pmmintrin.h>
-
 #include <oneapi/dnnl/dnnl.h>
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+
+#include <atomic>
 
 #include "cuda_module.h"
 #include "error.h"
@@ -20,8 +19,8 @@ bool cuda_available() { return cuda_status().usable; }
 std::vector<LibraryVersion> library_versions() {
   const dnnl_version_t* v = dnnl_version();
   const std::string loaded = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-  const std::string compiled =
-      std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + "." + std::to_string(DNNL_VERSION_PATCH);
+  const std::string compiled = std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR) + "." +
+                               std::to_string(DNNL_VERSION_PATCH);
   std::vector<LibraryVersion> out{{"oneDNN", compiled, loaded}};
   for (auto& l : cuda_library_versions()) out.push_back(std::move(l));
   return out;
@@ -34,14 +33,14 @@ Device resolve_device(Device requested, bool strict) {
   if (!st.usable) {
     why = st.reason;
   } else if (requested.index >= st.device_count) {
-    why = "there is no " + requested.str() + " (this machine has " + std::to_string(st.device_count) +
-          " usable GPU" + (st.device_count == 1 ? "" : "s") + ")";
+    why = "there is no " + requested.str() + " (this machine has " + std::to_string(st.device_count) + " usable GPU" +
+          (st.device_count == 1 ? "" : "s") + ")";
   } else {
     return requested;
   }
   if (strict) throw DeviceError("cannot place on " + requested.str() + ": " + why);
   detail::logger().warn("{} requested but {}; running on cpu (soft placement; --strict-placement makes this an error)",
-             requested.str(), why);
+                        requested.str(), why);
   return Device::cpu();
 }
 

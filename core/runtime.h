@@ -19,9 +19,9 @@ struct GpuInfo {
 };
 
 struct CudaStatus {
-  bool built = false;    // Ember was compiled with the CUDA backend
-  bool usable = false;   // a driver and at least one GPU the build has code for
-  std::string reason;    // why not usable, in words ("no CUDA driver: ...")
+  bool built = false;   // Ember was compiled with the CUDA backend
+  bool usable = false;  // a driver and at least one GPU the build has code for
+  std::string reason;   // why not usable, in words ("no CUDA driver: ...")
   int device_count = 0;
   int driver_version = 0;   // e.g. 13000 (0 when no driver)
   int runtime_version = 0;  // the CUDA runtime loaded

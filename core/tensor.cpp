@@ -13,18 +13,24 @@ namespace ember {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::I32: return 4;
-    case DType::U8: return 1;
+    case DType::F32:
+      return 4;
+    case DType::I32:
+      return 4;
+    case DType::U8:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::I32: return "i32";
-    case DType::U8: return "u8";
+    case DType::F32:
+      return "f32";
+    case DType::I32:
+      return "i32";
+    case DType::U8:
+      return "u8";
   }
   return "?";
 }
@@ -70,8 +76,8 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::uniform(const Shape& shape, float lo, float hi, uint64_t seed, Device device) {
-  EMBER_CHECK(lo < hi, ArgumentError, "Tensor::uniform: needs lo < hi, got [" + std::to_string(lo) + ", " +
-                                          std::to_string(hi) + ")");
+  EMBER_CHECK(lo < hi, ArgumentError,
+              "Tensor::uniform: needs lo < hi, got [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
   Tensor t = empty(shape, DType::F32, Device::cpu());
   Rng rng(seed);
   float* p = t.f32();
@@ -99,9 +105,12 @@ Tensor Tensor::from_vector(const Shape& shape, std::span<const float> values) {
 
 template <typename T>
 static constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
-  else return DType::U8;
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::I32;
+  else
+    return DType::U8;
 }
 
 template <typename T>
@@ -142,8 +151,7 @@ Tensor Tensor::view(int64_t offset, const Shape& shape) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
-  EMBER_CHECK(shape.numel() == numel(), ShapeError,
-              "cannot reshape " + shape_.str() + " to " + shape.str());
+  EMBER_CHECK(shape.numel() == numel(), ShapeError, "cannot reshape " + shape_.str() + " to " + shape.str());
   EMBER_CHECK(layout_ == Layout::RowMajor, ShapeError, "reshape needs a row-major tensor");
   Tensor t = *this;
   t.shape_ = shape;
@@ -179,8 +187,10 @@ void permute_4d(const T* src, T* dst, int64_t n, int64_t c, int64_t h, int64_t w
       const T* s = src + in * c * hw;
       T* d = dst + in * c * hw;
       for (int64_t ic = 0; ic < c; ++ic) {
-        if (to_nhwc) d[p * c + ic] = s[ic * hw + p];
-        else d[ic * hw + p] = s[p * c + ic];
+        if (to_nhwc)
+          d[p * c + ic] = s[ic * hw + p];
+        else
+          d[ic * hw + p] = s[p * c + ic];
       }
     }
   }
@@ -188,8 +198,7 @@ void permute_4d(const T* src, T* dst, int64_t n, int64_t c, int64_t h, int64_t w
 }  // namespace
 
 void Tensor::copy_from(const Tensor& src) {
-  EMBER_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, ShapeError,
-              "copy_from: " + src.str() + " into " + str());
+  EMBER_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, ShapeError, "copy_from: " + src.str() + " into " + str());
   if (src.layout_ == layout_ && !(device_.is_cpu() && src.device_.is_cpu())) {
     const auto& cuda = detail::require_cuda_module("copy_from " + src.device_.str() + " to " + device_.str());
     cuda.copy(raw(), device_.is_cpu() ? -1 : device_.index, src.raw(), src.device_.is_cpu() ? -1 : src.device_.index,
@@ -205,9 +214,15 @@ void Tensor::copy_from(const Tensor& src) {
   const bool to_nhwc = layout_ == Layout::NHWC;
   const int64_t n = shape_[0], c = shape_[1], h = shape_[2], w = shape_[3];
   switch (dtype_) {
-    case DType::F32: permute_4d(src.data<float>(), data<float>(), n, c, h, w, to_nhwc); break;
-    case DType::I32: permute_4d(src.data<int32_t>(), data<int32_t>(), n, c, h, w, to_nhwc); break;
-    case DType::U8: permute_4d(src.data<uint8_t>(), data<uint8_t>(), n, c, h, w, to_nhwc); break;
+    case DType::F32:
+      permute_4d(src.data<float>(), data<float>(), n, c, h, w, to_nhwc);
+      break;
+    case DType::I32:
+      permute_4d(src.data<int32_t>(), data<int32_t>(), n, c, h, w, to_nhwc);
+      break;
+    case DType::U8:
+      permute_4d(src.data<uint8_t>(), data<uint8_t>(), n, c, h, w, to_nhwc);
+      break;
   }
 }
 
@@ -237,8 +252,8 @@ std::vector<float> Tensor::to_vector() const {
 }
 
 std::string Tensor::str() const {
-  return std::string("Tensor(") + dtype_name(dtype_) + ", " + shape_.str() + ", " + layout_name(layout_) +
-         ", " + device_.str() + ")";
+  return std::string("Tensor(") + dtype_name(dtype_) + ", " + shape_.str() + ", " + layout_name(layout_) + ", " +
+         device_.str() + ")";
 }
 
 const Tensor& as_layout(const Tensor& t, Layout layout, Tensor& scratch) {
@@ -255,8 +270,7 @@ const Tensor& as_layout(const Tensor& t, Layout layout, Tensor& scratch) {
 }
 
 void ensure(Tensor& t, const Shape& shape, DType dtype, Device device, Layout layout) {
-  if (t.defined() && t.shape() == shape && t.dtype() == dtype && t.device() == device && t.layout() == layout)
-    return;
+  if (t.defined() && t.shape() == shape && t.dtype() == dtype && t.device() == device && t.layout() == layout) return;
   t = Tensor::empty(shape, dtype, device, layout);
 }
 

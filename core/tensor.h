@@ -106,9 +106,9 @@ class Tensor {
   void copy_from(const Tensor& src);
   Tensor clone() const;
 
-  void fill(float value);                 // F32 only; on a GPU queued on its stream (no wait)
-  std::vector<float> to_vector() const;   // F32, returned in row-major logical order
-  std::string str() const;                // "Tensor(f32, (64, 10), row-major, cpu)"
+  void fill(float value);                // F32 only; on a GPU queued on its stream (no wait)
+  std::vector<float> to_vector() const;  // F32, returned in row-major logical order
+  std::string str() const;               // "Tensor(f32, (64, 10), row-major, cpu)"
 
  private:
   std::shared_ptr<Storage> storage_;

@@ -6,18 +6,18 @@
 #include <numeric>
 #include <utility>
 
-#include "cuda_ops.h"
 #include "../core/error.h"
 #include "../core/rng.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : dataset_(dataset), opt_(options) {
   EMBER_CHECK(opt_.batch_size > 0, ArgumentError,
               "DataLoader: batch size must be > 0, got " + std::to_string(opt_.batch_size));
-  EMBER_CHECK(opt_.num_shards >= 1 && opt_.shard >= 0 && opt_.shard < opt_.num_shards, ArgumentError,
-              "DataLoader: shard " + std::to_string(opt_.shard) + " of " + std::to_string(opt_.num_shards) +
-                  " is invalid");
+  EMBER_CHECK(
+      opt_.num_shards >= 1 && opt_.shard >= 0 && opt_.shard < opt_.num_shards, ArgumentError,
+      "DataLoader: shard " + std::to_string(opt_.shard) + " of " + std::to_string(opt_.num_shards) + " is invalid");
   EMBER_CHECK(opt_.batch_size >= opt_.num_shards, ArgumentError,
               "DataLoader: a global batch of " + std::to_string(opt_.batch_size) + " cannot feed " +
                   std::to_string(opt_.num_shards) + " shards");
@@ -81,9 +81,9 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
-  EMBER_CHECK(first_batch >= 0 && first_batch <= num_batches(), ArgumentError,
-              "DataLoader: cannot start at batch " + std::to_string(first_batch) + " of " +
-                  std::to_string(num_batches()));
+  EMBER_CHECK(
+      first_batch >= 0 && first_batch <= num_batches(), ArgumentError,
+      "DataLoader: cannot start at batch " + std::to_string(first_batch) + " of " + std::to_string(num_batches()));
   wait_idle();
   {
     std::lock_guard lock(mu_);

@@ -24,8 +24,8 @@
 namespace ember {
 
 struct Batch {
-  Tensor x;  // f32 (B, C, H, W), normalised
-  Tensor y;  // i32 (B)
+  Tensor x;                 // f32 (B, C, H, W), normalised
+  Tensor y;                 // i32 (B)
   int64_t index = 0;        // batch number within the epoch
   int64_t global_size = 0;  // samples in the whole global batch (all shards together)
 };
@@ -36,8 +36,8 @@ struct DataLoaderOptions {
   uint64_t seed = 0;
   int num_shards = 1;
   int shard = 0;
-  bool prefetch = true;              // CPU batches only
-  Device device = Device::cpu();     // where the batches are built (see above)
+  bool prefetch = true;           // CPU batches only
+  Device device = Device::cpu();  // where the batches are built (see above)
 };
 
 class DataLoader {

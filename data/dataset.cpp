@@ -12,9 +12,9 @@ Dataset::Dataset(Tensor images, Tensor labels, int num_classes, std::string name
               "Dataset: images must be u8 (N, C, H, W), got " + images_.str());
   EMBER_CHECK(labels_.dtype() == DType::I32 && labels_.rank() == 1, ShapeError,
               "Dataset: labels must be i32 (N), got " + labels_.str());
-  EMBER_CHECK(images_.dim(0) == labels_.dim(0), ShapeError,
-              "Dataset: " + std::to_string(images_.dim(0)) + " images but " + std::to_string(labels_.dim(0)) +
-                  " labels");
+  EMBER_CHECK(
+      images_.dim(0) == labels_.dim(0), ShapeError,
+      "Dataset: " + std::to_string(images_.dim(0)) + " images but " + std::to_string(labels_.dim(0)) + " labels");
   EMBER_CHECK(num_classes > 0, ArgumentError, "Dataset: num_classes must be > 0");
   const int32_t* y = labels_.data<int32_t>();
   for (int64_t i = 0; i < labels_.numel(); ++i)

@@ -6,7 +6,9 @@
 namespace ember {
 
 LocalGroup::LocalGroup(int size)
-    : size_(size), present_(static_cast<size_t>(size)), buffers_(static_cast<size_t>(size)),
+    : size_(size),
+      present_(static_cast<size_t>(size)),
+      buffers_(static_cast<size_t>(size)),
       sizes_(static_cast<size_t>(size)) {
   EMBER_CHECK(size >= 1, ArgumentError, "LocalGroup: size must be >= 1");
 }
@@ -36,7 +38,8 @@ void LocalGroup::arrive_and_wait(int rank, const char* what, int64_t step, std::
   }
 }
 
-LocalCommunicator::LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank) : group_(std::move(group)), rank_(rank) {
+LocalCommunicator::LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank)
+    : group_(std::move(group)), rank_(rank) {
   EMBER_CHECK(rank >= 0 && rank < group_->size(), ArgumentError, "LocalCommunicator: rank out of range");
 }
 
@@ -55,8 +58,9 @@ void LocalCommunicator::all_reduce_sum(Tensor& buf) {
   const int64_t count = buf.numel();
   for (int r = 0; r < n; ++r)
     if (group_->sizes_[static_cast<size_t>(r)] != count) {
-      abort("all_reduce: replica " + std::to_string(r) + " has " + std::to_string(group_->sizes_[static_cast<size_t>(r)]) +
-            " values, replica " + std::to_string(rank_) + " has " + std::to_string(count));
+      abort("all_reduce: replica " + std::to_string(r) + " has " +
+            std::to_string(group_->sizes_[static_cast<size_t>(r)]) + " values, replica " + std::to_string(rank_) +
+            " has " + std::to_string(count));
       throw CollectiveError("all_reduce: buffer sizes differ between replicas");
     }
   // My slice: sum over members in rank order, then copy the sum to every member.

@@ -44,8 +44,8 @@ class OneThreadMirrored : public LocalReplicas {
     EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
     const int n = num_replicas();
     EMBER_CHECK(options.batch_size % n == 0, ArgumentError,
-                "mirrored: the global batch size " + std::to_string(options.batch_size) + " does not split evenly over " +
-                    std::to_string(n) + " replicas");
+                "mirrored: the global batch size " + std::to_string(options.batch_size) +
+                    " does not split evenly over " + std::to_string(n) + " replicas");
     stats_ = {};
     // One loader per replica: each builds its shard on its replica's device (on a GPU from the
     // data set held there).
@@ -53,9 +53,12 @@ class OneThreadMirrored : public LocalReplicas {
     std::vector<MetricSums> sums;
     for (int r = 0; r < n; ++r) {
       const Device d = devices_[static_cast<size_t>(r)];
-      loaders.push_back(std::make_unique<DataLoader>(
-          train, DataLoaderOptions{.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed,
-                                   .num_shards = n, .shard = r, .device = d}));
+      loaders.push_back(std::make_unique<DataLoader>(train, DataLoaderOptions{.batch_size = options.batch_size,
+                                                                              .shuffle = options.shuffle,
+                                                                              .seed = options.seed,
+                                                                              .num_shards = n,
+                                                                              .shard = r,
+                                                                              .device = d}));
       sums.emplace_back(d);
     }
     const double busy0 = group_->busy_seconds();
@@ -163,7 +166,9 @@ class NcclReplicaGroup : public ReplicaGroup {
     for (auto* m : members_) m->set_step(step);
   }
   void all_reduce_sum(std::span<Tensor* const> bufs) override { NcclCommunicator::all_reduce_sum(members_, bufs); }
-  void broadcast(std::span<Tensor* const> bufs, int root) override { NcclCommunicator::broadcast(members_, bufs, root); }
+  void broadcast(std::span<Tensor* const> bufs, int root) override {
+    NcclCommunicator::broadcast(members_, bufs, root);
+  }
   void wait() override { NcclCommunicator::wait(members_); }
   double busy_seconds() const override { return members_.front()->busy_seconds(); }  // on the first GPU
 

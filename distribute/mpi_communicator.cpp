@@ -13,16 +13,16 @@ namespace ember::detail {
 
 namespace {
 
-#define EMBER_MPI_CHECK(stmt)                                                                               \
-  do {                                                                                                      \
-    const int ember_rc_ = (stmt);                                                                           \
-    if (ember_rc_ != MPI_SUCCESS) {                                                                         \
-      char ember_msg_[MPI_MAX_ERROR_STRING];                                                                \
-      int ember_len_ = 0;                                                                                   \
-      MPI_Error_string(ember_rc_, ember_msg_, &ember_len_);                                                 \
+#define EMBER_MPI_CHECK(stmt)                                                                                     \
+  do {                                                                                                            \
+    const int ember_rc_ = (stmt);                                                                                 \
+    if (ember_rc_ != MPI_SUCCESS) {                                                                               \
+      char ember_msg_[MPI_MAX_ERROR_STRING];                                                                      \
+      int ember_len_ = 0;                                                                                         \
+      MPI_Error_string(ember_rc_, ember_msg_, &ember_len_);                                                       \
       throw ::ember::MpiError(::ember::detail::failure_message("MPI", #stmt, std::string(ember_msg_, ember_len_), \
-                                                               __FILE__, __LINE__, __func__));              \
-    }                                                                                                       \
+                                                               __FILE__, __LINE__, __func__));                    \
+    }                                                                                                             \
   } while (0)
 
 class MpiCommunicator : public Communicator {
@@ -57,8 +57,8 @@ class MpiCommunicator : public Communicator {
   void all_reduce_sum(Tensor& buf) override {
     check(buf, "all_reduce");
     Guard g(*this, "all_reduce");
-    EMBER_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf.f32(), static_cast<int>(buf.numel()), MPI_FLOAT, MPI_SUM,
-                                  MPI_COMM_WORLD));
+    EMBER_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, buf.f32(), static_cast<int>(buf.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
   }
   void broadcast(Tensor& buf, int root) override {
     check(buf, "broadcast");

@@ -4,8 +4,9 @@
 namespace ember::detail {
 
 std::unique_ptr<Communicator> make_mpi_communicator(std::chrono::milliseconds) {
-  throw DeviceError("this Ember build has no MPI (configured with EMBER_MPI=OFF or MPI not found): "
-                    "--strategy multiworker needs it");
+  throw DeviceError(
+      "this Ember build has no MPI (configured with EMBER_MPI=OFF or MPI not found): "
+      "--strategy multiworker needs it");
 }
 
 }  // namespace ember::detail

@@ -19,7 +19,8 @@ namespace {
 // This process's rank among those on its machine, from the launcher's environment (OpenMPI,
 // MPICH/Intel MPI, MVAPICH, Slurm); -1 when none says.
 int local_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+  for (const char* var :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
     if (const char* v = std::getenv(var)) return std::atoi(v);
   return -1;
 }
@@ -65,8 +66,12 @@ class MultiWorkerStrategy : public Strategy {
                     " does not split evenly over " + std::to_string(n) + " ranks");
     stats_ = {};
     const Device device = model_->device();
-    DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed,
-                              .num_shards = n, .shard = comm_->rank(), .device = device});
+    DataLoader loader(train, {.batch_size = options.batch_size,
+                              .shuffle = options.shuffle,
+                              .seed = options.seed,
+                              .num_shards = n,
+                              .shard = comm_->rank(),
+                              .device = device});
     int64_t step = 0;
     MetricSums sums(device);
     const double busy0 = nccl_ ? nccl_->busy_seconds() : 0.0;
@@ -83,7 +88,8 @@ class MultiWorkerStrategy : public Strategy {
         detail::weight_gradients(model_->grads(), rows, b.global_size);
         const auto ta = std::chrono::steady_clock::now();
         gc.all_reduce_sum(model_->grads());  // MPI: blocks; NCCL: queued on the GPU
-        if (!nccl_) stats_.allreduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
+        if (!nccl_)
+          stats_.allreduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
         model_->apply_gradients();
       } catch (const std::exception& e) {
         comm_->abort("step " + std::to_string(step) + ": " + e.what());  // ends every rank
@@ -126,8 +132,8 @@ class MultiWorkerStrategy : public Strategy {
   // Gradients go over NCCL when the replica is on a GPU, else over MPI.
   Communicator& gradient_comm() { return nccl_ ? static_cast<Communicator&>(*nccl_) : *comm_; }
 
-  std::unique_ptr<Communicator> comm_;                 // MPI: bootstrap, metrics, CPU gradients
-  std::unique_ptr<detail::NcclCommunicator> nccl_;     // GPU gradients
+  std::unique_ptr<Communicator> comm_;              // MPI: bootstrap, metrics, CPU gradients
+  std::unique_ptr<detail::NcclCommunicator> nccl_;  // GPU gradients
   std::unique_ptr<Sequential> model_;
 };
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "../core/cuda_module.h"
-#include "nccl_ops.h"
 #include "../core/runtime.h"
+#include "nccl_ops.h"
 
 namespace ember::detail {
 
@@ -44,7 +44,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(const std::vector<int>& devices,
-                                                                               std::chrono::milliseconds timeout) {
+                                                                              std::chrono::milliseconds timeout) {
   for (int d : devices) require_gpu(d);
   const NcclOps& api = nccl_api();
   std::vector<void*> handles;
@@ -52,7 +52,8 @@ std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(co
   std::vector<std::unique_ptr<NcclCommunicator>> out;
   const int n = static_cast<int>(devices.size());
   for (int i = 0; i < n; ++i)
-    out.emplace_back(new NcclCommunicator(handles[static_cast<size_t>(i)], i, n, devices[static_cast<size_t>(i)], timeout));
+    out.emplace_back(
+        new NcclCommunicator(handles[static_cast<size_t>(i)], i, n, devices[static_cast<size_t>(i)], timeout));
   return out;
 }
 
@@ -68,7 +69,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create_across(Communicator& 
   bootstrap.broadcast(carrier, 0);
   id.assign(static_cast<const char*>(carrier.raw()), 128);
   void* h = api.init_rank(id, bootstrap.size(), bootstrap.rank(), device, timeout.count());
-  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(h, bootstrap.rank(), bootstrap.size(), device, timeout));
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(h, bootstrap.rank(), bootstrap.size(), device, timeout));
 }
 
 std::vector<void*> NcclCommunicator::handles(std::span<NcclCommunicator* const> members) {
@@ -92,16 +94,14 @@ void NcclCommunicator::with_context(std::span<NcclCommunicator* const> members, 
 void NcclCommunicator::all_reduce_sum(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs) {
   const std::vector<void*> h = handles(members);
   with_context(members, "all_reduce", [&] {
-    nccl_api().all_reduce_sum(h, std::vector<Tensor*>(bufs.begin(), bufs.end()),
-                                   members.front()->timeout_.count());
+    nccl_api().all_reduce_sum(h, std::vector<Tensor*>(bufs.begin(), bufs.end()), members.front()->timeout_.count());
   });
 }
 
 void NcclCommunicator::broadcast(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs, int root) {
   const std::vector<void*> h = handles(members);
   with_context(members, "broadcast", [&] {
-    nccl_api().broadcast(h, std::vector<Tensor*>(bufs.begin(), bufs.end()), root,
-                              members.front()->timeout_.count());
+    nccl_api().broadcast(h, std::vector<Tensor*>(bufs.begin(), bufs.end()), root, members.front()->timeout_.count());
   });
 }
 

@@ -21,7 +21,7 @@ class NcclCommunicator : public Communicator {
   // One member per GPU of this process (ncclCommInitAll); member i works on devices[i] and
   // has rank i. Throws DeviceError in a build without NCCL or without those GPUs.
   static std::vector<std::unique_ptr<NcclCommunicator>> create_local(const std::vector<int>& devices,
-                                                                      std::chrono::milliseconds timeout);
+                                                                     std::chrono::milliseconds timeout);
   // This process's member of a communicator spanning processes: rank and size from
   // `bootstrap` (MPI), which also carries NCCL's unique id from rank 0 to the others.
   static std::unique_ptr<NcclCommunicator> create_across(Communicator& bootstrap, int device,

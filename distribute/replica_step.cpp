@@ -49,8 +49,12 @@ void weight_gradients(Tensor& grads, int64_t shard, int64_t global) {
 }
 
 EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset& data, int64_t batch_size) {
-  DataLoader loader(data, {.batch_size = std::max<int64_t>(batch_size, comm.size()), .shuffle = false, .seed = 0,
-                           .num_shards = comm.size(), .shard = comm.rank(), .device = model.device()});
+  DataLoader loader(data, {.batch_size = std::max<int64_t>(batch_size, comm.size()),
+                           .shuffle = false,
+                           .seed = 0,
+                           .num_shards = comm.size(),
+                           .shard = comm.rank(),
+                           .device = model.device()});
   loader.start_epoch(0);
   Batch b;
   SoftmaxCrossEntropy loss;

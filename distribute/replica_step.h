@@ -4,9 +4,9 @@
 #include <span>
 #include <vector>
 
+#include "../layers/fit_loop.h"
 #include "communicator.h"
 #include "strategy.h"
-#include "../layers/fit_loop.h"
 
 namespace ember::detail {
 

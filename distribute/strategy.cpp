@@ -137,8 +137,8 @@ class MirroredCpuStrategy : public detail::LocalReplicas {
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation) override {
     EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
     EMBER_CHECK(options.batch_size % n_ == 0, ArgumentError,
-                "mirrored: the global batch size " + std::to_string(options.batch_size) + " does not split evenly over " +
-                    std::to_string(n_) + " replicas");
+                "mirrored: the global batch size " + std::to_string(options.batch_size) +
+                    " does not split evenly over " + std::to_string(n_) + " replicas");
     stats_ = {};
     DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed});
     FitLoopHooks hooks;

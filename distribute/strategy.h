@@ -41,7 +41,7 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
-  virtual int num_replicas() const = 0;  // in total, across processes
+  virtual int num_replicas() const = 0;   // in total, across processes
   virtual int rank() const { return 0; }  // this process's rank
   bool is_chief() const { return rank() == 0; }
   // Builds every replica from the recipe; replica 0's weights are broadcast to all.

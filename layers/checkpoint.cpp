@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "../core/runtime.h"
@@ -23,9 +24,12 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // safetensors' own limit
 
 const char* st_dtype(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::I32: return "I32";
-    case DType::U8: return "U8";
+    case DType::F32:
+      return "F32";
+    case DType::I32:
+      return "I32";
+    case DType::U8:
+      return "U8";
   }
   return "?";
 }
@@ -59,7 +63,8 @@ void write_safetensors(const std::string& path, const SafeTensors& st, int64_t f
   json header = json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : st.tensors) {
-    EMBER_CHECK(t.defined() && t.device().is_cpu(), ArgumentError, "write_safetensors: tensor '" + name + "' must be a defined cpu tensor");
+    EMBER_CHECK(t.defined() && t.device().is_cpu(), ArgumentError,
+                "write_safetensors: tensor '" + name + "' must be a defined cpu tensor");
     EMBER_CHECK(name != "__metadata__" && !header.contains(name), ArgumentError,
                 "write_safetensors: duplicate or reserved tensor name '" + name + "'");
     json shape = json::array();
@@ -152,17 +157,22 @@ SafeTensors read_safetensors(const std::string& path) {
       bad(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
     DType dt;
     const json& d = e["dtype"];
-    if (d == "F32") dt = DType::F32;
-    else if (d == "I32") dt = DType::I32;
-    else if (d == "U8") dt = DType::U8;
-    else bad(path, "tensor '" + name + "' has dtype " + d.dump() + "; Ember reads F32, I32 and U8");
+    if (d == "F32")
+      dt = DType::F32;
+    else if (d == "I32")
+      dt = DType::I32;
+    else if (d == "U8")
+      dt = DType::U8;
+    else
+      bad(path, "tensor '" + name + "' has dtype " + d.dump() + "; Ember reads F32, I32 and U8");
     const json& sh = e["shape"];
     const json& off = e["data_offsets"];
     if (!sh.is_array() || static_cast<int>(sh.size()) > Shape::kMaxRank || !off.is_array() || off.size() != 2)
       bad(path, "tensor '" + name + "' has a malformed shape or data_offsets");
     uint64_t count = 1;
     for (const json& v : sh) {
-      if (!v.is_number_unsigned() || v.get<uint64_t>() > (uint64_t{1} << 40)) bad(path, "tensor '" + name + "' has a bad dimension");
+      if (!v.is_number_unsigned() || v.get<uint64_t>() > (uint64_t{1} << 40))
+        bad(path, "tensor '" + name + "' has a bad dimension");
       count *= v.get<uint64_t>();
       if (count > data_size) count = data_size + 1;  // saturate; fails the size check below
     }
@@ -170,8 +180,8 @@ SafeTensors read_safetensors(const std::string& path) {
       if (!v.is_number_unsigned()) bad(path, "tensor '" + name + "' has non-integer data_offsets");
     const uint64_t b = off[0], en = off[1];
     if (b > en || en > data_size)
-      bad(path, "tensor '" + name + "' data [" + std::to_string(b) + ", " + std::to_string(en) +
-                    ") lies outside the " + std::to_string(data_size) + "-byte data section (truncated file?)");
+      bad(path, "tensor '" + name + "' data [" + std::to_string(b) + ", " + std::to_string(en) + ") lies outside the " +
+                    std::to_string(data_size) + "-byte data section (truncated file?)");
     if (count * dtype_size(dt) != en - b)
       bad(path, "tensor '" + name + "' has " + std::to_string(en - b) + " bytes for its shape " + sh.dump());
     std::vector<int64_t> dims;
@@ -196,7 +206,8 @@ json architecture(const Sequential& model) {
   for (size_t i = 0; i < model.layers().size(); ++i) {
     const Layer& l = *model.layers()[i];
     json params = json::array();
-    for (const auto& spec : l.param_specs()) params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
+    for (const auto& spec : l.param_specs())
+      params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
     layers.push_back({{"name", l.name()}, {"type", l.type()}, {"params", params}});
   }
   const Shape& in = model.input_shape();
@@ -254,7 +265,8 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
       bad(path, "tensor '" + name + "' is " + it->second.str() + " but the model needs " + p.shape().str());
   }
   for (const auto& [name, t] : by_name)
-    if (name.rfind("optimizer/", 0) != 0 && std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.first == name; }))
+    if (name.rfind("optimizer/", 0) != 0 &&
+        std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.first == name; }))
       bad(path, "holds tensor '" + name + "' that the model does not have (different architecture?)");
   Optimizer* opt = model.optimizer();
   json saved_opt = nullptr;

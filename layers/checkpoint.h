@@ -33,8 +33,8 @@ class CheckpointError : public IoError {
 
 // Where training stands, saved with the weights so a run can resume exactly.
 struct TrainingState {
-  int epochs_done = 0;          // completed epochs (the next fit starts at this epoch)
-  int64_t batches_done = 0;     // batches done in the current epoch (0 at epoch boundaries)
+  int epochs_done = 0;       // completed epochs (the next fit starts at this epoch)
+  int64_t batches_done = 0;  // batches done in the current epoch (0 at epoch boundaries)
   uint64_t seed = 0;
   int64_t batch_size = 0;
   std::map<std::string, std::string> extra{};  // free-form caller metadata

@@ -1,9 +1,9 @@
 // Conv2D layer: geometry, parameters, and the call into the backend.
 #include "conv2d.h"
 
+#include "../core/dispatch.h"
 #include "../core/error.h"
 #include "cpu/conv2d.h"
-#include "../core/dispatch.h"
 #include "cuda_ops.h"
 
 namespace ember {
@@ -63,7 +63,8 @@ const Tensor& Conv2D::do_backward(const Tensor& dy) {
       ensure(dx_, x_.shape(), DType::F32, x_.device());
       gdx = &dx_;
     }
-    detail::layer_cuda_ops().conv2d_backward(g, x_, params_.at(0), y_, dy, gdx, grads_.at(0), grads_.at(1), output_grad_premasked_);
+    detail::layer_cuda_ops().conv2d_backward(g, x_, params_.at(0), y_, dy, gdx, grads_.at(0), grads_.at(1),
+                                             output_grad_premasked_);
     return gdx ? dx_ : no_input_grad();
   }
   const Tensor& g_nhwc = as_layout(dy, Layout::NHWC, dy_nhwc_);

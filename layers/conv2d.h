@@ -6,8 +6,8 @@
 #pragma once
 
 #include "activation.h"
-#include "layer.h"
 #include "geometry.h"
+#include "layer.h"
 
 namespace ember {
 

@@ -1,9 +1,9 @@
 // Dense layer.
 #include "dense.h"
 
+#include "../core/dispatch.h"
 #include "../core/error.h"
 #include "cpu/dense.h"
-#include "../core/dispatch.h"
 #include "cuda_ops.h"
 
 namespace ember {
@@ -30,8 +30,10 @@ const Tensor& Dense::do_forward(const Tensor& x, bool /*training*/) {
               "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
   x_ = x;
   ensure(y_, Shape{x.dim(0), units_}, DType::F32, x.device());
-  if (detail::on_gpu(x)) detail::layer_cuda_ops().dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
-  else cpu::dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
+  if (detail::on_gpu(x))
+    detail::layer_cuda_ops().dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
+  else
+    cpu::dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
   return y_;
 }
 
@@ -45,8 +47,10 @@ const Tensor& Dense::do_backward(const Tensor& dy) {
     dx = &dx_;
   }
   const bool mask = relu_ && !output_grad_premasked_;
-  if (detail::on_gpu(x_)) detail::layer_cuda_ops().dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
-  else cpu::dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
+  if (detail::on_gpu(x_))
+    detail::layer_cuda_ops().dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
+  else
+    cpu::dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
   return dx ? dx_ : no_input_grad();
 }
 

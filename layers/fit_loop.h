@@ -11,7 +11,7 @@
 namespace ember {
 
 struct StepResult {
-  double loss_sum = 0;   // sum over the batch's samples of their loss
+  double loss_sum = 0;  // sum over the batch's samples of their loss
   int64_t correct = 0;
   int64_t samples = 0;
 };

@@ -56,8 +56,8 @@ std::string Conv2dShape::str() const {
 
 std::string Pool2dShape::str() const {
   auto s_ = [](int64_t v) { return std::to_string(v); };
-  return "pool N" + s_(n) + " C" + s_(c) + " " + s_(h) + "x" + s_(w) + " -> " + s_(p) + "x" + s_(q) + " window " + s_(r) +
-         "x" + s_(s);
+  return "pool N" + s_(n) + " C" + s_(c) + " " + s_(h) + "x" + s_(w) + " -> " + s_(p) + "x" + s_(q) + " window " +
+         s_(r) + "x" + s_(s);
 }
 
 }  // namespace ember

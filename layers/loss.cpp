@@ -3,9 +3,9 @@
 
 #include <cstring>
 
+#include "../core/dispatch.h"
 #include "../core/error.h"
 #include "cpu/softmax_xent.h"
-#include "../core/dispatch.h"
 #include "cuda_ops.h"
 
 namespace ember {
@@ -20,8 +20,10 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
 const Tensor& SoftmaxCrossEntropy::backward() {
   EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
   ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
-  if (detail::on_gpu(probs_)) detail::layer_cuda_ops().softmax_xent_backward(probs_, labels_, dlogits_);
-  else cpu::softmax_xent_backward(probs_, labels_, dlogits_);
+  if (detail::on_gpu(probs_))
+    detail::layer_cuda_ops().softmax_xent_backward(probs_, labels_, dlogits_);
+  else
+    cpu::softmax_xent_backward(probs_, labels_, dlogits_);
   return dlogits_;
 }
 

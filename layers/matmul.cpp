@@ -1,9 +1,9 @@
 // matmul: oneDNN's sgemm on the CPU, cuBLAS on a GPU.
 #include "matmul.h"
 
-#include "../core/error.h"
 #include "../core/cpu/gemm.h"
 #include "../core/dispatch.h"
+#include "../core/error.h"
 #include "cuda_ops.h"
 
 namespace ember {
@@ -15,7 +15,8 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c) {
   }
   EMBER_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2 && a.dim(1) == b.dim(0) && c.dim(0) == a.dim(0) &&
                   c.dim(1) == b.dim(1),
-              ShapeError, "matmul: " + a.shape().str() + " x " + b.shape().str() + " -> " + c.shape().str() + " do not fit");
+              ShapeError,
+              "matmul: " + a.shape().str() + " x " + b.shape().str() + " -> " + c.shape().str() + " do not fit");
   for (const Tensor* t : {&a, &b, static_cast<const Tensor*>(&c)})
     EMBER_CHECK(t->dtype() == DType::F32 && t->layout() == Layout::RowMajor && t->device().is_cpu(), ShapeError,
                 "matmul: expects f32 row-major tensors on the cpu (as the first operand), got " + t->str());

@@ -1,9 +1,9 @@
 // MaxPool2D layer.
 #include "maxpool2d.h"
 
+#include "../core/dispatch.h"
 #include "../core/error.h"
 #include "cpu/maxpool2d.h"
-#include "../core/dispatch.h"
 #include "cuda_ops.h"
 
 namespace ember {

@@ -12,7 +12,10 @@ ProgressBar::ProgressBar(int64_t total_steps, std::FILE* out)
     : ProgressBar(total_steps, out, isatty(fileno(out)) != 0) {}
 
 ProgressBar::ProgressBar(int64_t total_steps, std::FILE* out, bool interactive)
-    : total_(total_steps), out_(out), interactive_(interactive), start_(std::chrono::steady_clock::now()),
+    : total_(total_steps),
+      out_(out),
+      interactive_(interactive),
+      start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
 namespace {
@@ -24,9 +27,12 @@ std::string fmt_metric(const std::string& name, double v) {
 
 std::string fmt_duration(double s) {
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", int(s) / 3600, int(s) / 60 % 60, int(s) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%d:%02d", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%ds", int(std::lround(s)));
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%d:%02d:%02d", int(s) / 3600, int(s) / 60 % 60, int(s) % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%d:%02d", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ds", int(std::lround(s)));
   return buf;
 }
 }  // namespace
@@ -41,15 +47,20 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double elapsed
   // Keras' bar: '=' for the part done, '>' at its head while running, '.' for the rest.
   const int filled = total > 0 ? static_cast<int>(kWidth * std::min(step, total) / total) : kWidth;
   for (int i = 0; i < kWidth; ++i) {
-    if (i < filled - 1 || (i == filled - 1 && step >= total)) line += '=';
-    else if (i == filled - 1) line += '>';
-    else line += '.';
+    if (i < filled - 1 || (i == filled - 1 && step >= total))
+      line += '=';
+    else if (i == filled - 1)
+      line += '>';
+    else
+      line += '.';
   }
   line += "] - ";
   if (done) {
     char t[64];
-    if (per_step >= 1.0) std::snprintf(t, sizeof t, "%s %.0fs/step", fmt_duration(elapsed_s).c_str(), per_step);
-    else std::snprintf(t, sizeof t, "%s %.0fms/step", fmt_duration(elapsed_s).c_str(), per_step * 1e3);
+    if (per_step >= 1.0)
+      std::snprintf(t, sizeof t, "%s %.0fs/step", fmt_duration(elapsed_s).c_str(), per_step);
+    else
+      std::snprintf(t, sizeof t, "%s %.0fms/step", fmt_duration(elapsed_s).c_str(), per_step * 1e3);
     line += t;
   } else {
     line += "ETA: " + fmt_duration(per_step * static_cast<double>(total - step));
@@ -59,7 +70,8 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double elapsed
 }
 
 bool ProgressBar::due(int64_t step) const {
-  return interactive_ && (step >= total_ || std::chrono::steady_clock::now() - last_draw_ >= std::chrono::milliseconds(50));
+  return interactive_ &&
+         (step >= total_ || std::chrono::steady_clock::now() - last_draw_ >= std::chrono::milliseconds(50));
 }
 
 void ProgressBar::update(int64_t step, const Metrics& metrics) {
@@ -76,8 +88,10 @@ void ProgressBar::finish(int64_t steps_done, double train_seconds, const Metrics
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double per_step = steps_done > 0 ? train_seconds / static_cast<double>(steps_done) : 0.0;
   const std::string line = format_line(steps_done, total_, elapsed, per_step, true, metrics);
-  if (interactive_) std::fprintf(out_, "\r%s\033[K\n", line.c_str());
-  else std::fprintf(out_, "%s\n", line.c_str());
+  if (interactive_)
+    std::fprintf(out_, "\r%s\033[K\n", line.c_str());
+  else
+    std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
 }
 

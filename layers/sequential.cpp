@@ -77,7 +77,8 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
   for (auto& l : layers_) l->init_params(init);  // on the cpu, then moved by to()
   layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask()) layers_[i]->set_output_grad_premasked(true);
+    if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask())
+      layers_[i]->set_output_grad_premasked(true);
   if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
 }
 
@@ -205,7 +206,8 @@ std::string Sequential::placement_report(int64_t batch_size) const {
   require_built("placement_report");
   std::ostringstream os;
   for (const auto& l : layers_)
-    os << "  " << l->name() << " (" << l->type() << "): " << device_.str() << ", " << l->kernel_info(batch_size) << "\n";
+    os << "  " << l->name() << " (" << l->type() << "): " << device_.str() << ", " << l->kernel_info(batch_size)
+       << "\n";
   return os.str();
 }
 

@@ -22,10 +22,10 @@
 
 #include "../core/rng.h"
 #include "../core/tensor.h"
+#include "../optim/optimizer.h"
 #include "checkpoint.h"
 #include "layer.h"
 #include "loss.h"
-#include "../optim/optimizer.h"
 
 namespace ember {
 
@@ -47,11 +47,11 @@ struct History {
 struct FitOptions {
   int epochs = 1;
   int64_t batch_size = 64;
-  uint64_t seed = 0;          // shuffling (initialisation is seeded in build())
+  uint64_t seed = 0;  // shuffling (initialisation is seeded in build())
   bool shuffle = true;
-  int64_t max_steps = -1;     // stop after this many training steps in total (-1: no limit)
-  int verbose = 1;            // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
-  int initial_epoch = 0;      // resume: epochs before this one are counted as done
+  int64_t max_steps = -1;  // stop after this many training steps in total (-1: no limit)
+  int verbose = 1;         // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
+  int initial_epoch = 0;   // resume: epochs before this one are counted as done
   // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
   std::function<bool(const EpochLogs&)> on_epoch_end{};
 };

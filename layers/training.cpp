@@ -5,8 +5,8 @@
 
 #include "../core/error.h"
 #include "../data/dataloader.h"
-#include "progress.h"
 #include "fit_loop.h"
+#include "progress.h"
 #include "sequential.h"
 
 namespace ember {
@@ -31,8 +31,8 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
                   std::to_string(output_shape()[0]) + " logits");
 
   // On a GPU the dataset moves to the device once and batches are gathered there.
-  DataLoader loader(train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed,
-                            .device = device_});
+  DataLoader loader(
+      train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed, .device = device_});
   FitLoopHooks hooks;
   MetricSums sums(device_);
   hooks.begin_epoch = [&sums](int) { sums.reset(); };

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "../core/error.h"
 #include "../core/dispatch.h"
+#include "../core/error.h"
 #include "cpu/adam.h"
 #include "cuda_ops.h"
 
@@ -26,19 +26,22 @@ void Adam::step(Tensor& params, const Tensor& grads) {
                       (1.0 - std::pow(static_cast<double>(opt_.beta1), t));
   if (detail::on_gpu(params)) {
     detail::optim_cuda_ops().adam_update(params.device().index, static_cast<float*>(params.raw()),
-                              static_cast<const float*>(grads.raw()), static_cast<float*>(m_.raw()),
-                              static_cast<float*>(v_.raw()), params.numel(), static_cast<float>(lr_t), opt_.beta1,
-                              opt_.beta2, opt_.epsilon);
+                                         static_cast<const float*>(grads.raw()), static_cast<float*>(m_.raw()),
+                                         static_cast<float*>(v_.raw()), params.numel(), static_cast<float>(lr_t),
+                                         opt_.beta1, opt_.beta2, opt_.epsilon);
     return;
   }
-  cpu::adam_update(params.f32(), grads.f32(), m_.f32(), v_.f32(), params.numel(), static_cast<float>(lr_t),
-                   opt_.beta1, opt_.beta2, opt_.epsilon);
+  cpu::adam_update(params.f32(), grads.f32(), m_.f32(), v_.f32(), params.numel(), static_cast<float>(lr_t), opt_.beta1,
+                   opt_.beta2, opt_.epsilon);
 }
 
 void Adam::set_state(const std::string& name, const Tensor& values) {
-  if (name == "m") restore(m_, values);
-  else if (name == "v") restore(v_, values);
-  else throw ArgumentError("Adam has no state '" + name + "' (it has m and v)");
+  if (name == "m")
+    restore(m_, values);
+  else if (name == "v")
+    restore(v_, values);
+  else
+    throw ArgumentError("Adam has no state '" + name + "' (it has m and v)");
 }
 
 }  // namespace ember

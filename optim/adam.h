@@ -26,8 +26,8 @@ class Adam : public Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const override { return {{"m", m_}, {"v", v_}}; }
   void set_state(const std::string& name, const Tensor& values) override;
   std::vector<std::pair<std::string, double>> hyperparameters() const override {
-    return {{"learning_rate", opt_.learning_rate}, {"beta1", opt_.beta1}, {"beta2", opt_.beta2},
-            {"epsilon", opt_.epsilon}};
+    return {
+        {"learning_rate", opt_.learning_rate}, {"beta1", opt_.beta1}, {"beta2", opt_.beta2}, {"epsilon", opt_.epsilon}};
   }
   const AdamOptions& options() const { return opt_; }
 

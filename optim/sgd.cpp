@@ -1,8 +1,8 @@
 // SGD with momentum.
 #include "sgd.h"
 
-#include "../core/error.h"
 #include "../core/dispatch.h"
+#include "../core/error.h"
 #include "cpu/sgd.h"
 #include "cuda_ops.h"
 
@@ -18,8 +18,8 @@ void SGD::step(Tensor& params, const Tensor& grads) {
   ++iterations_;
   if (detail::on_gpu(params)) {
     detail::optim_cuda_ops().sgd_update(params.device().index, static_cast<float*>(params.raw()),
-                             static_cast<const float*>(grads.raw()), static_cast<float*>(velocity_.raw()),
-                             params.numel(), opt_.learning_rate, opt_.momentum, opt_.nesterov);
+                                        static_cast<const float*>(grads.raw()), static_cast<float*>(velocity_.raw()),
+                                        params.numel(), opt_.learning_rate, opt_.momentum, opt_.nesterov);
     return;
   }
   cpu::sgd_update(params.f32(), grads.f32(), velocity_.f32(), params.numel(), opt_.learning_rate, opt_.momentum,

@@ -8,7 +8,8 @@
 #      off here because OpenMPI's own allocations fail LeakSanitizer; configuration 1 runs the
 #      MPI tests (mpirun -np 2 on loopback);
 # then runs the IDX-reader fuzzer for a bounded time (clang's libFuzzer). First of all,
-# scripts/check_layering.py checks the folders' floors from the #include lines.
+# scripts/check_layering.py checks the folders' floors from the #include lines, and
+# clang-format that every C++ file is formatted.
 # Exit status: non-zero if any step or test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,8 @@ section() { printf '\n=== %s ===\n' "$*"; }
 
 section "layering: includes only downward, relative; public headers = ember.h's closure"
 python3 scripts/check_layering.py
+section "formatting: clang-format (.clang-format) leaves every C++ file as it is"
+git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
 
 section "configuration 1: CUDA=AUTO, Release, -Werror"
 cmake -S . -B build/test-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=AUTO -DEMBER_WERROR=ON

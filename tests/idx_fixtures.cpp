@@ -1,9 +1,8 @@
 // IDX fixtures (see idx_fixtures.h).
 #include "idx_fixtures.h"
 
-#include <zlib.h>
-
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>

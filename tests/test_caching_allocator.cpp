@@ -81,9 +81,9 @@ TEST(CachingAllocator, CapIsRespectedAndTheErrorSaysWhy) {
 TEST(CachingAllocator, ReleasesTheCacheToFitUnderTheCapOrTheDevice) {
   FakeDevice dev;
   CachingAllocator capped("fake:0", dev.alloc(), dev.free(), MemoryPolicy::limit("10KiB"));
-  capped.deallocate(capped.allocate(8192));   // 8 KiB cached
-  void* p = capped.allocate(3000);             // 3 KiB: too small for the cached block, and
-                                               // 8 + 3 KiB > 10 KiB: the cache goes first
+  capped.deallocate(capped.allocate(8192));  // 8 KiB cached
+  void* p = capped.allocate(3000);           // 3 KiB: too small for the cached block, and
+                                             // 8 + 3 KiB > 10 KiB: the cache goes first
   EXPECT_EQ(capped.stats().cached, 0u);
   EXPECT_EQ(capped.stats().raw_frees, 1u);
   capped.deallocate(p);

@@ -30,7 +30,8 @@ Dataset synthetic(int n, uint64_t seed) {
   for (int i = 0; i < n; ++i) {
     const int k = static_cast<int>(rng.below(10));
     labels.data<int32_t>()[i] = k;
-    for (int j = 0; j < 64; ++j) images.data<uint8_t>()[i * 64 + j] = static_cast<uint8_t>(rng.below(50) + (j == k * 6 ? 200 : 0));
+    for (int j = 0; j < 64; ++j)
+      images.data<uint8_t>()[i * 64 + j] = static_cast<uint8_t>(rng.below(50) + (j == k * 6 ? 200 : 0));
   }
   return Dataset(images, labels, 10);
 }
@@ -165,7 +166,7 @@ TEST_F(Checkpoint, BadFilesGiveCheckpointErrorsAndLeaveTheModelAlone) {
     EXPECT_EQ(target.params().to_vector(), before) << needle;
   };
   expect_bad({1, 2, 3}, "too short");
-  expect_bad(std::vector<uint8_t>(good.begin(), good.end() - 100), "outside");     // truncated data
+  expect_bad(std::vector<uint8_t>(good.begin(), good.end() - 100), "outside");        // truncated data
   expect_bad(std::vector<uint8_t>(good.begin(), good.begin() + 40), "does not fit");  // truncated header
   auto huge = good;
   huge[7] = 0x7F;  // header length ~ 2^63

@@ -96,8 +96,8 @@ TEST(Conv2D, AcceptsNhwcInputWithSameResult) {
 
 TEST(Conv2D, RejectsBadShapes) {
   Conv2D conv(4, {3, 3});
-  EXPECT_THROW(conv.build(Shape{3, 8}), ShapeError);        // not (C, H, W)
-  EXPECT_THROW(conv.build(Shape{1, 2, 2}), ShapeError);     // kernel larger than input
+  EXPECT_THROW(conv.build(Shape{3, 8}), ShapeError);     // not (C, H, W)
+  EXPECT_THROW(conv.build(Shape{1, 2, 2}), ShapeError);  // kernel larger than input
   test::build_standalone(conv, Shape{3, 8, 8}, 1);
   EXPECT_THROW(conv.forward(Tensor::zeros(Shape{2, 2, 8, 8}), false), ShapeError);  // wrong channels
   EXPECT_THROW(Conv2D(0, {3, 3}), ArgumentError);

@@ -86,7 +86,7 @@ TEST(Tensor, SeededUniformAndNormal) {
   double m = 0, sq = 0;
   for (float v : n) m += v / 4000.0;
   for (float v : n) sq += (v - m) * (v - m) / 4000.0;
-  EXPECT_NEAR(m, 1.0, 0.16);             // 5 sigma: 5 * 2 / sqrt(4000)
+  EXPECT_NEAR(m, 1.0, 0.16);              // 5 sigma: 5 * 2 / sqrt(4000)
   EXPECT_NEAR(std::sqrt(sq), 2.0, 0.12);  // ~5 sigma of the sample sd (2 / sqrt(2 * 4000) each)
   EXPECT_THROW(Tensor::uniform(Shape{2}, 1.0f, 1.0f, 1), ArgumentError);
   EXPECT_THROW(Tensor::normal(Shape{2}, 0.0f, -1.0f, 1), ArgumentError);

@@ -32,7 +32,8 @@ TEST(CudaChecks, CudaErrorNamesStatementFileAndReason) {
 
 TEST(CudaChecks, CudnnBadParam) {
   cudnnTensorDescriptor_t desc = nullptr;
-  if (cudnnCreateTensorDescriptor(&desc) != CUDNN_STATUS_SUCCESS) GTEST_SKIP() << "cuDNN cannot create descriptors here";
+  if (cudnnCreateTensorDescriptor(&desc) != CUDNN_STATUS_SUCCESS)
+    GTEST_SKIP() << "cuDNN cannot create descriptors here";
   const std::string m = message_of<ember::CudnnError>(
       [&] { EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, -1, 1, 1, 1)); });
   cudnnDestroyTensorDescriptor(desc);

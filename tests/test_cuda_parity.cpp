@@ -6,23 +6,23 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cuda/elementwise.h"
+#include "data/cuda/gather.h"
+#include "data/dataset.h"
 #include "layers/activation.h"
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/dense.h"
 #include "layers/cpu/maxpool2d.h"
-#include "layers/cuda/conv2d.h"
-#include "layers/cuda/maxpool2d.h"
 #include "layers/cpu/relu.h"
-#include "optim/cpu/adam.h"
 #include "layers/cpu/softmax_xent.h"
+#include "layers/cuda/conv2d.h"
 #include "layers/cuda/dense.h"
+#include "layers/cuda/maxpool2d.h"
 #include "layers/cuda/relu.h"
 #include "layers/cuda/softmax_xent.h"
-#include "optim/adam.h"
-#include "core/cuda/elementwise.h"
-#include "data/cuda/gather.h"
-#include "data/dataset.h"
 #include "layers/loss.h"
+#include "optim/adam.h"
+#include "optim/cpu/adam.h"
 #include "optim/cuda/adam.h"
 #include "optim/cuda/sgd.h"
 #include "optim/sgd.h"
@@ -208,7 +208,8 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
   cpu::dense_backward(x, w, y, dy, true, &dx, dw, db);
 
   const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu);
-  Tensor yg = nan_on_gpu(y.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()), dbg = nan_on_gpu(b.shape());
+  Tensor yg = nan_on_gpu(y.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
+         dbg = nan_on_gpu(b.shape());
   cuda::dense_forward(ctx(), xg, wg, bg, true, yg);
   cuda::dense_backward(ctx(), xg, wg, yg, dy_gpu_in, true, &dxg, dwg, dbg);
   ctx().synchronize();
@@ -223,7 +224,8 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
 // A geometry as the layers build it (Keras' SAME/VALID along each axis).
 Conv2dShape conv_geometry(int64_t h, int64_t w, int64_t r, int64_t s, int64_t stride, Padding padding) {
   Conv2dShape g;
-  g.n = 3, g.c = 4, g.h = h, g.w = w, g.k = 6, g.r = r, g.s = s, g.stride_h = stride, g.stride_w = stride, g.relu = true;
+  g.n = 3, g.c = 4, g.h = h, g.w = w, g.k = 6, g.r = r, g.s = s, g.stride_h = stride, g.stride_w = stride,
+  g.relu = true;
   const AxisGeometry ah = axis_geometry(h, r, stride, padding), aw = axis_geometry(w, s, stride, padding);
   g.pad_top = ah.pad_before, g.pad_bottom = ah.pad_after, g.p = ah.out;
   g.pad_left = aw.pad_before, g.pad_right = aw.pad_after, g.q = aw.out;
@@ -247,7 +249,8 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       {"same 2x2 (pads 0/1)", conv_geometry(9, 8, 2, 2, 1, Padding::Same)},
       {"same 3x3 stride 2 (pads 1/1 and 0/1)", conv_geometry(9, 8, 3, 3, 2, Padding::Same)}};
   for (const auto& [label, g] : cases) {
-    const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21), w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
+    const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21),
+                 w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
                  b = test::random_tensor(Shape{g.k}, 23), dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 24);
     // CPU reference (NHWC inside), compared in logical order.
     const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
@@ -258,7 +261,8 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
     cpu::conv2d_backward(g, xn, w, y, dyn, &dx, dw, db);
 
     const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to(kGpu);
-    Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()), dbg = nan_on_gpu(b.shape());
+    Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
+           dbg = nan_on_gpu(b.shape());
     cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg);
     cuda::conv2d_backward(ctx(), g, xg, wg, yg, dyg, &dxg, dwg, dbg, false);
     ctx().synchronize();
@@ -295,7 +299,7 @@ TEST_F(Parity, MaxPoolForwardAndBackwardWithFusedRelu) {
     cuda::maxpool2d_forward(ctx(), g, xg, yg);
     cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, dxg, true);
     ctx().synchronize();
-    EXPECT_EQ(yg.to_vector(), y.to_vector()) << label;    // a max selects: exact
+    EXPECT_EQ(yg.to_vector(), y.to_vector()) << label;  // a max selects: exact
     // Routing and masking: exact. Overlapping windows (3x3/1) add several dy into one dx in
     // an order that may differ: 1e-6 there.
     EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), g.stride_h < g.r ? 1e-6 : 0.0) << label;

@@ -79,7 +79,8 @@ TEST(DataLoader, ShardsSplitEachGlobalBatch) {
   joined.insert(p2.begin(), p2.end());
   EXPECT_EQ(joined, std::multiset<int64_t>(all.begin(), all.end()));
   // Shard 1's first batch is the middle third of the first global batch.
-  EXPECT_EQ(std::vector<int64_t>(p1.begin(), p1.begin() + 10), std::vector<int64_t>(all.begin() + 10, all.begin() + 20));
+  EXPECT_EQ(std::vector<int64_t>(p1.begin(), p1.begin() + 10),
+            std::vector<int64_t>(all.begin() + 10, all.begin() + 20));
 }
 
 TEST(DataLoader, NormalisesToUnitRangeAndRejectsBadOptions) {

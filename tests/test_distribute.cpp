@@ -235,10 +235,10 @@ TEST(OneThreadMirrored, EqualsThreadedCpuReplicasBitForBit) {
   const Dataset d = classes_dataset(400, 1);  // 400 / 32: an uneven last batch too
   for (int n : {2, 4}) {
     const std::vector<float> threaded = train_with(make_mirrored_cpu_strategy(n), d, 32, 50);
-    const std::vector<float> one = train_with(
-        detail::make_one_thread_mirrored(std::vector<Device>(static_cast<size_t>(n), Device::cpu()),
-                                         detail::make_host_replica_group()),
-        d, 32, 50);
+    const std::vector<float> one =
+        train_with(detail::make_one_thread_mirrored(std::vector<Device>(static_cast<size_t>(n), Device::cpu()),
+                                                    detail::make_host_replica_group()),
+                   d, 32, 50);
     EXPECT_EQ(max_diff(one, threaded), 0.0) << n << " replicas";
   }
   set_num_threads(0);
@@ -341,7 +341,8 @@ TEST(Nccl, CommunicatorsFromAUniqueIdSumAcrossMembers) {
   std::vector<std::vector<float>> results(static_cast<size_t>(n));
   on_threads(n, [&](int r) {
     const int device = cuda_status().gpus[static_cast<size_t>(r)].index;
-    auto comm = detail::NcclCommunicator::create_across(*boot[static_cast<size_t>(r)], device, std::chrono::seconds(60));
+    auto comm =
+        detail::NcclCommunicator::create_across(*boot[static_cast<size_t>(r)], device, std::chrono::seconds(60));
     EXPECT_EQ(comm->rank(), r);
     EXPECT_EQ(comm->size(), n);
     Tensor h = Tensor::empty(Shape{513});

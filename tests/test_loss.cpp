@@ -39,8 +39,8 @@ TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferences) {
   SoftmaxCrossEntropy probe;
   test::GradCheckOptions opt;
   opt.step = 1e-3;  // the loss is smooth; a smaller step keeps the curvature error down
-  test::check_gradient([&] { return double(probe.forward(logits, labels)); },
-                       std::span<float>(logits.f32(), 20), analytic, "logits", opt);
+  test::check_gradient([&] { return double(probe.forward(logits, labels)); }, std::span<float>(logits.f32(), 20),
+                       analytic, "logits", opt);
 }
 
 TEST(SoftmaxCrossEntropy, RejectsLabelsOutOfRange) {
@@ -57,7 +57,8 @@ TEST(Accuracy, CountsArgmaxMatches) {
 }
 
 TEST(MetricSums, AccumulateTheSameLossAndAccuracyAsTheReturningForward) {
-  const Tensor a = test::random_tensor(Shape{6, 4}, 2, -2.0f, 2.0f), b = test::random_tensor(Shape{3, 4}, 3, -2.0f, 2.0f);
+  const Tensor a = test::random_tensor(Shape{6, 4}, 2, -2.0f, 2.0f),
+               b = test::random_tensor(Shape{3, 4}, 3, -2.0f, 2.0f);
   const Tensor la = labels_of({0, 1, 2, 3, 0, 1}), lb = labels_of({3, 3, 2});
   SoftmaxCrossEntropy ref, acc;
   const double expected = double(ref.forward(a, la)) * 6 + double(ref.forward(b, lb)) * 3;

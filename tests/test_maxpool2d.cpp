@@ -45,15 +45,16 @@ TEST_P(MaxPoolForward, MatchesNaiveLoop) {
   const AxisGeometry gh = axis_geometry(pc.h, pc.r, pc.stride, pc.padding);
   const AxisGeometry gw = axis_geometry(pc.w, pc.s, pc.stride, pc.padding);
   // A max selects an input exactly: the result must be bit-identical.
-  EXPECT_EQ(y.to_vector(), naive_pool(x, pc.r, pc.s, pc.stride, pc.stride, gh.pad_before, gw.pad_before, gh.out, gw.out));
+  EXPECT_EQ(y.to_vector(),
+            naive_pool(x, pc.r, pc.s, pc.stride, pc.stride, gh.pad_before, gw.pad_before, gh.out, gw.out));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MaxPoolForward,
-                         ::testing::Values(PoolCase{2, 3, 8, 8, 2, 2, 2, Padding::Valid},   // the classic
-                                           PoolCase{2, 4, 7, 7, 2, 2, 2, Padding::Valid},   // odd input: drops an edge
-                                           PoolCase{1, 5, 9, 9, 3, 3, 2, Padding::Valid},   // overlapping windows
-                                           PoolCase{2, 3, 7, 5, 3, 3, 2, Padding::Same},    // padded edges
-                                           PoolCase{1, 17, 6, 6, 3, 3, 3, Padding::Valid}   // C not a vector multiple
+                         ::testing::Values(PoolCase{2, 3, 8, 8, 2, 2, 2, Padding::Valid},  // the classic
+                                           PoolCase{2, 4, 7, 7, 2, 2, 2, Padding::Valid},  // odd input: drops an edge
+                                           PoolCase{1, 5, 9, 9, 3, 3, 2, Padding::Valid},  // overlapping windows
+                                           PoolCase{2, 3, 7, 5, 3, 3, 2, Padding::Same},   // padded edges
+                                           PoolCase{1, 17, 6, 6, 3, 3, 3, Padding::Valid}  // C not a vector multiple
                                            ));
 
 TEST(MaxPool2D, Gradients2x2) {

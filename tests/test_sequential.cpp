@@ -165,9 +165,9 @@ TEST(Sequential, ModelGradientsMatchFiniteDifferencesWithFusedReluPool) {
   m.add<Dense>(5, Activation::ReLU);
   m.add<Dense>(3);
   m.build(Shape{2, 10, 10}, 4);
-  EXPECT_TRUE(m.layers()[0]->output_grad_premasked());  // conv -> pool: fused
-  EXPECT_TRUE(m.layers()[3]->output_grad_premasked());  // ReLU layer -> pool: fused
-  EXPECT_FALSE(m.layers()[2]->output_grad_premasked()); // conv -> ReLU layer: not
+  EXPECT_TRUE(m.layers()[0]->output_grad_premasked());   // conv -> pool: fused
+  EXPECT_TRUE(m.layers()[3]->output_grad_premasked());   // ReLU layer -> pool: fused
+  EXPECT_FALSE(m.layers()[2]->output_grad_premasked());  // conv -> ReLU layer: not
   const Tensor x = test::random_tensor(Shape{3, 2, 10, 10}, 5);
   Tensor labels = Tensor::zeros(Shape{3}, DType::I32);
   labels.data<int32_t>()[1] = 2;

@@ -1,17 +1,17 @@
 // The train_mnist app, run as a user runs it: bad flags exit 2 with one line, missing data
 // exits 1 naming the file, and a short run on synthetic MNIST-format data learns.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <sys/wait.h>
 
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "ember.h"
 #include "idx_fixtures.h"
@@ -96,8 +96,8 @@ TEST(TrainMnist, StepsLimitAndQuiet) {
   const std::string dir = ember::test::temp_dir("steps");
   ember::test::write_synthetic_mnist(dir, 320, 50, /*gzip=*/false);
   // --epochs twice: the last wins (scripts/train.sh sets --epochs 5 before the user's flags).
-  const AppRun r = run("--device cpu --epochs 5 --epochs 2 --steps 3 --quiet --data-dir " + dir + " --history " + dir +
-                       "/h.json");
+  const AppRun r =
+      run("--device cpu --epochs 5 --epochs 2 --steps 3 --quiet --data-dir " + dir + " --history " + dir + "/h.json");
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream f(dir + "/h.json");
   EXPECT_EQ(int(nlohmann::json::parse(f)["epochs"]), 2);
@@ -128,7 +128,7 @@ TEST(TrainMnist, GpuReplicasWithoutGpuFallBackToCpuReplicasOrFailWhenStrict) {
   EXPECT_NE(soft.output.find("2 CPU replicas instead"), std::string::npos) << soft.output;
   EXPECT_NE(soft.output.find("mirrored (2 cpu replicas)"), std::string::npos) << soft.output;
   EXPECT_EQ(run("--device gpu --strict-placement" + args).code, 1);
-  EXPECT_EQ(run("--device cpu" + args).code, 1);  // GPU replicas asked for on the cpu
+  EXPECT_EQ(run("--device cpu" + args).code, 1);         // GPU replicas asked for on the cpu
   EXPECT_EQ(run("--gpus 0 --data-dir " + dir).code, 2);  // --gpus without --strategy mirrored
   EXPECT_EQ(run("--strategy mirrored --gpus 0,x --data-dir " + dir).code, 2);
   std::filesystem::remove_all(dir);
@@ -197,7 +197,9 @@ class TrainMnistStrategies : public ::testing::Test {
     ember::test::write_synthetic_mnist(dir_, 320, 64, false);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string common() const { return " --device cpu --epochs 1 --steps 40 --batch-size 32 --seed 4 --data-dir " + dir_; }
+  std::string common() const {
+    return " --device cpu --epochs 1 --steps 40 --batch-size 32 --seed 4 --data-dir " + dir_;
+  }
   std::string dir_;
 };
 
@@ -222,7 +224,8 @@ TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrint
   const AppRun m = run_raw(mpirun(2) + " --strategy multiworker --threads 1 --save " + dir_ + "/mpi.st" + common());
   ASSERT_EQ(m.code, 0) << m.output;
   size_t epochs = 0;
-  for (size_t pos = m.output.find("Epoch 1/1"); pos != std::string::npos; pos = m.output.find("Epoch 1/1", pos + 1)) ++epochs;
+  for (size_t pos = m.output.find("Epoch 1/1"); pos != std::string::npos; pos = m.output.find("Epoch 1/1", pos + 1))
+    ++epochs;
   EXPECT_EQ(epochs, 1u) << m.output;
   EXPECT_NE(m.output.find("2 ranks, MPI"), std::string::npos) << m.output;
   EXPECT_LE(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/mpi.st")), kAppReplicaTolerance);
@@ -230,8 +233,8 @@ TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrint
 
 TEST_F(TrainMnistStrategies, AFailingRankEndsTheJobNamingIt) {
   const auto t0 = std::chrono::steady_clock::now();
-  const AppRun m = run_raw(mpirun(2) + " --strategy multiworker --threads 1 --collective-timeout 20 --inject-fault 1:3" +
-                           common());
+  const AppRun m =
+      run_raw(mpirun(2) + " --strategy multiworker --threads 1 --collective-timeout 20 --inject-fault 1:3" + common());
   EXPECT_NE(m.code, 0) << m.output;
   EXPECT_NE(m.output.find("rank 1 failed"), std::string::npos) << m.output;
   EXPECT_NE(m.output.find("step 3"), std::string::npos) << m.output;
@@ -240,8 +243,8 @@ TEST_F(TrainMnistStrategies, AFailingRankEndsTheJobNamingIt) {
 
 TEST_F(TrainMnistStrategies, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
   const auto t0 = std::chrono::steady_clock::now();
-  const AppRun m = run_raw(mpirun(2) + " --strategy multiworker --threads 1 --collective-timeout 2 --inject-fault 1:3:hang" +
-                           common());
+  const AppRun m = run_raw(
+      mpirun(2) + " --strategy multiworker --threads 1 --collective-timeout 2 --inject-fault 1:3:hang" + common());
   EXPECT_NE(m.code, 0) << m.output;
   EXPECT_NE(m.output.find("rank 0: all_reduce stuck at step 3"), std::string::npos) << m.output;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));  // not the injected hour
@@ -253,8 +256,10 @@ TEST_F(TrainMnistStrategies, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
 // with deterministic cuDNN algorithms the parameters are the same bits.
 TEST_F(TrainMnistStrategies, GpuStrategiesAtWorldSizeOneEqualDefaultOnTheGpu) {
   if (!ember::cuda_available()) GTEST_SKIP() << "no usable GPU: " << ember::cuda_status().reason;
-  const std::string gpu = " --device gpu --strict-placement --deterministic --epochs 1 --steps 40 --batch-size 32 "
-                          "--seed 4 --data-dir " + dir_;
+  const std::string gpu =
+      " --device gpu --strict-placement --deterministic --epochs 1 --steps 40 --batch-size 32 "
+      "--seed 4 --data-dir " +
+      dir_;
   ASSERT_EQ(run("--quiet --save " + dir_ + "/default.st" + gpu).code, 0);
   const AppRun m = run("--strategy mirrored --gpus 0 --save " + dir_ + "/mirrored.st" + gpu);
   ASSERT_EQ(m.code, 0) << m.output;
@@ -268,13 +273,13 @@ TEST_F(TrainMnistStrategies, GpuStrategiesAtWorldSizeOneEqualDefaultOnTheGpu) {
 #endif
 }
 
-
 }  // namespace
 
 namespace {
 
 TEST_F(TrainMnistStrategies, MirroredResumeEqualsUninterruptedBitForBit) {
-  const std::string m = " --strategy mirrored --replicas 2 --quiet --device cpu --batch-size 32 --seed 6 --data-dir " + dir_;
+  const std::string m =
+      " --strategy mirrored --replicas 2 --quiet --device cpu --batch-size 32 --seed 6 --data-dir " + dir_;
   ASSERT_EQ(run("--epochs 2 --save " + dir_ + "/straight.st" + m).code, 0);
   ASSERT_EQ(run("--epochs 1 --save " + dir_ + "/half.st" + m).code, 0);
   const AppRun r = run("--epochs 2 --resume " + dir_ + "/half.st --save " + dir_ + "/resumed.st" + m);

@@ -41,8 +41,7 @@ double max_rel_error(std::span<const float> a, std::span<const float> b) {
 }
 
 GradCheckResult check_gradient(const std::function<double()>& loss, std::span<float> values,
-                               std::span<const float> analytic, const std::string& what,
-                               const GradCheckOptions& opt) {
+                               std::span<const float> analytic, const std::string& what, const GradCheckOptions& opt) {
   GradCheckResult r;
   EXPECT_EQ(values.size(), analytic.size()) << what;
   const double f0 = loss();
@@ -96,8 +95,7 @@ void check_layer_gradients(Layer& layer, Tensor x, uint64_t seed, const GradChec
   for (const auto& g : layer.grads()) dparams.push_back(g.to_vector());
 
   if (layer.needs_input_grad())
-    check_gradient(loss, std::span<float>(x.f32(), static_cast<size_t>(x.numel())), dx_v, layer.type() + " input",
-                   opt);
+    check_gradient(loss, std::span<float>(x.f32(), static_cast<size_t>(x.numel())), dx_v, layer.type() + " input", opt);
   const auto specs = layer.param_specs();
   for (size_t i = 0; i < specs.size(); ++i) {
     Tensor p = layer.params()[i];

@@ -9,13 +9,15 @@ void check_cpu_support() {
 #if defined(EMBER_CPU_ARCH) && (defined(__x86_64__) || defined(_M_X64))
   static const bool ok = [] {
     const std::string arch = EMBER_CPU_ARCH;
-    if (arch == "x86-64-v3" || arch == "haswell") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (arch == "x86-64-v3" || arch == "haswell")
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (arch == "x86-64-v4") return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     return true;  // "native" or others: built for this very machine, or the user's choice
   }();
   if (!ok)
-    throw DeviceError(std::string("this CPU cannot run Ember's kernels: they were built for ") + EMBER_CPU_ARCH +
-                      "; rebuild with -DEMBER_CPU_ARCH=x86-64 (slower) or on this machine with -DEMBER_CPU_ARCH=native");
+    throw DeviceError(
+        std::string("this CPU cannot run Ember's kernels: they were built for ") + EMBER_CPU_ARCH +
+        "; rebuild with -DEMBER_CPU_ARCH=x86-64 (slower) or on this machine with -DEMBER_CPU_ARCH=native");
 #endif
 }
 

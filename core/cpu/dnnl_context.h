@@ -12,11 +12,10 @@ dnnl::stream& dnnl_stream();  // one per calling thread (CPU replicas run on thr
 
 }  // namespace ember::cpu
 
-#define EMBER_DNNL_CHECK(stmt)                                                                        \
-  do {                                                                                                \
-    const dnnl_status_t ember_st_ = (stmt);                                                           \
-    if (ember_st_ != dnnl_success)                                                                    \
-      throw ::ember::DnnlError(::ember::detail::failure_message(                                     \
-          "oneDNN", #stmt, "status " + std::to_string(static_cast<int>(ember_st_)), __FILE__, __LINE__, \
-          __func__));                                                                                 \
+#define EMBER_DNNL_CHECK(stmt)                                                                                      \
+  do {                                                                                                              \
+    const dnnl_status_t ember_st_ = (stmt);                                                                         \
+    if (ember_st_ != dnnl_success)                                                                                  \
+      throw ::ember::DnnlError(::ember::detail::failure_message(                                                    \
+          "oneDNN", #stmt, "status " + std::to_string(static_cast<int>(ember_st_)), __FILE__, __LINE__, __func__)); \
   } while (0)

@@ -5,8 +5,8 @@
 #include <memory>
 #include <mutex>
 
-#include "check.h"
 #include "../runtime.h"
+#include "check.h"
 
 namespace ember::cuda {
 
@@ -82,8 +82,9 @@ Context& context_of(const Tensor& t) {
 void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what) {
   EMBER_CHECK(t.shape() == shape && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
                   t.device() == Device::cuda(ctx.device()),
-              ShapeError, op + ": " + what + " must be an f32 NCHW tensor of shape " + shape.str() + " on cuda:" +
-                              std::to_string(ctx.device()) + ", got " + t.str());
+              ShapeError,
+              op + ": " + what + " must be an f32 NCHW tensor of shape " + shape.str() +
+                  " on cuda:" + std::to_string(ctx.device()) + ", got " + t.str());
 }
 
 }  // namespace ember::cuda

@@ -15,7 +15,9 @@ __global__ void scale_kernel(float* __restrict__ p, int64_t n, float factor) {
     p[i] *= factor;
 }
 
-unsigned blocks(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 2048))); }
+unsigned blocks(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 2048)));
+}
 }  // namespace
 
 void fill(Context& ctx, float* p, int64_t n, float value) {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <mutex>
 
-#include "check.h"
 #include "../cuda_module.h"
+#include "check.h"
 #include "context.h"
 #include "elementwise.h"
 
@@ -108,7 +108,8 @@ void set_memory_policy(int device, const MemoryPolicy& policy) {
   std::lock_guard lock(a.mu);
   auto& slot = a.per_device[static_cast<size_t>(device)];
   if (slot && slot->stats().in_use > 0)
-    throw ArgumentError("cuda:" + std::to_string(device) + ": the memory policy must be set before tensors are allocated");
+    throw ArgumentError("cuda:" + std::to_string(device) +
+                        ": the memory policy must be set before tensors are allocated");
   slot.reset();  // rebuilt with the new policy on the next allocation (its cache is released)
   a.policy[static_cast<size_t>(device)] = policy;
 }

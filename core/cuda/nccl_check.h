@@ -5,6 +5,6 @@
 
 #include "check.h"
 
-#define EMBER_NCCL_CHECK(stmt)                                                                     \
+#define EMBER_NCCL_CHECK(stmt)                                                                   \
   EMBER_LIB_CHECK_("NCCL", ::ember::NcclError, stmt, ncclResult_t, ember_status_ == ncclSuccess, \
                    std::string(ncclGetErrorString(ember_status_)) + " (" + ncclGetLastError(nullptr) + ")")

@@ -2,8 +2,8 @@
 // build has code for them. Every failure becomes a reason in words, never a crash.
 #include <cuda_runtime.h>
 
-#include "check.h"
 #include "../runtime.h"
+#include "check.h"
 
 namespace ember {
 const CudaStatus& probed_status();
@@ -15,7 +15,8 @@ cudaError_t probe_kernel_image(int device);
 namespace detail {
 std::string with_device(const std::string& why) {
   int dev = -1;
-  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && probed_status().usable) return why + " on cuda:" + std::to_string(dev);
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && probed_status().usable)
+    return why + " on cuda:" + std::to_string(dev);
   (void)cudaGetLastError();
   return why;
 }
@@ -67,11 +68,10 @@ CudaStatus probe() {
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
     const cudaError_t image = cuda::probe_kernel_image(i);
     if (image != cudaSuccess) {
-      unsupported += std::string(unsupported.empty() ? "" : "; ") + "cuda:" + std::to_string(i) + " (" + prop.name +
-                     ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
-                     ") has no code in this build (" + describe(image) +
-                     "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
-                     std::to_string(prop.minor);
+      unsupported +=
+          std::string(unsupported.empty() ? "" : "; ") + "cuda:" + std::to_string(i) + " (" + prop.name + ", sm_" +
+          std::to_string(prop.major) + std::to_string(prop.minor) + ") has no code in this build (" + describe(image) +
+          "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) + std::to_string(prop.minor);
       (void)cudaGetLastError();
       continue;
     }
@@ -97,5 +97,3 @@ const CudaStatus& probed_status() {
 }
 
 }  // namespace ember
-
-

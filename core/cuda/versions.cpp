@@ -36,19 +36,16 @@ std::vector<LibraryVersion> probed_versions() {
   out.push_back({"cuBLAS", dotted(CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH), cublas_loaded});
 
   const size_t cudnn = cudnnGetVersion();  // e.g. 91900 for 9.19.0
-  out.push_back({"cuDNN", dotted(CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL),
-                 dotted(static_cast<int>(cudnn / 10000), static_cast<int>(cudnn % 10000 / 100),
-                        static_cast<int>(cudnn % 100))});
+  out.push_back(
+      {"cuDNN", dotted(CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL),
+       dotted(static_cast<int>(cudnn / 10000), static_cast<int>(cudnn % 10000 / 100), static_cast<int>(cudnn % 100))});
 #ifdef EMBER_WITH_NCCL
   int nccl = 0;
   std::string nccl_loaded;
-  if (ncclGetVersion(&nccl) == ncclSuccess)
-    nccl_loaded = dotted(nccl / 10000, nccl % 10000 / 100, nccl % 100);
+  if (ncclGetVersion(&nccl) == ncclSuccess) nccl_loaded = dotted(nccl / 10000, nccl % 10000 / 100, nccl % 100);
   out.push_back({"NCCL", dotted(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), nccl_loaded});
 #endif
   return out;
 }
 
 }  // namespace ember
-
-

@@ -5,8 +5,7 @@
 
 namespace ember::cpu {
 
-void gather_batch(const Tensor& images, const Tensor& labels, std::span<const int64_t> indices, Tensor& x,
-                  Tensor& y) {
+void gather_batch(const Tensor& images, const Tensor& labels, std::span<const int64_t> indices, Tensor& x, Tensor& y) {
   const int64_t b = static_cast<int64_t>(indices.size()), n = images.dim(0);
   const int64_t per = images.numel() / (n > 0 ? n : 1);
   EMBER_CHECK(x.numel() == b * per && y.numel() == b, ShapeError,

@@ -34,8 +34,9 @@ void gather_batch(Context& ctx, const Tensor& images, const Tensor& labels, cons
                   ") of the order " + order.str() + " on " + d.str());
   EMBER_CHECK(x.dtype() == DType::F32 && x.layout() == Layout::RowMajor && x.device() == d &&
                   x.shape() == images.shape().without_batch().with_batch(count),
-              ShapeError, "gather (cuda): x must be f32 " + images.shape().without_batch().with_batch(count).str() +
-                              " on " + d.str() + ", got " + x.str());
+              ShapeError,
+              "gather (cuda): x must be f32 " + images.shape().without_batch().with_batch(count).str() + " on " +
+                  d.str() + ", got " + x.str());
   EMBER_CHECK(y.dtype() == DType::I32 && y.shape() == Shape{count} && y.device() == d, ShapeError,
               "gather (cuda): y must be i32 (" + std::to_string(count) + ",) on " + d.str() + ", got " + y.str());
   if (count == 0) return;

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "../../core/tensor.h"
 #include "../../core/cuda/context.h"
+#include "../../core/tensor.h"
 
 namespace ember::cuda {
 

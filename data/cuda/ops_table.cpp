@@ -1,6 +1,5 @@
 // The data pipeline's op table of the CUDA module (data/cuda_ops.h).
 #include "../cuda_ops.h"
-
 #include "gather.h"
 
 namespace ember::cuda {
@@ -8,10 +7,9 @@ namespace ember::cuda {
 const ::ember::detail::DataCudaOps* data_ops_table() {
   static const ::ember::detail::DataCudaOps table = [] {
     ::ember::detail::DataCudaOps a{};
-    a.gather_batch = [](const Tensor& images, const Tensor& labels, const Tensor& order, int64_t offset,
-                        int64_t count, Tensor& x, Tensor& y) {
-      gather_batch(context_of(images), images, labels, order, offset, count, x, y);
-    };
+    a.gather_batch = [](const Tensor& images, const Tensor& labels, const Tensor& order, int64_t offset, int64_t count,
+                        Tensor& x,
+                        Tensor& y) { gather_batch(context_of(images), images, labels, order, offset, count, x, y); };
     return a;
   }();
   return &table;

@@ -22,9 +22,9 @@
 #include <cstring>
 #include <thread>
 
+#include "../../core/cuda/context.h"
 #include "../../core/cuda/nccl_check.h"
 #include "../communicator.h"
-#include "../../core/cuda/context.h"
 
 namespace ember::cuda {
 
@@ -38,9 +38,9 @@ struct Comm {
   bool nonblocking = false;
   bool aborted = false;
   cudaEvent_t start = nullptr, done = nullptr;
-  bool pending = false;      // a collective was queued and not yet waited for
-  double busy_seconds = 0;   // device time of the collectives waited for
-  const char* last = "";     // the last collective's name, for messages
+  bool pending = false;     // a collective was queued and not yet waited for
+  double busy_seconds = 0;  // device time of the collectives waited for
+  const char* last = "";    // the last collective's name, for messages
 };
 
 Comm* as_comm(void* p) { return static_cast<Comm*>(p); }
@@ -69,8 +69,8 @@ void settle(Comm& c, Clock::time_point deadline, const char* what) {
     if (state != ncclInProgress) {
       const std::string why = ncclGetErrorString(state);
       abort_comm(c);
-      throw NcclError(std::string("NCCL ") + what + " on cuda:" + std::to_string(c.device) + " failed: " + why +
-                      " (" + ncclGetLastError(nullptr) + "); communicator aborted");
+      throw NcclError(std::string("NCCL ") + what + " on cuda:" + std::to_string(c.device) + " failed: " + why + " (" +
+                      ncclGetLastError(nullptr) + "); communicator aborted");
     }
     if (Clock::now() > deadline) {
       abort_comm(c);
@@ -100,8 +100,9 @@ void wait_done(Comm& c, int64_t timeout_ms) {
     }
     if (Clock::now() > deadline) {
       abort_comm(c);
-      throw CollectiveError(std::string("NCCL ") + c.last + " on cuda:" + std::to_string(c.device) + " not done after " +
-                            std::to_string(timeout_ms) + " ms (another rank failed or hangs); communicator aborted");
+      throw CollectiveError(std::string("NCCL ") + c.last + " on cuda:" + std::to_string(c.device) +
+                            " not done after " + std::to_string(timeout_ms) +
+                            " ms (another rank failed or hangs); communicator aborted");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
@@ -120,10 +121,10 @@ void check_buffers(const std::vector<void*>& comms, const std::vector<Tensor*>& 
     EMBER_CHECK(!c.aborted, CollectiveError,
                 std::string("NCCL ") + what + ": the communicator of cuda:" + std::to_string(c.device) +
                     " was aborted after an earlier failure");
-    EMBER_CHECK(t.dtype() == DType::F32 && t.device() == Device::cuda(c.device) && t.numel() == bufs[0]->numel(),
-                ArgumentError,
-                std::string("NCCL ") + what + ": expects f32 buffers of one size, each on its communicator's GPU (cuda:" +
-                    std::to_string(c.device) + "), got " + t.str());
+    EMBER_CHECK(
+        t.dtype() == DType::F32 && t.device() == Device::cuda(c.device) && t.numel() == bufs[0]->numel(), ArgumentError,
+        std::string("NCCL ") + what + ": expects f32 buffers of one size, each on its communicator's GPU (cuda:" +
+            std::to_string(c.device) + "), got " + t.str());
   }
 }
 
@@ -224,8 +225,10 @@ void destroy(void* p) noexcept {
         if (ncclCommGetAsyncError(c->comm, &state) != ncclSuccess) break;
         if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-      if (state == ncclSuccess) ncclCommDestroy(c->comm);
-      else ncclCommAbort(c->comm);
+      if (state == ncclSuccess)
+        ncclCommDestroy(c->comm);
+      else
+        ncclCommAbort(c->comm);
     } else {
       ncclCommDestroy(c->comm);
     }
@@ -239,30 +242,30 @@ void destroy(void* p) noexcept {
 
 const ::ember::detail::NcclOps* nccl_ops_table() {
   static const ::ember::detail::NcclOps table = [] {
-  ::ember::detail::NcclOps api{};
-  api.init_all = init_all;
-  api.unique_id = unique_id;
-  api.init_rank = init_rank;
-  api.destroy = destroy;
-  api.abort = [](void* p) noexcept {
-    if (p) abort_comm(*as_comm(p));
-  };
-  api.all_reduce_sum = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int64_t timeout_ms) {
-    grouped(comms, bufs, timeout_ms, "all_reduce", [](Comm& c, Tensor& t, cudaStream_t s) {
-      return ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, c.comm, s);
-    });
-  };
-  api.broadcast = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int root,
-                          int64_t timeout_ms) {
-    grouped(comms, bufs, timeout_ms, "broadcast", [root](Comm& c, Tensor& t, cudaStream_t s) {
-      return ncclBroadcast(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, root, c.comm, s);
-    });
-  };
-  api.wait = [](const std::vector<void*>& comms, int64_t timeout_ms) {
-    for (void* p : comms) wait_done(*as_comm(p), timeout_ms);
-  };
-  api.busy_seconds = [](void* p) { return as_comm(p)->busy_seconds; };
-  return api;
+    ::ember::detail::NcclOps api{};
+    api.init_all = init_all;
+    api.unique_id = unique_id;
+    api.init_rank = init_rank;
+    api.destroy = destroy;
+    api.abort = [](void* p) noexcept {
+      if (p) abort_comm(*as_comm(p));
+    };
+    api.all_reduce_sum = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int64_t timeout_ms) {
+      grouped(comms, bufs, timeout_ms, "all_reduce", [](Comm& c, Tensor& t, cudaStream_t s) {
+        return ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, c.comm, s);
+      });
+    };
+    api.broadcast = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int root,
+                       int64_t timeout_ms) {
+      grouped(comms, bufs, timeout_ms, "broadcast", [root](Comm& c, Tensor& t, cudaStream_t s) {
+        return ncclBroadcast(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, root, c.comm, s);
+      });
+    };
+    api.wait = [](const std::vector<void*>& comms, int64_t timeout_ms) {
+      for (void* p : comms) wait_done(*as_comm(p), timeout_ms);
+    };
+    api.busy_seconds = [](void* p) { return as_comm(p)->busy_seconds; };
+    return api;
   }();
   return &table;
 }

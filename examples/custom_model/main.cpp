@@ -16,7 +16,8 @@ namespace {
 bool gradient_check() {
   ChannelScale layer;
   layer.build(Shape{3, 2, 2});
-  std::vector<Tensor> p{Tensor::zeros(Shape{3}), Tensor::zeros(Shape{3})}, g{Tensor::zeros(Shape{3}), Tensor::zeros(Shape{3})};
+  std::vector<Tensor> p{Tensor::zeros(Shape{3}), Tensor::zeros(Shape{3})},
+      g{Tensor::zeros(Shape{3}), Tensor::zeros(Shape{3})};
   layer.bind(p, g);
   Rng rng(1);
   layer.init_params(rng);
@@ -63,7 +64,8 @@ Dataset synthetic(int n) {  // class k: a bright pixel block in column band k
   for (int i = 0; i < n; ++i) {
     const int k = static_cast<int>(rng.below(10));
     labels.data<int32_t>()[i] = k;
-    for (int j = 0; j < 144; ++j) images.data<uint8_t>()[i * 144 + j] = (j % 12 == k + 1) ? 220 : static_cast<uint8_t>(rng.below(40));
+    for (int j = 0; j < 144; ++j)
+      images.data<uint8_t>()[i * 144 + j] = (j % 12 == k + 1) ? 220 : static_cast<uint8_t>(rng.below(40));
   }
   return Dataset(images, labels, 10, "synthetic");
 }

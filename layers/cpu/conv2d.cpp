@@ -6,8 +6,8 @@
 #include <omp.h>
 
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include "../../core/cpu/dnnl_context.h"
@@ -69,8 +69,9 @@ Plan& plan_for(const Conv2dShape& g) {
   // oneDNN splits the work for the thread count at creation and expects the same count when it
   // runs: a change of set_num_threads() needs new primitives (found by a test whose results
   // depended on the thread count of an earlier test in the same process).
-  const Key key{g.n,       g.c,        g.h,          g.w,         g.k,    g.r, g.s, g.stride_h, g.stride_w, g.pad_top,
-                g.pad_left, g.pad_bottom, g.pad_right, g.relu, omp_get_max_threads()};
+  const Key key{g.n,        g.c,          g.h,         g.w,        g.k,
+                g.r,        g.s,          g.stride_h,  g.stride_w, g.pad_top,
+                g.pad_left, g.pad_bottom, g.pad_right, g.relu,     omp_get_max_threads()};
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
 
@@ -121,8 +122,7 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
   plan.bwd_ready = true;
 }
 
-void check_tensor(const Tensor& t, int64_t n, int64_t c, int64_t h, int64_t w, const char* what,
-                  const Conv2dShape& g) {
+void check_tensor(const Tensor& t, int64_t n, int64_t c, int64_t h, int64_t w, const char* what, const Conv2dShape& g) {
   const Shape want{n, c, h, w};
   EMBER_CHECK(t.shape() == want && t.layout() == Layout::NHWC && t.dtype() == DType::F32 && t.device().is_cpu(),
               ShapeError,
@@ -132,12 +132,12 @@ void check_tensor(const Tensor& t, int64_t n, int64_t c, int64_t h, int64_t w, c
 
 void check_params(const Conv2dShape& g, const Tensor& w, const Tensor& b, const char* what) {
   const Shape ws{g.k, g.c, g.r, g.s};
-  EMBER_CHECK(w.shape() == ws && w.layout() == Layout::RowMajor && w.dtype() == DType::F32, ShapeError,
-              std::string("conv2d (cpu): ") + what + " weights must be f32 (K, C, R, S) = " + ws.str() + ", got " +
-                  w.str());
-  EMBER_CHECK(b.shape() == Shape{g.k} && b.dtype() == DType::F32, ShapeError,
-              std::string("conv2d (cpu): ") + what + " bias must be f32 (" + std::to_string(g.k) + ",), got " +
-                  b.str());
+  EMBER_CHECK(
+      w.shape() == ws && w.layout() == Layout::RowMajor && w.dtype() == DType::F32, ShapeError,
+      std::string("conv2d (cpu): ") + what + " weights must be f32 (K, C, R, S) = " + ws.str() + ", got " + w.str());
+  EMBER_CHECK(
+      b.shape() == Shape{g.k} && b.dtype() == DType::F32, ShapeError,
+      std::string("conv2d (cpu): ") + what + " bias must be f32 (" + std::to_string(g.k) + ",), got " + b.str());
 }
 }  // namespace
 
@@ -193,9 +193,9 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
     plan.wei_user.set_data_handle(const_cast<float*>(w.f32()));
     if (plan.wei_to_bwd) plan.wei_to_bwd->execute(strm, plan.wei_user, plan.wei_bwd);
     plan.diff_src.set_data_handle(dx->f32());
-    plan.bwd_data.execute(strm, {{DNNL_ARG_DIFF_DST, plan.diff_dst},
-                                 {DNNL_ARG_WEIGHTS, plan.wei_bwd},
-                                 {DNNL_ARG_DIFF_SRC, plan.diff_src}});
+    plan.bwd_data.execute(
+        strm,
+        {{DNNL_ARG_DIFF_DST, plan.diff_dst}, {DNNL_ARG_WEIGHTS, plan.wei_bwd}, {DNNL_ARG_DIFF_SRC, plan.diff_src}});
   }
   strm.wait();
 }
@@ -206,8 +206,8 @@ std::string conv2d_kernel_info(const Conv2dShape& g) {
   const size_t scratch = plan.fwd_pd.scratchpad_desc().get_size() + plan.bwd_data_pd.scratchpad_desc().get_size() +
                          plan.bwd_w_pd.scratchpad_desc().get_size();
   return std::string("oneDNN fwd ") + plan.fwd_pd.impl_info_str() + ", bwd-data " + plan.bwd_data_pd.impl_info_str() +
-         ", bwd-weights " + plan.bwd_w_pd.impl_info_str() + ", workspace " + std::to_string(scratch) + " bytes (N=" +
-         std::to_string(g.n) + ")";
+         ", bwd-weights " + plan.bwd_w_pd.impl_info_str() + ", workspace " + std::to_string(scratch) +
+         " bytes (N=" + std::to_string(g.n) + ")";
 }
 
 }  // namespace ember::cpu

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "../../core/error.h"
 #include "../../core/cpu/gemm.h"
+#include "../../core/error.h"
 #include "relu.h"
 
 namespace ember::cpu {

@@ -24,8 +24,8 @@ void check(const Tensor& t, DType dt, const Shape& s, const char* what, const Po
 
 // Max and argmax over the window rows [r0, r1) x cols [s0, s1) for channels [c0, c0 + B).
 template <int64_t B>
-inline void pool_block(const float* __restrict xs, int64_t w, int64_t C, int64_t c0, int64_t h0, int64_t w0,
-                       int64_t r0, int64_t r1, int64_t s0, int64_t s1, float* __restrict yo, int32_t* __restrict io) {
+inline void pool_block(const float* __restrict xs, int64_t w, int64_t C, int64_t c0, int64_t h0, int64_t w0, int64_t r0,
+                       int64_t r1, int64_t s0, int64_t s1, float* __restrict yo, int32_t* __restrict io) {
   float m[B];
   int32_t k[B];
   for (int64_t c = 0; c < B; ++c) {
@@ -70,7 +70,8 @@ void maxpool2d_forward(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor&
         const int64_t h0 = p * g.stride_h - g.pad_top, w0 = q * g.stride_w - g.pad_left;
         const int64_t r0 = std::max<int64_t>(0, -h0), r1 = std::min(g.r, g.h - h0);  // window rows in bounds
         const int64_t s0 = std::max<int64_t>(0, -w0), s1 = std::min(g.s, g.w - w0);
-        for (int64_t c0 = 0; c0 < full; c0 += kBlock) pool_block<kBlock>(xs, g.w, C, c0, h0, w0, r0, r1, s0, s1, yo, io);
+        for (int64_t c0 = 0; c0 < full; c0 += kBlock)
+          pool_block<kBlock>(xs, g.w, C, c0, h0, w0, r0, r1, s0, s1, yo, io);
         for (int64_t c0 = full; c0 < C; ++c0) pool_block<1>(xs, g.w, C, c0, h0, w0, r0, r1, s0, s1, yo, io);
       }
     }
@@ -98,7 +99,8 @@ void maxpool2d_backward(const Pool2dShape& g, const Tensor& dy, const Tensor& ar
     const int64_t base = n * g.p * g.q * C;
     if (tiling) {
       // Rows/columns past the last whole window receive no gradient.
-      for (int64_t h = g.p * g.r; h < g.h; ++h) std::memset(xs + h * g.w * C, 0, static_cast<size_t>(g.w * C) * sizeof(float));
+      for (int64_t h = g.p * g.r; h < g.h; ++h)
+        std::memset(xs + h * g.w * C, 0, static_cast<size_t>(g.w * C) * sizeof(float));
       for (int64_t h = 0; h < g.p * g.r; ++h)
         if (g.q * g.s < g.w)
           std::memset(xs + (h * g.w + g.q * g.s) * C, 0, static_cast<size_t>((g.w - g.q * g.s) * C) * sizeof(float));

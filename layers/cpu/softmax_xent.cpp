@@ -13,9 +13,9 @@ void check(const Tensor& logits, const Tensor& labels) {
   EMBER_CHECK(logits.rank() == 2 && logits.dtype() == DType::F32 && logits.layout() == Layout::RowMajor &&
                   logits.device().is_cpu(),
               ShapeError, "softmax cross-entropy (cpu): logits must be f32 (N, K) on cpu, got " + logits.str());
-  EMBER_CHECK(labels.shape() == Shape{logits.dim(0)} && labels.dtype() == DType::I32, ShapeError,
-              "softmax cross-entropy (cpu): labels must be i32 (" + std::to_string(logits.dim(0)) + ",), got " +
-                  labels.str());
+  EMBER_CHECK(
+      labels.shape() == Shape{logits.dim(0)} && labels.dtype() == DType::I32, ShapeError,
+      "softmax cross-entropy (cpu): labels must be i32 (" + std::to_string(logits.dim(0)) + ",), got " + labels.str());
 }
 }  // namespace
 

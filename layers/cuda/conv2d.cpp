@@ -7,9 +7,9 @@
 #include <tuple>
 
 #include "../../core/cuda/check.h"
-#include "plan_cache.h"
 #include "../../core/runtime.h"
 #include "pad.h"
+#include "plan_cache.h"
 #include "relu.h"
 
 namespace ember::cuda {
@@ -64,10 +64,13 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->bias));
   EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
   EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
-  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
-  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.k), i32(g.p), i32(g.q)));
+  EMBER_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
+  EMBER_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.k), i32(g.p), i32(g.q)));
   EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(g.k), 1, 1));
-  EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
+  EMBER_CUDNN_CHECK(
+      cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
   // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU
   // unless TF32 is allowed (core/runtime.h).
   EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
@@ -75,7 +78,8 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int out_n = 0, out_c = 0, out_h = 0, out_w = 0;
   EMBER_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &out_n, &out_c, &out_h, &out_w));
-  EMBER_CHECK(out_h == g.p && out_w == g.q, ShapeError, "conv2d (cuda): cuDNN computes a different output size for " + g.str());
+  EMBER_CHECK(out_h == g.p && out_w == g.q, ShapeError,
+              "conv2d (cuda): cuDNN computes a different output size for " + g.str());
 
   constexpr int kMax = 8;
   int found = 0;
@@ -84,7 +88,8 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no forward algorithm for " + g.str());
   p->fwd = fwd[0].algo;
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
+  EMBER_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
   EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-data algorithm for " + g.str());
   p->bwd_data = bd[0].algo;
   for (int i = 0; i < found && gpu_deterministic(); ++i)
@@ -93,7 +98,8 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
       break;
     }
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
+  EMBER_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
   EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-filter algorithm for " + g.str());
   p->bwd_filter = bf[0].algo;
   for (int i = 0; i < found && gpu_deterministic(); ++i)
@@ -103,8 +109,10 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
     }
   size_t a = 0, b = 0, c = 0;
   EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->conv, p->y, p->fwd, &a));
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn(), p->w, p->y, p->conv, p->x, p->bwd_data, &b));
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p->x, p->y, p->conv, p->w, p->bwd_filter, &c));
+  EMBER_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn(), p->w, p->y, p->conv, p->x, p->bwd_data, &b));
+  EMBER_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p->x, p->y, p->conv, p->w, p->bwd_filter, &c));
   p->workspace = std::max({a, b, c});
   return p;
 }
@@ -113,8 +121,9 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, bool, bool>;
   static auto* cache = new PlanCache<Key, Plan>();
-  const Key key{ctx.device(), g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left,
-                gpu_deterministic(), allow_tf32()};
+  const Key key{
+      ctx.device(),        g.n,         g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left,
+      gpu_deterministic(), allow_tf32()};
   return cache->get(key, [&] { return make_plan(ctx, g); });
 }
 
@@ -124,13 +133,13 @@ void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what
 
 // Workspace from the caching allocator (reused after the first step); empty when none is needed.
 Tensor workspace(const Plan& p, int device) {
-  return p.workspace ? Tensor::empty(Shape{static_cast<int64_t>((p.workspace + 3) / 4)}, DType::F32, Device::cuda(device))
-                     : Tensor();
+  return p.workspace
+             ? Tensor::empty(Shape{static_cast<int64_t>((p.workspace + 3) / 4)}, DType::F32, Device::cuda(device))
+             : Tensor();
 }
 const float* cp(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
 }  // namespace
-
 
 void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
@@ -190,9 +199,10 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
 
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
   const Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g);
-  return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " +
-         std::to_string(static_cast<int>(p.bwd_data)) + ", bwd-filter algo " +
-         std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " + std::to_string(p.workspace) + " bytes";
+  return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + "cuDNN fwd algo " +
+         std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " + std::to_string(static_cast<int>(p.bwd_data)) +
+         ", bwd-filter algo " + std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " +
+         std::to_string(p.workspace) + " bytes";
 }
 
 }  // namespace ember::cuda

@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "../../core/tensor.h"
 #include "../../core/cuda/context.h"
+#include "../../core/tensor.h"
 #include "../geometry.h"
 
 namespace ember::cuda {

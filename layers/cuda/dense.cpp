@@ -13,8 +13,9 @@ void check(const Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b
   const Device d = Device::cuda(ctx.device());
   EMBER_CHECK(x.rank() == 2 && w.rank() == 2 && x.dim(1) == w.dim(1) && b.shape() == Shape{w.dim(0)} &&
                   y.shape() == (Shape{x.dim(0), w.dim(0)}),
-              ShapeError, "dense (cuda): x " + x.shape().str() + ", w " + w.shape().str() + ", b " + b.shape().str() +
-                              ", y " + y.shape().str() + " do not fit");
+              ShapeError,
+              "dense (cuda): x " + x.shape().str() + ", w " + w.shape().str() + ", b " + b.shape().str() + ", y " +
+                  y.shape().str() + " do not fit");
   for (const Tensor* t : {&x, &w, &b, &y})
     EMBER_CHECK(t->dtype() == DType::F32 && t->device() == d && t->layout() == Layout::RowMajor, ShapeError,
                 "dense (cuda): expects f32 row-major tensors on " + d.str() + ", got " + t->str());
@@ -28,22 +29,23 @@ void dense_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor&
   const int n = static_cast<int>(x.dim(0)), in = static_cast<int>(x.dim(1)), out = static_cast<int>(w.dim(0));
   const float one = 1.0f, zero = 0.0f;
   // Y(N,O) = X(N,I) W(O,I)^T  <=>  col-major Y^T(O,N) = W(O,I) X^T(I,N)
-  EMBER_CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, cp(w), in, cp(x), in, &zero,
-                                 mp(y), out));
+  EMBER_CUBLAS_CHECK(
+      cublasSgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, cp(w), in, cp(x), in, &zero, mp(y), out));
   bias_activation(ctx, mp(y), cp(b), n, out, relu);
 }
 
 void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
                     Tensor& dw, Tensor& db) {
   check(ctx, x, w, db, dy);
-  EMBER_CHECK(dw.shape() == w.shape() && y.shape() == dy.shape(), ShapeError, "dense (cuda): gradient shapes do not match");
+  EMBER_CHECK(dw.shape() == w.shape() && y.shape() == dy.shape(), ShapeError,
+              "dense (cuda): gradient shapes do not match");
   if (dx) EMBER_CHECK(dx->shape() == x.shape(), ShapeError, "dense (cuda): dx must be " + x.shape().str());
   const int n = static_cast<int>(x.dim(0)), in = static_cast<int>(x.dim(1)), out = static_cast<int>(w.dim(0));
   if (relu) relu_backward(ctx, y, dy, dy);
   const float one = 1.0f, zero = 0.0f;
   // dW(O,I) = dY(N,O)^T X(N,I)  <=>  col-major dW^T(I,O) = X^T(I,N) dY(N,O)
-  EMBER_CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, cp(x), in, cp(dy), out, &zero,
-                                 mp(dw), in));
+  EMBER_CUBLAS_CHECK(
+      cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, cp(x), in, cp(dy), out, &zero, mp(dw), in));
   column_sums(ctx, cp(dy), mp(db), n, out);
   if (dx) {
     // dX(N,I) = dY(N,O) W(O,I)  <=>  col-major dX^T(I,N) = W^T(I,O) dY^T(O,N)
@@ -63,7 +65,8 @@ void matmul(Context& ctx, const Tensor& a, const Tensor& b, Tensor& c) {
   if (m == 0 || n == 0) return;
   const float one = 1.0f, zero = 0.0f;
   // C(M,N) = A(M,K) B(K,N)  <=>  col-major C^T(N,M) = B^T(N,K) A^T(K,M)
-  EMBER_CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, cp(b), n, cp(a), k, &zero, mp(c), n));
+  EMBER_CUBLAS_CHECK(
+      cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, cp(b), n, cp(a), k, &zero, mp(c), n));
 }
 
 }  // namespace ember::cuda

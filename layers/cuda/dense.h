@@ -2,8 +2,8 @@
 // layers/cpu/dense.h (x (N, I), w (O, I) row-major, b (O), y (N, O)).
 #pragma once
 
-#include "../../core/tensor.h"
 #include "../../core/cuda/context.h"
+#include "../../core/tensor.h"
 
 namespace ember::cuda {
 

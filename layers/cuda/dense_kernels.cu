@@ -7,7 +7,8 @@ namespace ember::cuda {
 namespace {
 __global__ void bias_activation_kernel(float* __restrict__ y, const float* __restrict__ bias, int64_t rows, int cols,
                                        bool relu) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * cols; e += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * cols;
+       e += int64_t(gridDim.x) * blockDim.x) {
     const float v = y[e] + bias[e % cols];
     y[e] = relu ? fmaxf(v, 0.0f) : v;
   }

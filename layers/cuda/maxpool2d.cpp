@@ -2,14 +2,13 @@
 // on scheduling. Descriptors per shape, cached.
 #include "maxpool2d.h"
 
+#include <cmath>
 #include <memory>
 #include <tuple>
 
 #include "../../core/cuda/check.h"
-#include "plan_cache.h"
-#include <cmath>
-
 #include "pad.h"
+#include "plan_cache.h"
 #include "relu.h"
 
 namespace ember::cuda {
@@ -57,8 +56,10 @@ std::unique_ptr<Plan> make_plan(const Pool2dShape& g) {
   EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
   EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
   EMBER_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&p->pool));
-  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
-  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.p), i32(g.q)));
+  EMBER_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
+  EMBER_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.p), i32(g.q)));
   EMBER_CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN,
                                                 i32(g.r), i32(g.s), i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
                                                 i32(g.stride_w)));
@@ -111,8 +112,8 @@ void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, con
   }
   Plan& p = plan_for(g);
   const float one = 1.0f, zero = 0.0f;
-  EMBER_CUDNN_CHECK(cudnnPoolingBackward(ctx.dnn(), p.pool, &one, p.y, y.raw(), p.y, dy.raw(), p.x, x.raw(), &zero,
-                                         p.x, dx.raw()));
+  EMBER_CUDNN_CHECK(
+      cudnnPoolingBackward(ctx.dnn(), p.pool, &one, p.y, y.raw(), p.y, dy.raw(), p.x, x.raw(), &zero, p.x, dx.raw()));
   if (relu_input) relu_backward(ctx, x, dx, dx);  // x is the ReLU's output: zero where it was <= 0
 }
 

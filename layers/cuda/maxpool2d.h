@@ -4,8 +4,8 @@
 // as the CPU path does.
 #pragma once
 
-#include "../../core/tensor.h"
 #include "../../core/cuda/context.h"
+#include "../../core/tensor.h"
 #include "../geometry.h"
 
 namespace ember::cuda {

@@ -1,8 +1,8 @@
 // The layers' op table of the CUDA module (layers/cuda_ops.h): each entry finds the context of
 // its tensors' device and calls the op.
 #include "../../core/cuda/check.h"
-#include "../cuda_ops.h"
 #include "../../core/cuda/context.h"
+#include "../cuda_ops.h"
 #include "conv2d.h"
 #include "dense.h"
 #include "maxpool2d.h"
@@ -18,11 +18,12 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
       conv2d_forward(context_of(x), g, x, w, b, y);
     };
     a.conv2d_backward = [](const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                           Tensor* dx, Tensor& dw, Tensor& db, bool premasked) {
-      conv2d_backward(context_of(x), g, x, w, y, dy, dx, dw, db, premasked);
-    };
+                           Tensor* dx, Tensor& dw, Tensor& db,
+                           bool premasked) { conv2d_backward(context_of(x), g, x, w, y, dy, dx, dw, db, premasked); };
     a.conv2d_kernel_info = [](int device, const Conv2dShape& g) { return conv2d_kernel_info(context(device), g); };
-    a.maxpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y) { maxpool2d_forward(context_of(x), g, x, y); };
+    a.maxpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y) {
+      maxpool2d_forward(context_of(x), g, x, y);
+    };
     a.maxpool2d_backward = [](const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
                               bool relu_input) { maxpool2d_backward(context_of(x), g, x, y, dy, dx, relu_input); };
     a.dense_forward = [](const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y) {

@@ -19,8 +19,8 @@ __global__ void relu_backward_kernel(const float* y, const float* dy, float* dx,
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)); }
 
 void check_pair(const Tensor& a, const Tensor& b, const Context& ctx, const char* what) {
-  EMBER_CHECK(a.shape() == b.shape() && a.layout() == b.layout() && a.dtype() == DType::F32 && b.dtype() == DType::F32 &&
-                  a.device() == Device::cuda(ctx.device()) && b.device() == a.device(),
+  EMBER_CHECK(a.shape() == b.shape() && a.layout() == b.layout() && a.dtype() == DType::F32 &&
+                  b.dtype() == DType::F32 && a.device() == Device::cuda(ctx.device()) && b.device() == a.device(),
               ShapeError, std::string("relu (cuda): ") + what + ": " + a.str() + " vs " + b.str());
 }
 }  // namespace

@@ -1,8 +1,8 @@
 // ReLU on the GPU: same contract as layers/cpu/relu.h, on the device's stream.
 #pragma once
 
-#include "../../core/tensor.h"
 #include "../../core/cuda/context.h"
+#include "../../core/tensor.h"
 
 namespace ember::cuda {
 

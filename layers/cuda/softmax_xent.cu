@@ -103,15 +103,18 @@ __global__ void correct_rows(const float* __restrict__ z, const int32_t* __restr
 
 void check(const Tensor& logits, const Tensor& labels, const Context& ctx) {
   const Device d = Device::cuda(ctx.device());
-  EMBER_CHECK(logits.rank() == 2 && logits.dtype() == DType::F32 && logits.device() == d &&
-                  logits.layout() == Layout::RowMajor,
-              ShapeError, "softmax cross-entropy (cuda): logits must be f32 (N, K) on " + d.str() + ", got " + logits.str());
-  EMBER_CHECK(labels.shape() == Shape{logits.dim(0)} && labels.dtype() == DType::I32 && labels.device() == d, ShapeError,
+  EMBER_CHECK(
+      logits.rank() == 2 && logits.dtype() == DType::F32 && logits.device() == d && logits.layout() == Layout::RowMajor,
+      ShapeError, "softmax cross-entropy (cuda): logits must be f32 (N, K) on " + d.str() + ", got " + logits.str());
+  EMBER_CHECK(labels.shape() == Shape{logits.dim(0)} && labels.dtype() == DType::I32 && labels.device() == d,
+              ShapeError,
               "softmax cross-entropy (cuda): labels must be i32 (" + std::to_string(logits.dim(0)) + ",) on " +
                   d.str() + ", got " + labels.str());
 }
 
-unsigned blocks(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 4096))); }
+unsigned blocks(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 4096)));
+}
 }  // namespace
 
 float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs) {
@@ -146,8 +149,8 @@ void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& l
   EMBER_CHECK(probs.shape() == logits.shape() && probs.device() == logits.device(), ShapeError,
               "softmax cross-entropy (cuda): probs must match logits");
   EMBER_CHECK(sums.numel() == 8 && sums.dtype() == DType::F32 && sums.device() == logits.device(), ShapeError,
-              "softmax cross-entropy (cuda): the metric sums must be 8 f32 (4 doubles) on " +
-                  logits.device().str() + ", got " + sums.str());
+              "softmax cross-entropy (cuda): the metric sums must be 8 f32 (4 doubles) on " + logits.device().str() +
+                  ", got " + sums.str());
   const int64_t n = logits.dim(0), k = logits.dim(1);
   if (n == 0) return;
   // Scratch through the caching allocator: the same size every step, so reused (no cudaMalloc).
@@ -155,9 +158,9 @@ void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& l
   auto* row_loss = static_cast<double*>(scratch.raw());
   double* row_ok = row_loss + n;
   auto* acc = static_cast<double*>(sums.raw());
-  xent_rows<<<blocks(n), kThreads, 0, ctx.stream()>>>(static_cast<const float*>(logits.raw()),
-                                                      static_cast<const int32_t*>(labels.raw()),
-                                                      static_cast<float*>(probs.raw()), row_loss, row_ok, acc + 2, n, k);
+  xent_rows<<<blocks(n), kThreads, 0, ctx.stream()>>>(
+      static_cast<const float*>(logits.raw()), static_cast<const int32_t*>(labels.raw()),
+      static_cast<float*>(probs.raw()), row_loss, row_ok, acc + 2, n, k);
   EMBER_CUDA_CHECK(cudaGetLastError());
   reduce_add2<<<1, kThreads, 0, ctx.stream()>>>(row_loss, row_ok, n, acc);
   EMBER_CUDA_CHECK(cudaGetLastError());

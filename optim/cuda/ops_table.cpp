@@ -1,6 +1,5 @@
 // The optimizers' op table of the CUDA module (optim/cuda_ops.h).
 #include "../cuda_ops.h"
-
 #include "adam.h"
 #include "sgd.h"
 
