@@ -15,6 +15,7 @@
 #include "apps/cli.h"
 #include "apps/reference_cnn.h"
 #include "core/logger.h"
+#include "distribute/fault_injection.h"
 #include "ember.h"
 
 namespace {
@@ -170,8 +171,8 @@ int run(const Args& a) {
   if (!a.inject_fault.empty()) {
     const auto colon = a.inject_fault.find(':');
     const bool hang = a.inject_fault.ends_with(":hang");
-    strategy->inject_fault(std::stoi(a.inject_fault.substr(0, colon)), std::stoll(a.inject_fault.substr(colon + 1)),
-                           hang);
+    detail::inject_fault(*strategy, std::stoi(a.inject_fault.substr(0, colon)),
+                         std::stoll(a.inject_fault.substr(colon + 1)), hang);
   }
   Sequential& model = strategy->model();
   TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};

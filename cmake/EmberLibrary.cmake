@@ -24,8 +24,8 @@ set(EMBER_SOURCES
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
   optim/adam.cpp optim/cuda_ops.cpp optim/optimizer.cpp optim/sgd.cpp optim/cpu/adam.cpp optim/cpu/sgd.cpp
   data/cuda_ops.cpp data/dataloader.cpp data/dataset.cpp data/cpu/gather.cpp data/idx.cpp data/mnist.cpp
-  distribute/local_communicator.cpp distribute/mirrored_gpu.cpp distribute/multiworker.cpp distribute/nccl_communicator.cpp
-  distribute/replica_step.cpp distribute/strategy.cpp
+  distribute/communicator.cpp distribute/data_parallel.cpp distribute/local_communicator.cpp distribute/multiworker.cpp distribute/nccl_communicator.cpp
+  distribute/strategy.cpp
 )
 if(EMBER_HAVE_MPI)
   list(APPEND EMBER_SOURCES distribute/mpi_communicator.cpp)

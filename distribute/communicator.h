@@ -1,10 +1,13 @@
-// Communicator: the collectives data-parallel training needs, over one flat f32 buffer.
+// Communicator: the one collective interface of data-parallel training, over the flat f32
+// buffers of this process's members (N local members, M processes).
 //
 // Implementations (one per transport, chosen by the Strategy):
-//   LocalCommunicator  N replicas on threads of one process (CPU replicas; tests)
+//   host group         N CPU replicas of one process driven by one thread: a sum in member
+//                      order (Mirrored on CPUs; distribute/local_communicator.h)
+//   LocalCommunicator  one member per thread of one process (tests; MultiWorker without MPI)
 //   MpiCommunicator    one rank per process, MPI_Allreduce on host buffers (multiworker, CPU)
-//   NcclCommunicator   GPU buffers: one per GPU of a process, or one per process across
-//                      processes (distribute/nccl_communicator.h)
+//   NcclCommunicator   GPU buffers: all GPUs of a process in one object (one NCCL group per
+//                      call), or one per process across processes (distribute/nccl_communicator.h)
 // Every collective must be entered by all members in the same order and gives up after
 // `timeout` with a CollectiveError naming the collective, the step and who is missing, instead
 // of hanging. The host communicators block until the collective is done; the NCCL one queues
@@ -15,6 +18,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "../core/error.h"
@@ -30,15 +34,31 @@ class CollectiveError : public Error {
 class Communicator {
  public:
   virtual ~Communicator() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual std::string name() const = 0;  // "local threads", "MPI", ...
-  // buf (f32, contiguous) = sum over members of their buf, in place. The order of the sum is
-  // fixed (member 0 first), so results are reproducible run to run.
-  virtual void all_reduce_sum(Tensor& buf) = 0;
-  // buf = root's buf on every member.
-  virtual void broadcast(Tensor& buf, int root) = 0;
+  virtual int rank() const = 0;                 // the global index of this process's first member
+  virtual int size() const = 0;                 // members in all processes together
+  virtual int local_size() const { return 1; }  // members in this process: buffers per call
+  virtual std::string name() const = 0;         // "host sum", "local threads", "MPI", "NCCL"
+
+  // bufs[i] is local member i's buffer (local_size() of them; f32, contiguous, all one size).
+  // Afterwards every buffer holds the sum over all members, added in member order (member 0
+  // first), so results are reproducible run to run. ArgumentError for a wrong buffer count.
+  void all_reduce_sum(std::span<Tensor* const> bufs);
+  void all_reduce_sum(Tensor& buf) {
+    Tensor* b = &buf;
+    all_reduce_sum(std::span<Tensor* const>(&b, 1));
+  }
+  // Every buffer = member `root`'s (a global member index).
+  void broadcast(std::span<Tensor* const> bufs, int root);
+  void broadcast(Tensor& buf, int root) {
+    Tensor* b = &buf;
+    broadcast(std::span<Tensor* const>(&b, 1), root);
+  }
   virtual void barrier() = 0;
+  // Waits (bounded) until every collective queued so far is done. The host communicators are
+  // done when a call returns; NCCL queues its calls on the buffers' streams.
+  virtual void wait() {}
+  // Seconds inside collectives so far: host time, or for NCCL the device time of those waited for.
+  virtual double busy_seconds() const { return busy_seconds_; }
   // Tells the other members this one failed (reason is passed on); never throws.
   virtual void abort(const std::string& reason) noexcept = 0;
 
@@ -48,8 +68,13 @@ class Communicator {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  protected:
+  // The transport's part; the buffer count is checked already.
+  virtual void do_all_reduce_sum(std::span<Tensor* const> bufs) = 0;
+  virtual void do_broadcast(std::span<Tensor* const> bufs, int root) = 0;
+
   int64_t step_ = -1;
   std::chrono::milliseconds timeout_{60000};
+  double busy_seconds_ = 0;
 };
 
 }  // namespace ember

@@ -1,6 +1,7 @@
 // Thread-local collectives (see local_communicator.h).
 #include "local_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ember {
@@ -51,7 +52,8 @@ void LocalCommunicator::publish(Tensor& buf, const char* what) {
   group_->sizes_[static_cast<size_t>(rank_)] = buf.numel();
 }
 
-void LocalCommunicator::all_reduce_sum(Tensor& buf) {
+void LocalCommunicator::do_all_reduce_sum(std::span<Tensor* const> bufs) {
+  Tensor& buf = *bufs[0];
   publish(buf, "all_reduce");
   group_->arrive_and_wait(rank_, "all_reduce", step_, timeout_);  // every buffer published
   const int n = group_->size();
@@ -74,8 +76,8 @@ void LocalCommunicator::all_reduce_sum(Tensor& buf) {
   group_->arrive_and_wait(rank_, "all_reduce", step_, timeout_);  // every slice written
 }
 
-void LocalCommunicator::broadcast(Tensor& buf, int root) {
-  EMBER_CHECK(root >= 0 && root < size(), ArgumentError, "broadcast: root out of range");
+void LocalCommunicator::do_broadcast(std::span<Tensor* const> bufs, int root) {
+  Tensor& buf = *bufs[0];
   publish(buf, "broadcast");
   group_->arrive_and_wait(rank_, "broadcast", step_, timeout_);
   const float* src = group_->buffers_[static_cast<size_t>(root)];
@@ -108,6 +110,49 @@ std::vector<std::unique_ptr<Communicator>> make_local_communicators(int n) {
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < n; ++r) out.push_back(std::make_unique<LocalCommunicator>(group, r));
   return out;
+}
+
+namespace {
+class HostGroup : public Communicator {
+ public:
+  explicit HostGroup(int n) : n_(n) {}
+  int rank() const override { return 0; }
+  int size() const override { return n_; }
+  int local_size() const override { return n_; }
+  std::string name() const override { return "host sum"; }
+  void barrier() override {}
+  void abort(const std::string&) noexcept override {}
+
+ protected:
+  void do_all_reduce_sum(std::span<Tensor* const> bufs) override {
+    check(bufs, "all_reduce");
+    const int64_t len = bufs[0]->numel();
+    float* acc = bufs[0]->f32();
+    for (size_t r = 1; r < bufs.size(); ++r) {
+      const float* b = bufs[r]->f32();
+      for (int64_t i = 0; i < len; ++i) acc[i] += b[i];
+    }
+    for (size_t r = 1; r < bufs.size(); ++r) std::copy(acc, acc + len, bufs[r]->f32());
+  }
+  void do_broadcast(std::span<Tensor* const> bufs, int root) override {
+    check(bufs, "broadcast");
+    for (size_t r = 0; r < bufs.size(); ++r)
+      if (static_cast<int>(r) != root) bufs[r]->copy_from(*bufs[static_cast<size_t>(root)]);
+  }
+
+ private:
+  static void check(std::span<Tensor* const> bufs, const char* what) {
+    for (const Tensor* t : bufs)
+      EMBER_CHECK(t->dtype() == DType::F32 && t->device().is_cpu() && t->numel() == bufs[0]->numel(), ArgumentError,
+                  std::string("host sum ") + what + ": expects f32 cpu buffers of one size, got " + t->str());
+  }
+  int n_;
+};
+}  // namespace
+
+std::unique_ptr<Communicator> make_host_group(int n) {
+  EMBER_CHECK(n >= 1, ArgumentError, "host group: needs at least one member");
+  return std::make_unique<HostGroup>(n);
 }
 
 }  // namespace ember

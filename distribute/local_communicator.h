@@ -1,4 +1,5 @@
-// LocalCommunicator: N members on threads of one process, sharing a LocalGroup.
+// LocalCommunicator: N members on threads of one process, sharing a LocalGroup; and the host
+// group, N members of one process driven by one thread.
 // all_reduce_sum: every member publishes its buffer, then member r sums slice r of the buffer
 // over members 0..N-1 (a fixed order: bit-reproducible) and writes the sum back to every
 // member's slice; the work is split N ways like a reduce-scatter + all-gather.
@@ -41,10 +42,12 @@ class LocalCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   std::string name() const override { return "local threads"; }
-  void all_reduce_sum(Tensor& buf) override;
-  void broadcast(Tensor& buf, int root) override;
   void barrier() override;
   void abort(const std::string& reason) noexcept override;
+
+ protected:
+  void do_all_reduce_sum(std::span<Tensor* const> bufs) override;
+  void do_broadcast(std::span<Tensor* const> bufs, int root) override;
 
  private:
   void publish(Tensor& buf, const char* what);
@@ -55,5 +58,10 @@ class LocalCommunicator : public Communicator {
 
 // N communicators sharing one group, for N replica threads.
 std::vector<std::unique_ptr<Communicator>> make_local_communicators(int n);
+
+// One communicator for n CPU members of this process driven by one thread (Mirrored on CPUs):
+// local_size() == size() == n; the sum runs on the calling thread in member order (the same
+// order as LocalCommunicator's, so the two give the same bits); nothing ever waits.
+std::unique_ptr<Communicator> make_host_group(int n);
 
 }  // namespace ember

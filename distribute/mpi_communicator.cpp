@@ -54,13 +54,15 @@ class MpiCommunicator : public Communicator {
   int size() const override { return size_; }
   std::string name() const override { return "MPI"; }
 
-  void all_reduce_sum(Tensor& buf) override {
+  void do_all_reduce_sum(std::span<Tensor* const> bufs) override {
+    Tensor& buf = *bufs[0];
     check(buf, "all_reduce");
     Guard g(*this, "all_reduce");
     EMBER_MPI_CHECK(
         MPI_Allreduce(MPI_IN_PLACE, buf.f32(), static_cast<int>(buf.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
   }
-  void broadcast(Tensor& buf, int root) override {
+  void do_broadcast(std::span<Tensor* const> bufs, int root) override {
+    Tensor& buf = *bufs[0];
     check(buf, "broadcast");
     Guard g(*this, "broadcast");
     EMBER_MPI_CHECK(MPI_Bcast(buf.f32(), static_cast<int>(buf.numel()), MPI_FLOAT, root, MPI_COMM_WORLD));

@@ -34,27 +34,26 @@ const NcclOps* loaded_nccl_api() noexcept {
 }
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(void* handle, int rank, int size, int device, std::chrono::milliseconds timeout)
-    : handle_(handle), rank_(rank), size_(size), device_(device) {
+NcclCommunicator::NcclCommunicator(std::vector<void*> handles, int rank, int size, std::vector<int> devices,
+                                   std::chrono::milliseconds timeout)
+    : handles_(std::move(handles)), rank_(rank), size_(size), devices_(std::move(devices)) {
   timeout_ = timeout;
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (const NcclOps* api = loaded_nccl_api()) api->destroy(handle_);
+  if (const NcclOps* api = loaded_nccl_api())
+    for (void* h : handles_) api->destroy(h);
 }
 
-std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_local(const std::vector<int>& devices,
-                                                                              std::chrono::milliseconds timeout) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create_local(const std::vector<int>& devices,
+                                                                 std::chrono::milliseconds timeout) {
+  EMBER_CHECK(!devices.empty(), ArgumentError, "NCCL: a communicator needs at least one GPU");
   for (int d : devices) require_gpu(d);
   const NcclOps& api = nccl_api();
   std::vector<void*> handles;
   api.init_all(devices, &handles);
-  std::vector<std::unique_ptr<NcclCommunicator>> out;
   const int n = static_cast<int>(devices.size());
-  for (int i = 0; i < n; ++i)
-    out.emplace_back(
-        new NcclCommunicator(handles[static_cast<size_t>(i)], i, n, devices[static_cast<size_t>(i)], timeout));
-  return out;
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(handles), 0, n, devices, timeout));
 }
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create_across(Communicator& bootstrap, int device,
@@ -70,67 +69,41 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create_across(Communicator& 
   id.assign(static_cast<const char*>(carrier.raw()), 128);
   void* h = api.init_rank(id, bootstrap.size(), bootstrap.rank(), device, timeout.count());
   return std::unique_ptr<NcclCommunicator>(
-      new NcclCommunicator(h, bootstrap.rank(), bootstrap.size(), device, timeout));
-}
-
-std::vector<void*> NcclCommunicator::handles(std::span<NcclCommunicator* const> members) {
-  EMBER_CHECK(!members.empty(), ArgumentError, "NCCL: a collective needs at least one member");
-  std::vector<void*> h;
-  for (auto* m : members) h.push_back(m->handle_);
-  return h;
+      new NcclCommunicator({h}, bootstrap.rank(), bootstrap.size(), {device}, timeout));
 }
 
 template <typename Fn>
-void NcclCommunicator::with_context(std::span<NcclCommunicator* const> members, const char* what, Fn&& fn) {
+void NcclCommunicator::with_context(const char* what, Fn&& fn) {
   try {
     fn();
   } catch (const CollectiveError& e) {
-    throw CollectiveError("step " + std::to_string(members.front()->step_) + ": " + e.what());
+    throw CollectiveError("step " + std::to_string(step_) + ": " + e.what());
   } catch (const NcclError& e) {
-    throw NcclError(std::string(what) + " at step " + std::to_string(members.front()->step_) + ": " + e.what());
+    throw NcclError(std::string(what) + " at step " + std::to_string(step_) + ": " + e.what());
   }
 }
 
-void NcclCommunicator::all_reduce_sum(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs) {
-  const std::vector<void*> h = handles(members);
-  with_context(members, "all_reduce", [&] {
-    nccl_api().all_reduce_sum(h, std::vector<Tensor*>(bufs.begin(), bufs.end()), members.front()->timeout_.count());
+void NcclCommunicator::do_all_reduce_sum(std::span<Tensor* const> bufs) {
+  with_context("all_reduce", [&] {
+    nccl_api().all_reduce_sum(handles_, std::vector<Tensor*>(bufs.begin(), bufs.end()), timeout_.count());
   });
 }
 
-void NcclCommunicator::broadcast(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs, int root) {
-  const std::vector<void*> h = handles(members);
-  with_context(members, "broadcast", [&] {
-    nccl_api().broadcast(h, std::vector<Tensor*>(bufs.begin(), bufs.end()), root, members.front()->timeout_.count());
+void NcclCommunicator::do_broadcast(std::span<Tensor* const> bufs, int root) {
+  with_context("broadcast", [&] {
+    nccl_api().broadcast(handles_, std::vector<Tensor*>(bufs.begin(), bufs.end()), root, timeout_.count());
   });
-}
-
-void NcclCommunicator::wait(std::span<NcclCommunicator* const> members) {
-  const std::vector<void*> h = handles(members);
-  with_context(members, "wait", [&] { nccl_api().wait(h, members.front()->timeout_.count()); });
-}
-
-void NcclCommunicator::all_reduce_sum(Tensor& buf) {
-  NcclCommunicator* self = this;
-  Tensor* b = &buf;
-  all_reduce_sum(std::span(&self, 1), std::span(&b, 1));
-}
-
-void NcclCommunicator::broadcast(Tensor& buf, int root) {
-  NcclCommunicator* self = this;
-  Tensor* b = &buf;
-  broadcast(std::span(&self, 1), std::span(&b, 1), root);
 }
 
 void NcclCommunicator::wait() {
-  NcclCommunicator* self = this;
-  wait(std::span(&self, 1));
+  with_context("wait", [&] { nccl_api().wait(handles_, timeout_.count()); });
 }
 
-double NcclCommunicator::busy_seconds() const { return nccl_api().busy_seconds(handle_); }
+double NcclCommunicator::busy_seconds() const { return nccl_api().busy_seconds(handles_.front()); }
 
 void NcclCommunicator::abort(const std::string&) noexcept {
-  if (const NcclOps* api = loaded_nccl_api()) api->abort(handle_);
+  if (const NcclOps* api = loaded_nccl_api())
+    for (void* h : handles_) api->abort(h);
 }
 
 }  // namespace ember::detail

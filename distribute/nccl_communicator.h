@@ -18,11 +18,12 @@ namespace ember::detail {
 
 class NcclCommunicator : public Communicator {
  public:
-  // One member per GPU of this process (ncclCommInitAll); member i works on devices[i] and
-  // has rank i. Throws DeviceError in a build without NCCL or without those GPUs.
-  static std::vector<std::unique_ptr<NcclCommunicator>> create_local(const std::vector<int>& devices,
-                                                                     std::chrono::milliseconds timeout);
-  // This process's member of a communicator spanning processes: rank and size from
+  // Every GPU of this process in one object (ncclCommInitAll): member i works on devices[i] and
+  // is rank i; each call is one NCCL group over all of them. Throws DeviceError in a build
+  // without NCCL or without those GPUs.
+  static std::unique_ptr<NcclCommunicator> create_local(const std::vector<int>& devices,
+                                                        std::chrono::milliseconds timeout);
+  // This process's one member of a communicator spanning processes: rank and size from
   // `bootstrap` (MPI), which also carries NCCL's unique id from rank 0 to the others.
   static std::unique_ptr<NcclCommunicator> create_across(Communicator& bootstrap, int device,
                                                          std::chrono::milliseconds timeout);
@@ -32,32 +33,30 @@ class NcclCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_size() const override { return static_cast<int>(handles_.size()); }
   std::string name() const override { return "NCCL"; }
-  int device() const { return device_; }
-  void all_reduce_sum(Tensor& buf) override;
-  void broadcast(Tensor& buf, int root) override;
-  void barrier() override { wait(); }  // every member's queued collectives done
+  const std::vector<int>& devices() const { return devices_; }
+  void barrier() override { wait(); }  // every queued collective done
   void abort(const std::string& reason) noexcept override;
-  // Waits (bounded) until this member's last collective has run on the device.
-  void wait();
-  // Device time spent in this member's collectives that have been waited for.
-  double busy_seconds() const;
+  // Waits (bounded) until the last collective has run on every member's device.
+  void wait() override;
+  // Device time spent in the collectives waited for so far (on the first member's GPU).
+  double busy_seconds() const override;
 
-  // The collectives for several members of this process at once, in one NCCL group (how one
-  // thread drives all GPUs of a Mirrored strategy): bufs[i] belongs to members[i].
-  static void all_reduce_sum(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs);
-  static void broadcast(std::span<NcclCommunicator* const> members, std::span<Tensor* const> bufs, int root);
-  static void wait(std::span<NcclCommunicator* const> members);
+ protected:
+  void do_all_reduce_sum(std::span<Tensor* const> bufs) override;
+  void do_broadcast(std::span<Tensor* const> bufs, int root) override;
 
  private:
-  NcclCommunicator(void* handle, int rank, int size, int device, std::chrono::milliseconds timeout);
-  static std::vector<void*> handles(std::span<NcclCommunicator* const> members);
+  NcclCommunicator(std::vector<void*> handles, int rank, int size, std::vector<int> devices,
+                   std::chrono::milliseconds timeout);
   // Runs fn, adding the step to the message of a collective that failed or timed out.
   template <typename Fn>
-  static void with_context(std::span<NcclCommunicator* const> members, const char* what, Fn&& fn);
+  void with_context(const char* what, Fn&& fn);
 
-  void* handle_;
-  int rank_, size_, device_;
+  std::vector<void*> handles_;  // one per local member, owned
+  int rank_, size_;
+  std::vector<int> devices_;
 };
 
 }  // namespace ember::detail

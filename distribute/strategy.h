@@ -1,12 +1,13 @@
 // Strategy: how a model is trained across devices and processes (design.md, "Distribution").
 //   Default       one replica in this process
-//   Mirrored      N replicas in this process (CPU replicas on threads, or one per GPU driven
-//                 by one thread): each step's global batch is split evenly, gradients are
-//                 averaged with one all-reduce (in-process, or one grouped NCCL call), every
-//                 replica runs the same optimizer step
+//   Mirrored      N replicas in this process (on CPUs, or one per GPU), driven by one thread:
+//                 each step's global batch is split evenly, gradients are averaged with one
+//                 all-reduce (a host sum, or one grouped NCCL call), every replica runs the
+//                 same optimizer step
 //   MultiWorker   one replica per process, launched by mpirun/srun; MPI gives rank and size
 //                 and reduces CPU gradients (GPU ones: NCCL, bootstrapped by MPI); each rank
 //                 reads its own shard of every batch
+// Mirrored and MultiWorker are configurations of one data-parallel step (data_parallel.h).
 // All give the same update as one replica on the same global batch (tests/test_distribute.cpp).
 #pragma once
 
@@ -14,7 +15,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../layers/sequential.h"
@@ -54,29 +54,15 @@ class Strategy {
   // Loads a checkpoint into every local replica (each rank reads the file itself).
   virtual TrainingState load(const std::string& path) { return model().load(path); }
   const StrategyStats& stats() const { return stats_; }
-  // Fault injection for tests of failure handling: replica (or rank) `replica` throws at the
-  // start of training step `step` (counted from 0 over the whole fit), or, with `hang`, stops
-  // responding there (sleeps for an hour) so that the others' collectives must time out.
-  void inject_fault(int replica, int64_t step, bool hang = false) {
-    fault_replica_ = replica;
-    fault_step_ = step;
-    fault_hangs_ = hang;
-  }
 
  protected:
-  void maybe_fail(int replica, int64_t step) const {
-    if (replica != fault_replica_ || step != fault_step_) return;
-    if (fault_hangs_) std::this_thread::sleep_for(std::chrono::hours(1));
-    throw Error("injected fault in replica " + std::to_string(replica) + " at step " + std::to_string(step));
-  }
   StrategyStats stats_;
-  int fault_replica_ = -1;
-  int64_t fault_step_ = -1;
-  bool fault_hangs_ = false;
 };
 
 std::unique_ptr<Strategy> make_default_strategy();
-// N replicas on CPU threads of this process; OpenMP threads are shared out between them.
+// N CPU replicas of this process, driven by one thread (each op uses every OpenMP thread);
+// gradients are summed on the host in replica order. `timeout` is kept for the interface: a
+// host sum never waits.
 std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas,
                                                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
 // One replica per GPU of this process: `gpus` are CUDA device indices (each at most once);

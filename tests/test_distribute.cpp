@@ -8,9 +8,10 @@
 #include <atomic>
 #include <thread>
 
+#include "distribute/data_parallel.h"
+#include "distribute/fault_injection.h"
 #include "distribute/local_communicator.h"
 #include "distribute/nccl_communicator.h"
-#include "distribute/replica_step.h"
 #include "test_util.h"
 
 namespace ember {
@@ -201,7 +202,7 @@ TEST(Mirrored, UnevenBatchAndBadReplicaCountsAreErrors) {
 TEST(Mirrored, AFailingReplicaEndsTheStepNamingIt) {
   auto s = make_mirrored_cpu_strategy(2, std::chrono::seconds(30));
   s->build(small_recipe(1));
-  s->inject_fault(/*replica=*/1, /*step=*/3);
+  detail::inject_fault(*s, /*member=*/1, /*step=*/3);
   FitOptions o;
   o.batch_size = 16;
   o.verbose = 0;
@@ -214,7 +215,7 @@ TEST(Mirrored, AFailingReplicaEndsTheStepNamingIt) {
     EXPECT_NE(m.find("replica 1"), std::string::npos) << m;
     EXPECT_NE(m.find("step 3"), std::string::npos) << m;
   }
-  // Replica 0 was waiting in the all-reduce: the abort woke it long before the 30 s timeout.
+  // One thread drives both replicas: the fault ends the step at once, nothing waits for it.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
@@ -225,29 +226,33 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-// --- One thread driving every replica (the GPU strategy's logic), checked on CPU replicas ------
+// --- One data-parallel step: Mirrored (N replicas, one thread) and MultiWorker (one replica per
+// process; here one per thread over the thread communicator) are configurations of it ---------
 
-// The strategy behind make_mirrored_gpu_strategy, run with CPU devices and the host group: the
-// same shards, weights and reduction order as the threaded CPU strategy, so with one OpenMP
-// thread per replica on both sides (the same kernels), the same bits.
-TEST(OneThreadMirrored, EqualsThreadedCpuReplicasBitForBit) {
+// Mirrored on N CPU replicas driven by one thread, and MultiWorker with N members on threads
+// (LocalCommunicator standing in for MPI): the same shards, weights and reduction order, so
+// with one OpenMP thread per replica on both sides (the same kernels), the same bits.
+TEST(DataParallel, MirroredEqualsMultiWorkerOnThreadsBitForBit) {
   set_num_threads(1);
   const Dataset d = classes_dataset(400, 1);  // 400 / 32: an uneven last batch too
   for (int n : {2, 4}) {
-    const std::vector<float> threaded = train_with(make_mirrored_cpu_strategy(n), d, 32, 50);
-    const std::vector<float> one =
-        train_with(detail::make_one_thread_mirrored(std::vector<Device>(static_cast<size_t>(n), Device::cpu()),
-                                                    detail::make_host_replica_group()),
-                   d, 32, 50);
-    EXPECT_EQ(max_diff(one, threaded), 0.0) << n << " replicas";
+    const std::vector<float> one = train_with(make_mirrored_cpu_strategy(n), d, 32, 50);
+    auto comms = make_local_communicators(n);
+    std::vector<std::vector<float>> threaded(static_cast<size_t>(n));
+    on_threads(n, [&](int r) {
+      set_num_threads(1);  // OpenMP's thread count is per thread
+      std::shared_ptr<Communicator> world = std::move(comms[static_cast<size_t>(r)]);
+      threaded[static_cast<size_t>(r)] = train_with(detail::make_multiworker_strategy(world), d, 32, 50);
+    });
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(max_diff(one, threaded[static_cast<size_t>(r)]), 0.0) << n << " replicas, member " << r;
   }
   set_num_threads(0);
 }
 
-TEST(OneThreadMirrored, ReportsMetricsStatsAndFaults) {
-  auto s = detail::make_one_thread_mirrored({Device::cpu(), Device::cpu(), Device::cpu()},
-                                            detail::make_host_replica_group());
-  EXPECT_NE(s->name().find("3 replicas"), std::string::npos) << s->name();
+TEST(DataParallel, ReportsMetricsStatsAndFaults) {
+  auto s = make_mirrored_cpu_strategy(3);
+  EXPECT_NE(s->name().find("3 cpu replicas"), std::string::npos) << s->name();
   s->build(small_recipe(1));
   auto ref = make_default_strategy();
   ref->build(small_recipe(1));
@@ -269,7 +274,8 @@ TEST(OneThreadMirrored, ReportsMetricsStatsAndFaults) {
   o.batch_size = 32;
   EXPECT_THROW(s->fit(d, o), ArgumentError);  // 32 does not split over 3
   o.batch_size = 30;
-  s->inject_fault(/*replica=*/2, /*step=*/1);
+  detail::inject_fault(*s, /*member=*/2, /*step=*/1);
+  EXPECT_THROW(detail::inject_fault(*make_default_strategy(), 0, 0), ArgumentError);
   try {
     s->fit(d, o);
     FAIL() << "expected the injected fault";
@@ -301,20 +307,19 @@ TEST(Nccl, AllReduceAndBroadcastOverEveryLocalGpu) {
   if (n == 0) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
   std::vector<int> devices;
   for (const GpuInfo& g : cuda_status().gpus) devices.push_back(g.index);
-  auto comms = detail::NcclCommunicator::create_local(devices, std::chrono::seconds(30));
-  std::vector<detail::NcclCommunicator*> members;
+  auto comm = detail::NcclCommunicator::create_local(devices, std::chrono::seconds(30));
+  EXPECT_EQ(comm->local_size(), n);
   std::vector<Tensor> bufs;
   std::vector<Tensor*> ptrs;
   const int64_t len = 1000;  // values r+1 and i: sums are small integers, exact in float
   for (int r = 0; r < n; ++r) {
-    members.push_back(comms[static_cast<size_t>(r)].get());
     Tensor h = Tensor::empty(Shape{len});
     for (int64_t i = 0; i < len; ++i) h.f32()[i] = static_cast<float>((r + 1) * (i % 7));
     bufs.push_back(h.to(Device::cuda(devices[static_cast<size_t>(r)])));
   }
   for (auto& b : bufs) ptrs.push_back(&b);
-  detail::NcclCommunicator::all_reduce_sum(members, ptrs);
-  detail::NcclCommunicator::wait(members);
+  comm->all_reduce_sum(ptrs);
+  comm->wait();
   const float total = static_cast<float>(n * (n + 1) / 2);
   for (int r = 0; r < n; ++r) {
     const std::vector<float> v = bufs[static_cast<size_t>(r)].to_vector();
@@ -325,10 +330,10 @@ TEST(Nccl, AllReduceAndBroadcastOverEveryLocalGpu) {
   for (int64_t i = 0; i < len; ++i) root.f32()[i] = static_cast<float>(i) * 0.5f;
   bufs.back() = root.to(Device::cuda(devices.back()));
   ptrs.back() = &bufs.back();
-  detail::NcclCommunicator::broadcast(members, ptrs, n - 1);
-  detail::NcclCommunicator::wait(members);
+  comm->broadcast(ptrs, n - 1);
+  comm->wait();
   for (int r = 0; r < n; ++r) EXPECT_EQ(bufs[static_cast<size_t>(r)].to_vector(), root.to_vector()) << r;
-  EXPECT_GE(comms[0]->busy_seconds(), 0.0);
+  EXPECT_GE(comm->busy_seconds(), 0.0);
 }
 
 // The multi-process path (non-blocking communicators from a unique id, as MultiWorker builds

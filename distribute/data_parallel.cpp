@@ -1,0 +1,228 @@
+// The data-parallel step and DataParallelStrategy (see data_parallel.h). On GPUs nothing in a
+// step waits for the device except NCCL's bounded wait for the previous step's all-reduce
+// (nccl_communicator.h), so the host stays at most one step ahead.
+#include "data_parallel.h"
+
+#include <chrono>
+#include <thread>
+
+#include "../core/cuda_module.h"
+
+namespace ember::detail {
+
+std::unique_ptr<Sequential> build_replica(const ModelRecipe& recipe, Device device) {
+  auto m = std::make_unique<Sequential>();
+  recipe.add_layers(*m);
+  m->build(recipe.input_shape, recipe.seed);
+  m->compile(recipe.make_optimizer());
+  m->to(device);
+  return m;
+}
+
+void weight_gradients(Tensor& grads, int64_t shard, int64_t global) {
+  if (shard == 0) {
+    grads.fill(0.0f);
+    return;
+  }
+  const float w = static_cast<float>(shard) / static_cast<float>(global);
+  if (grads.device().is_cuda()) {
+    require_cuda_module("GPU gradients").scale(grads, w);
+    return;
+  }
+  float* g = grads.f32();
+  for (int64_t i = 0; i < grads.numel(); ++i) g[i] *= w;
+}
+
+namespace {
+void maybe_fail(const FaultPlan& fault, int member, int64_t step) {
+  if (member != fault.member || step != fault.step) return;
+  if (fault.hang) std::this_thread::sleep_for(std::chrono::hours(1));
+  throw Error("injected fault in replica " + std::to_string(member) + " at step " + std::to_string(step));
+}
+}  // namespace
+
+void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, std::span<const Device> devices,
+                        std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
+                        Communicator& gradients, int64_t step, const FaultPlan& fault) {
+  gradients.set_step(step);
+  std::vector<Tensor*> grads;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    const int member = gradients.rank() + static_cast<int>(i);
+    Sequential& m = *replicas[i];
+    try {
+      maybe_fail(fault, member, step);
+      const int64_t rows = shards[i].x.dim(0);
+      if (rows > 0) m.compute_gradients(shards[i].x, shards[i].y, sums[i]);
+      weight_gradients(m.grads(), rows, global);
+    } catch (const std::exception& e) {
+      throw Error("replica " + std::to_string(member) + " (" + devices[i].str() + ") failed at step " +
+                  std::to_string(step) + ": " + e.what());
+    }
+    grads.push_back(&m.grads());
+  }
+  gradients.all_reduce_sum(grads);  // host transports: done here; NCCL: queued on the GPUs
+  for (const auto& m : replicas) m->apply_gradients();
+}
+
+EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset& data, int64_t batch_size) {
+  DataLoader loader(data, {.batch_size = std::max<int64_t>(batch_size, comm.size()),
+                           .shuffle = false,
+                           .seed = 0,
+                           .num_shards = comm.size(),
+                           .shard = comm.rank(),
+                           .device = model.device()});
+  loader.start_epoch(0);
+  Batch b;
+  SoftmaxCrossEntropy loss;
+  MetricSums sums(model.device());
+  int64_t seen = 0;
+  while (loader.next(b)) {
+    const int64_t n = b.x.dim(0);
+    if (n == 0) continue;
+    loss.forward(model.forward(b.x, false), b.y, sums);
+    seen += n;
+  }
+  const MetricSums::Values v = sums.read();
+  Tensor t = Tensor::empty(Shape{3}, DType::F32, Device::cpu());
+  t.f32()[0] = static_cast<float>(v.loss_sum);
+  t.f32()[1] = static_cast<float>(v.correct);  // counts <= 2^24 stay exact
+  t.f32()[2] = static_cast<float>(seen);
+  comm.all_reduce_sum(t);
+  return {t.f32()[0] / t.f32()[2], t.f32()[1] / t.f32()[2], static_cast<int64_t>(t.f32()[2])};
+}
+
+DataParallelStrategy::DataParallelStrategy(DataParallelConfig config) : config_(std::move(config)) {}
+
+DataParallelStrategy::~DataParallelStrategy() = default;
+
+std::string DataParallelStrategy::name() const {
+  if (config_.world) {
+    const bool nccl = gradients_ && gradients_ != config_.world;
+    return config_.kind + " (" + std::to_string(config_.world->size()) + " ranks, " + (nccl ? "NCCL over MPI" : "MPI") +
+           ")";
+  }
+  const auto& d = config_.devices;
+  if (std::all_of(d.begin(), d.end(), [](const Device& x) { return x.is_cpu(); }))
+    return config_.kind + " (" + std::to_string(d.size()) + " cpu replicas)";
+  std::string list;
+  for (const Device& x : d) list += (list.empty() ? "" : ",") + x.str();
+  return config_.kind + " (" + std::to_string(d.size()) + " replicas on " + list + ", NCCL)";
+}
+
+int DataParallelStrategy::num_replicas() const {
+  if (gradients_) return gradients_->size();
+  return config_.world ? config_.world->size() : static_cast<int>(config_.devices.size());
+}
+
+void DataParallelStrategy::build(const ModelRecipe& recipe) {
+  replicas_.clear();
+  gradients_ = config_.connect(recipe, config_.devices);
+  for (const Device& d : config_.devices) replicas_.push_back(build_replica(recipe, d));
+  // Every replica is built from the same seed, so they already agree; the broadcast makes it
+  // so whatever the recipe does.
+  std::vector<Tensor*> params;
+  for (auto& m : replicas_) params.push_back(&m->params());
+  gradients_->broadcast(params, 0);
+  gradients_->wait();
+}
+
+Sequential& DataParallelStrategy::model() {
+  EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
+  return *replicas_[0];
+}
+
+TrainingState DataParallelStrategy::load(const std::string& path) {
+  TrainingState st = model().load(path);
+  for (size_t r = 1; r < replicas_.size(); ++r) replicas_[r]->load(path);
+  return st;
+}
+
+EvalResult DataParallelStrategy::evaluate(const Dataset& data, int64_t batch_size) {
+  if (config_.world) return sharded_evaluate(model(), *config_.world, data, batch_size);
+  return model().evaluate(data, batch_size);
+}
+
+History DataParallelStrategy::fit(const Dataset& train, const FitOptions& options, const Dataset* validation) {
+  EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
+  Communicator& comm = *gradients_;
+  const int members = comm.size();
+  EMBER_CHECK(options.batch_size % members == 0, ArgumentError,
+              config_.kind + ": the global batch size " + std::to_string(options.batch_size) +
+                  " does not split evenly over " + std::to_string(members) + " " + config_.unit);
+  stats_ = {};
+  // One loader per local replica: each builds its shard on its replica's device (on a GPU from
+  // the data set held there).
+  const size_t local = replicas_.size();
+  std::vector<std::unique_ptr<DataLoader>> loaders;
+  std::vector<MetricSums> sums;
+  for (size_t i = 0; i < local; ++i) {
+    const Device d = config_.devices[i];
+    loaders.push_back(std::make_unique<DataLoader>(train, DataLoaderOptions{.batch_size = options.batch_size,
+                                                                            .shuffle = options.shuffle,
+                                                                            .seed = options.seed,
+                                                                            .num_shards = members,
+                                                                            .shard = comm.rank() + static_cast<int>(i),
+                                                                            .device = d}));
+    sums.emplace_back(d);
+  }
+  const double busy0 = comm.busy_seconds();
+  int64_t step = 0;
+  std::vector<Batch> shards(local);
+  FitLoopHooks hooks;
+  hooks.begin_epoch = [&](int epoch) {
+    for (size_t i = 1; i < local; ++i) loaders[i]->start_epoch(epoch);
+    for (auto& s : sums) s.reset();
+  };
+  hooks.step = [&](const Batch& b0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    shards[0] = b0;
+    for (size_t i = 1; i < local; ++i)
+      EMBER_CHECK(loaders[i]->next(shards[i]), Error,
+                  config_.kind + ": replica " + std::to_string(i) + "'s loader ran out before replica 0's");
+    if (config_.world) config_.world->set_step(step);
+    try {
+      data_parallel_step(replicas_, config_.devices, shards, b0.global_size, sums, comm, step, fault);
+    } catch (const std::exception& e) {
+      if (config_.world) config_.world->abort(e.what());  // ends every rank
+      throw;
+    }
+    ++step;
+    int64_t rows = 0;
+    for (const Batch& s : shards) rows += s.x.dim(0);
+    stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return StepResult{.samples = rows};
+  };
+  hooks.epoch_totals = [&] {
+    StepResult t;
+    for (const auto& s : sums) {
+      const MetricSums::Values v = s.read();  // waits for that device's queued work
+      t.loss_sum += v.loss_sum;
+      t.correct += v.correct;
+    }
+    comm.wait();
+    stats_.allreduce_seconds = comm.busy_seconds() - busy0;
+    return t;
+  };
+  if (config_.world)
+    hooks.reduce_epoch = [&](const StepResult& mine) {
+      Tensor t = Tensor::empty(Shape{3}, DType::F32, Device::cpu());
+      t.f32()[0] = static_cast<float>(mine.loss_sum);
+      t.f32()[1] = static_cast<float>(mine.correct);
+      t.f32()[2] = static_cast<float>(mine.samples);
+      config_.world->all_reduce_sum(t);
+      return StepResult{t.f32()[0], static_cast<int64_t>(t.f32()[1]), static_cast<int64_t>(t.f32()[2])};
+    };
+  hooks.evaluate = [&](const Dataset& d, int64_t bs) { return evaluate(d, bs); };
+  hooks.print = options.verbose > 0 && is_chief();
+  return fit_loop(*loaders[0], options, validation, hooks);
+}
+
+void inject_fault(Strategy& strategy, int member, int64_t step, bool hang) {
+  auto* dp = dynamic_cast<DataParallelStrategy*>(&strategy);
+  EMBER_CHECK(
+      dp != nullptr, ArgumentError,
+      "inject_fault: the " + strategy.name() + " strategy has no replicas to fail (use mirrored or multiworker)");
+  dp->fault = FaultPlan{member, step, hang};
+}
+
+}  // namespace ember::detail
