@@ -285,7 +285,8 @@ int main(int argc, char** argv) {
   app.add_option("--strategy", a.strategy,
                  "default (one replica), mirrored (replicas in this process), multiworker (one per MPI rank)")
       ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
-  app.add_option("--replicas", a.replicas, "CPU replicas on threads for --strategy mirrored --device cpu")
+  app.add_option("--replicas", a.replicas,
+                 "CPU replicas for --strategy mirrored --device cpu (one thread drives them all)")
       ->check(CLI::Range(1, 256));
   app.add_option("--gpus", a.gpus, "GPUs for --strategy mirrored, e.g. 0,1 (default: every usable GPU)")
       ->check([](const std::string& s) {

@@ -18,7 +18,7 @@ namespace ember::detail {
 // The version of this table's layout and of every folder's op table reached through it. The
 // module and libember must agree on it exactly: a module built from other sources is refused
 // with a message naming both versions, never called through a mismatched table.
-inline constexpr uint32_t kCudaModuleAbi = 2;
+inline constexpr uint32_t kCudaModuleAbi = 3;
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op
@@ -40,6 +40,8 @@ struct CudaModuleApi {
   // Tensor::fill and in-place scaling of an f32 tensor on its device's stream.
   void (*fill)(Tensor& t, float value);
   void (*scale)(Tensor& t, float factor);
+  // Tensor::zero: every byte 0 (any dtype), on the device's stream.
+  void (*zero)(Tensor& t);
   // Blocks until every op queued on `device` is done (and reports an asynchronous error).
   void (*synchronize)(int device);
   // The op table of the folder `owner` ("layers", "optim", "data", "nccl"); null when the

@@ -19,6 +19,8 @@ size_t dtype_size(DType t) {
       return 4;
     case DType::U8:
       return 1;
+    case DType::F64:
+      return 8;
   }
   return 0;
 }
@@ -31,6 +33,8 @@ const char* dtype_name(DType t) {
       return "i32";
     case DType::U8:
       return "u8";
+    case DType::F64:
+      return "f64";
   }
   return "?";
 }
@@ -109,6 +113,8 @@ static constexpr DType dtype_of() {
     return DType::F32;
   else if constexpr (std::is_same_v<T, int32_t>)
     return DType::I32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
   else
     return DType::U8;
 }
@@ -129,9 +135,11 @@ const T* Tensor::data() const {
 template float* Tensor::data<float>();
 template int32_t* Tensor::data<int32_t>();
 template uint8_t* Tensor::data<uint8_t>();
+template double* Tensor::data<double>();
 template const float* Tensor::data<float>() const;
 template const int32_t* Tensor::data<int32_t>() const;
 template const uint8_t* Tensor::data<uint8_t>() const;
+template const double* Tensor::data<double>() const;
 
 void* Tensor::raw() const {
   EMBER_CHECK(defined(), Error, "access to an undefined tensor");
@@ -223,6 +231,9 @@ void Tensor::copy_from(const Tensor& src) {
     case DType::U8:
       permute_4d(src.data<uint8_t>(), data<uint8_t>(), n, c, h, w, to_nhwc);
       break;
+    case DType::F64:
+      permute_4d(src.data<double>(), data<double>(), n, c, h, w, to_nhwc);
+      break;
   }
 }
 
@@ -242,6 +253,15 @@ void Tensor::fill(float value) {
   float* p = f32();
   const int64_t n = numel();
   for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void Tensor::zero() {
+  const size_t bytes = static_cast<size_t>(numel()) * dtype_size(dtype_);
+  if (device_.is_cuda()) {
+    detail::require_cuda_module("zero a tensor on " + device_.str()).zero(*this);
+    return;
+  }
+  if (bytes > 0) std::memset(raw(), 0, bytes);
 }
 
 std::vector<float> Tensor::to_vector() const {

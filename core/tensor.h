@@ -20,7 +20,7 @@
 
 namespace ember {
 
-enum class DType { F32, I32, U8 };
+enum class DType { F32, I32, U8, F64 };  // F64: metric sums (exact counts), not activations
 enum class Layout { RowMajor, NHWC };
 
 size_t dtype_size(DType t);
@@ -107,6 +107,7 @@ class Tensor {
   Tensor clone() const;
 
   void fill(float value);                // F32 only; on a GPU queued on its stream (no wait)
+  void zero();                           // every element 0, any dtype; on a GPU queued (no wait)
   std::vector<float> to_vector() const;  // F32, returned in row-major logical order
   std::string str() const;               // "Tensor(f32, (64, 10), row-major, cpu)"
 

@@ -3,6 +3,7 @@
 // (nccl_communicator.h), so the host stays at most one step ahead.
 #include "data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -98,8 +99,8 @@ DataParallelStrategy::~DataParallelStrategy() = default;
 std::string DataParallelStrategy::name() const {
   if (config_.world) {
     const bool nccl = gradients_ && gradients_ != config_.world;
-    return config_.kind + " (" + std::to_string(config_.world->size()) + " ranks, " + (nccl ? "NCCL over MPI" : "MPI") +
-           ")";
+    return config_.kind + " (" + std::to_string(config_.world->size()) + " ranks, " + (nccl ? "NCCL over " : "") +
+           config_.world->name() + ")";
   }
   const auto& d = config_.devices;
   if (std::all_of(d.begin(), d.end(), [](const Device& x) { return x.is_cpu(); }))
@@ -165,7 +166,16 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
                                                                             .device = d}));
     sums.emplace_back(d);
   }
+  // The gradient all-reduces' time: where the gradients go over the world itself (MultiWorker on
+  // CPUs), the world's metric and evaluation reductions are taken out again (`not_gradients`).
   const double busy0 = comm.busy_seconds();
+  double not_gradients = 0;
+  auto on_world = [&](auto&& fn) {
+    const double b = comm.busy_seconds();
+    auto r = fn();
+    if (config_.world.get() == &comm) not_gradients += comm.busy_seconds() - b;
+    return r;
+  };
   int64_t step = 0;
   std::vector<Batch> shards(local);
   FitLoopHooks hooks;
@@ -183,7 +193,7 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
     try {
       data_parallel_step(replicas_, config_.devices, shards, b0.global_size, sums, comm, step, fault);
     } catch (const std::exception& e) {
-      if (config_.world) config_.world->abort(e.what());  // ends every rank
+      if (config_.world) config_.world->abort("step " + std::to_string(step) + ": " + e.what());  // ends every rank
       throw;
     }
     ++step;
@@ -200,7 +210,7 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
       t.correct += v.correct;
     }
     comm.wait();
-    stats_.allreduce_seconds = comm.busy_seconds() - busy0;
+    stats_.allreduce_seconds = comm.busy_seconds() - busy0 - not_gradients;
     return t;
   };
   if (config_.world)
@@ -209,10 +219,13 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
       t.f32()[0] = static_cast<float>(mine.loss_sum);
       t.f32()[1] = static_cast<float>(mine.correct);
       t.f32()[2] = static_cast<float>(mine.samples);
-      config_.world->all_reduce_sum(t);
+      on_world([&] {
+        config_.world->all_reduce_sum(t);
+        return 0;
+      });
       return StepResult{t.f32()[0], static_cast<int64_t>(t.f32()[1]), static_cast<int64_t>(t.f32()[2])};
     };
-  hooks.evaluate = [&](const Dataset& d, int64_t bs) { return evaluate(d, bs); };
+  hooks.evaluate = [&](const Dataset& d, int64_t bs) { return on_world([&] { return evaluate(d, bs); }); };
   hooks.print = options.verbose > 0 && is_chief();
   return fit_loop(*loaders[0], options, validation, hooks);
 }
@@ -222,6 +235,9 @@ void inject_fault(Strategy& strategy, int member, int64_t step, bool hang) {
   EMBER_CHECK(
       dp != nullptr, ArgumentError,
       "inject_fault: the " + strategy.name() + " strategy has no replicas to fail (use mirrored or multiworker)");
+  // With every replica driven by this process's one thread there is no one left to notice.
+  EMBER_CHECK(!hang || dp->spans_processes(), ArgumentError,
+              "inject_fault: a hang needs another process to notice it (multiworker)");
   dp->fault = FaultPlan{member, step, hang};
 }
 

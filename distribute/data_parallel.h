@@ -58,6 +58,7 @@ class DataParallelStrategy final : public Strategy {
   std::string name() const override;
   int num_replicas() const override;
   int rank() const override { return config_.world ? config_.world->rank() : 0; }
+  bool spans_processes() const { return config_.world != nullptr; }
   void build(const ModelRecipe& recipe) override;
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation) override;
   EvalResult evaluate(const Dataset& data, int64_t batch_size) override;

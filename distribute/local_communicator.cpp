@@ -127,12 +127,17 @@ class HostGroup : public Communicator {
   void do_all_reduce_sum(std::span<Tensor* const> bufs) override {
     check(bufs, "all_reduce");
     const int64_t len = bufs[0]->numel();
-    float* acc = bufs[0]->f32();
-    for (size_t r = 1; r < bufs.size(); ++r) {
-      const float* b = bufs[r]->f32();
-      for (int64_t i = 0; i < len; ++i) acc[i] += b[i];
+    const size_t n = bufs.size();
+    std::vector<float*> b(n);
+    for (size_t r = 0; r < n; ++r) b[r] = bufs[r]->f32();
+      // Each element summed in member order (the same bits as LocalCommunicator), elements split
+      // over the OpenMP threads.
+#pragma omp parallel for schedule(static) if (len > 65536)
+    for (int64_t i = 0; i < len; ++i) {
+      float s = b[0][i];
+      for (size_t r = 1; r < n; ++r) s += b[r][i];
+      for (size_t r = 0; r < n; ++r) b[r][i] = s;
     }
-    for (size_t r = 1; r < bufs.size(); ++r) std::copy(acc, acc + len, bufs[r]->f32());
   }
   void do_broadcast(std::span<Tensor* const> bufs, int root) override {
     check(bufs, "broadcast");

@@ -33,7 +33,7 @@ struct ModelRecipe {
 };
 
 struct StrategyStats {
-  double allreduce_seconds = 0;  // in gradient all-reduces during the last fit (replica 0)
+  double allreduce_seconds = 0;  // in gradient all-reduces during the last fit (NCCL: device time)
   double step_seconds = 0;       // in whole training steps during the last fit
 };
 

@@ -30,6 +30,8 @@ const char* st_dtype(DType t) {
       return "I32";
     case DType::U8:
       return "U8";
+    case DType::F64:
+      return "F64";
   }
   return "?";
 }

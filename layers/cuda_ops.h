@@ -26,7 +26,6 @@ struct LayerCudaOps {
   void (*matmul)(const Tensor& a, const Tensor& b, Tensor& c);
   void (*relu_forward)(const Tensor& x, Tensor& y);
   void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
-  float (*softmax_xent_forward)(const Tensor& logits, const Tensor& labels, Tensor& probs);
   void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
   int64_t (*count_correct)(const Tensor& logits, const Tensor& labels);
   void (*softmax_xent_accumulate)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);

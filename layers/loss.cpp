@@ -1,6 +1,7 @@
 // Softmax cross-entropy loss and accuracy.
 #include "loss.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "../core/dispatch.h"
@@ -10,11 +11,13 @@
 
 namespace ember {
 
-float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
-  ensure(probs_, logits.shape(), DType::F32, logits.device());
-  labels_ = labels;
-  if (detail::on_gpu(logits)) return detail::layer_cuda_ops().softmax_xent_forward(logits, labels, probs_);
-  return cpu::softmax_xent_forward(logits, labels, probs_);
+float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, int64_t* correct) {
+  if (!own_sums_ || own_sums_->device() != logits.device()) own_sums_ = std::make_unique<MetricSums>(logits.device());
+  own_sums_->reset();
+  forward(logits, labels, *own_sums_);
+  const MetricSums::Values v = own_sums_->read();
+  if (correct) *correct = v.correct;
+  return static_cast<float>(v.loss_sum / static_cast<double>(std::max<int64_t>(logits.dim(0), 1)));
 }
 
 const Tensor& SoftmaxCrossEntropy::backward() {
@@ -39,17 +42,17 @@ void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, Me
   }
   const double n = static_cast<double>(logits.dim(0));
   const double loss = static_cast<double>(cpu::softmax_xent_forward(logits, labels, probs_)) * n;
-  auto* acc = static_cast<double*>(sums.buffer().raw());
+  double* acc = sums.buffer().data<double>();
   acc[0] += loss;
   acc[1] += static_cast<double>(cpu::count_correct(logits, labels));
 }
 
-MetricSums::MetricSums(Device device) : buf_(Tensor::zeros(Shape{8}, DType::F32, device)) {}
+MetricSums::MetricSums(Device device) : buf_(Tensor::zeros(Shape{kSlots}, DType::F64, device)) {}
 
-void MetricSums::reset() { buf_.fill(0.0f); }  // all-zero bits: four doubles 0.0
+void MetricSums::reset() { buf_.zero(); }  // on a GPU queued, no wait
 
 MetricSums::Values MetricSums::read() const {
-  double host[4];
+  double host[kSlots];
   if (buf_.device().is_cpu()) {
     std::memcpy(host, buf_.raw(), sizeof host);
   } else {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "../core/tensor.h"
 
@@ -23,8 +24,9 @@ class MetricSums {
   // [0, classes) since then (the CPU path throws at once, in forward()).
   Values read() const;
   Device device() const { return buf_.device(); }
-  // Four doubles (loss sum, correct, invalid-label flag, spare) in an f32 tensor of 8.
+  // f64 (4): the loss sum, the correct count, an invalid-label flag, and a spare slot.
   Tensor& buffer() { return buf_; }
+  static constexpr int64_t kSlots = 4;
 
  private:
   Tensor buf_;
@@ -32,11 +34,12 @@ class MetricSums {
 
 class SoftmaxCrossEntropy {
  public:
-  // Returns the mean loss and keeps what backward() needs.
-  float forward(const Tensor& logits, const Tensor& labels);
-  // The same, but adds the batch's loss sum and correct count to `sums` (on the logits'
-  // device) instead of returning them: no host synchronisation on a GPU.
+  // Adds the batch's loss sum and correct count to `sums` (on the logits' device) and keeps
+  // what backward() needs: no host synchronisation on a GPU.
   void forward(const Tensor& logits, const Tensor& labels, MetricSums& sums);
+  // The same through sums of its own, read back: returns the batch's mean loss (and, when
+  // `correct` is given, its correct count). Synchronises with a GPU.
+  float forward(const Tensor& logits, const Tensor& labels, int64_t* correct = nullptr);
   // d(mean loss)/d(logits), written (=); valid until the next forward.
   const Tensor& backward();
   // Softmax probabilities of the last forward.
@@ -44,6 +47,7 @@ class SoftmaxCrossEntropy {
 
  private:
   Tensor probs_, labels_, dlogits_;
+  std::unique_ptr<MetricSums> own_sums_;  // for the float-returning forward
 };
 
 // Rows of `logits` whose argmax equals the label.

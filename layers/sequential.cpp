@@ -137,8 +137,7 @@ void Sequential::backward(const Tensor& dlogits) {
 
 float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
   const Tensor& logits = forward(x, true);
-  const float loss = loss_.forward(logits, labels);
-  if (correct) *correct = count_correct(logits, labels);
+  const float loss = loss_.forward(logits, labels, correct);  // the MetricSums path, read back
   backward(loss_.backward());
   return loss;
 }

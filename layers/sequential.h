@@ -108,7 +108,8 @@ class Sequential {
   float compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
   // The two above, adding the batch's loss sum and correct count to `sums` (on the model's
   // device) instead of returning them: on a GPU the step then queues its work and returns
-  // without waiting for the device (fit() reads the sums only when it prints).
+  // without waiting for the device (fit() reads the sums only when it prints). The float
+  // versions are these with sums of the loss's own, read back (one mechanism).
   void train_step(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void apply_gradients();

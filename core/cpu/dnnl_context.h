@@ -8,7 +8,7 @@
 namespace ember::cpu {
 
 dnnl::engine& dnnl_engine();
-dnnl::stream& dnnl_stream();  // one per calling thread (CPU replicas run on threads)
+dnnl::stream& dnnl_stream();  // one per calling thread (multiworker tests run members on threads)
 
 }  // namespace ember::cpu
 

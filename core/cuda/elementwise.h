@@ -1,5 +1,5 @@
 // Small element-wise kernels on a device's stream: the GPU side of Tensor::fill and of the
-// gradient weighting of data-parallel steps (distribute/replica_step.cpp).
+// gradient weighting of data-parallel steps (distribute/data_parallel.cpp).
 #pragma once
 
 #include <cstdint>

@@ -150,6 +150,10 @@ void fill_core_entries(::ember::detail::CudaModuleApi& api) {
     EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "scale: f32 only, got " + t.str());
     scale(context_of(t), static_cast<float*>(t.raw()), t.numel(), factor);
   };
+  api.zero = [](Tensor& t) {
+    const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+    if (bytes > 0) EMBER_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, bytes, context_of(t).stream()));
+  };
   api.synchronize = [](int device) { context(device).synchronize(); };
 }
 

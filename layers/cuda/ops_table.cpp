@@ -34,9 +34,6 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.matmul = [](const Tensor& x, const Tensor& w, Tensor& y) { matmul(context_of(x), x, w, y); };
     a.relu_forward = [](const Tensor& x, Tensor& y) { relu_forward(context_of(x), x, y); };
     a.relu_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) { relu_backward(context_of(y), y, dy, dx); };
-    a.softmax_xent_forward = [](const Tensor& z, const Tensor& y, Tensor& p) {
-      return softmax_xent_forward(context_of(z), z, y, p);
-    };
     a.softmax_xent_backward = [](const Tensor& p, const Tensor& y, Tensor& d) {
       softmax_xent_backward(context_of(p), p, y, d);
     };

@@ -148,9 +148,9 @@ void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& l
   check(logits, labels, ctx);
   EMBER_CHECK(probs.shape() == logits.shape() && probs.device() == logits.device(), ShapeError,
               "softmax cross-entropy (cuda): probs must match logits");
-  EMBER_CHECK(sums.numel() == 8 && sums.dtype() == DType::F32 && sums.device() == logits.device(), ShapeError,
-              "softmax cross-entropy (cuda): the metric sums must be 8 f32 (4 doubles) on " + logits.device().str() +
-                  ", got " + sums.str());
+  EMBER_CHECK(sums.numel() == 4 && sums.dtype() == DType::F64 && sums.device() == logits.device(), ShapeError,
+              "softmax cross-entropy (cuda): the metric sums must be 4 f64 on " + logits.device().str() + ", got " +
+                  sums.str());
   const int64_t n = logits.dim(0), k = logits.dim(1);
   if (n == 0) return;
   // Scratch through the caching allocator: the same size every step, so reused (no cudaMalloc).
