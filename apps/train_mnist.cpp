@@ -175,7 +175,7 @@ int run(const Args& a) {
                          std::stoll(a.inject_fault.substr(colon + 1)), hang);
   }
   Sequential& model = strategy->model();
-  TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
+  TrainingState state{.epochs_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
   if (!a.resume.empty()) {
     state = strategy->load(a.resume);
     if (a.seed_given && state.seed != a.seed)

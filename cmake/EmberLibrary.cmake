@@ -5,7 +5,7 @@
 # scripts/check_layering.py checks that this list is exactly what ember.h reaches.
 set(EMBER_PUBLIC_HEADERS
   ember.h
-  core/caching_allocator.h core/device.h core/error.h core/log.h core/rng.h core/runtime.h core/shape.h
+  core/caching_allocator.h core/device.h core/error.h core/log.h core/rng.h core/runtime.h core/safetensors.h core/shape.h
   core/tensor.h
   data/dataloader.h data/dataset.h data/idx.h data/mnist.h
   distribute/communicator.h distribute/strategy.h
@@ -15,7 +15,7 @@ set(EMBER_PUBLIC_HEADERS
 )
 
 set(EMBER_SOURCES
-  core/caching_allocator.cpp core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/shape.cpp core/tensor.cpp
+  core/caching_allocator.cpp core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/safetensors.cpp core/shape.cpp core/tensor.cpp
   core/cpu/cpu_check.cpp core/cpu/dnnl_context.cpp core/cpu/gemm.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
   layers/cuda_ops.cpp layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/geometry.cpp layers/progress.cpp layers/relu.cpp

@@ -116,6 +116,26 @@ TEST_F(Checkpoint, ModelAndOptimizerRoundTrip) {
   EXPECT_NE(raw.metadata.at("optimizer").find("\"beta2\""), std::string::npos);
 }
 
+// Files written before the format dropped "batches_done" (always 0: runs resume at epoch
+// boundaries) still load, and the key is not mistaken for caller metadata.
+TEST_F(Checkpoint, FilesWithTheLegacyBatchesDoneKeyStillLoad) {
+  Sequential a = small_cnn();
+  a.build(Shape{1, 8, 8}, 1);
+  a.compile(std::make_unique<Adam>());
+  a.save(path("new.safetensors"), TrainingState{.epochs_done = 2, .seed = 5, .batch_size = 8, .extra = {}});
+  SafeTensors raw = read_safetensors(path("new.safetensors"));
+  EXPECT_EQ(raw.metadata.count("batches_done"), 0u);
+  raw.metadata["batches_done"] = "0";  // as every file written up to 56b7723 has it
+  write_safetensors(path("old.safetensors"), raw);
+  Sequential b = small_cnn();
+  b.build(Shape{1, 8, 8}, 2);
+  b.compile(std::make_unique<Adam>());
+  const TrainingState st = b.load(path("old.safetensors"));
+  EXPECT_EQ(b.params().to_vector(), a.params().to_vector());
+  EXPECT_EQ(st.epochs_done, 2);
+  EXPECT_TRUE(st.extra.empty());
+}
+
 TEST_F(Checkpoint, ResumeEqualsAnUninterruptedRunBitForBit) {
   const Dataset train = synthetic(100, 3);
   FitOptions fo;

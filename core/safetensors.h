@@ -1,0 +1,37 @@
+// The safetensors format (readable by PyTorch's safetensors and others):
+//   [8 bytes: little-endian u64 header length N][N bytes: JSON header][raw little-endian data]
+// The header maps each tensor name to {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}
+// (offsets into the data section) and holds "__metadata__": a string-to-string map.
+// Writes are atomic: a temporary file in the same directory is written, fsync'ed and renamed
+// over the target. Reads validate sizes, header, dtypes and offsets before returning anything.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "error.h"
+#include "tensor.h"
+
+namespace ember {
+
+class CheckpointError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
+// A raw safetensors file: named tensors (F32 / I32 / U8) and metadata.
+struct SafeTensors {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Writes atomically (temp file + fsync + rename). Throws IoError on any failure; the target is
+// then untouched. `fail_after_bytes` >= 0 simulates a crash after that many bytes (tests).
+void write_safetensors(const std::string& path, const SafeTensors& st, int64_t fail_after_bytes = -1);
+// Reads and validates a file; throws CheckpointError naming the file and what is wrong.
+SafeTensors read_safetensors(const std::string& path);
+
+}  // namespace ember
