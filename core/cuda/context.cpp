@@ -10,6 +10,23 @@
 
 namespace ember::cuda {
 
+namespace {
+// A library handle made by `create` and bound to a stream by `bind`; destroyed again when the
+// binding fails, so nothing leaks on that path.
+template <typename Handle, typename CreateFn, typename BindFn, typename DestroyFn>
+Handle create_bound(CreateFn create, BindFn bind, DestroyFn destroy) {
+  Handle h = nullptr;
+  create(&h);
+  try {
+    bind(h);
+  } catch (...) {
+    destroy(h);
+    throw;
+  }
+  return h;
+}
+}  // namespace
+
 Context::Context(int device) : device_(device) {
   EMBER_CUDA_CHECK(cudaSetDevice(device));
   EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -19,15 +36,9 @@ cublasHandle_t Context::blas() {
   std::lock_guard lock(mu_);
   if (!blas_) {
     EMBER_CUDA_CHECK(cudaSetDevice(device_));
-    cublasHandle_t h = nullptr;
-    EMBER_CUBLAS_CHECK(cublasCreate(&h));
-    try {
-      EMBER_CUBLAS_CHECK(cublasSetStream(h, stream_));
-    } catch (...) {
-      cublasDestroy(h);
-      throw;
-    }
-    blas_ = h;
+    blas_ = create_bound<cublasHandle_t>([](cublasHandle_t* h) { EMBER_CUBLAS_CHECK(cublasCreate(h)); },
+                                         [&](cublasHandle_t h) { EMBER_CUBLAS_CHECK(cublasSetStream(h, stream_)); },
+                                         cublasDestroy);
     blas_tf32_ = !allow_tf32();  // forces the math mode to be set below
   }
   // Float32 results match the CPU path: no TF32 unless allowed (core/runtime.h). Checked on
@@ -43,15 +54,9 @@ cudnnHandle_t Context::dnn() {
   std::lock_guard lock(mu_);
   if (!dnn_) {
     EMBER_CUDA_CHECK(cudaSetDevice(device_));
-    cudnnHandle_t h = nullptr;
-    EMBER_CUDNN_CHECK(cudnnCreate(&h));
-    try {
-      EMBER_CUDNN_CHECK(cudnnSetStream(h, stream_));
-    } catch (...) {
-      cudnnDestroy(h);
-      throw;
-    }
-    dnn_ = h;
+    dnn_ = create_bound<cudnnHandle_t>([](cudnnHandle_t* h) { EMBER_CUDNN_CHECK(cudnnCreate(h)); },
+                                       [&](cudnnHandle_t h) { EMBER_CUDNN_CHECK(cudnnSetStream(h, stream_)); },
+                                       cudnnDestroy);
   }
   return dnn_;
 }

@@ -9,19 +9,22 @@
 namespace ember::cpu {
 
 namespace {
-void check(const Tensor& logits, const Tensor& labels) {
+// logits (or probs) f32 (N, K) row-major on the CPU, labels i32 (N), and `out` of logits' shape.
+void check(const Tensor& logits, const Tensor& labels, const Tensor& out, const char* out_name) {
   EMBER_CHECK(logits.rank() == 2 && logits.dtype() == DType::F32 && logits.layout() == Layout::RowMajor &&
                   logits.device().is_cpu(),
               ShapeError, "softmax cross-entropy (cpu): logits must be f32 (N, K) on cpu, got " + logits.str());
   EMBER_CHECK(
       labels.shape() == Shape{logits.dim(0)} && labels.dtype() == DType::I32, ShapeError,
       "softmax cross-entropy (cpu): labels must be i32 (" + std::to_string(logits.dim(0)) + ",), got " + labels.str());
+  EMBER_CHECK(out.shape() == logits.shape(), ShapeError,
+              std::string("softmax cross-entropy (cpu): ") + out_name + " must be " + logits.shape().str() + ", got " +
+                  out.shape().str());
 }
 }  // namespace
 
 float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs) {
-  check(logits, labels);
-  EMBER_CHECK(probs.shape() == logits.shape(), ShapeError, "softmax cross-entropy (cpu): probs must match logits");
+  check(logits, labels, probs, "probs");
   const int64_t n = logits.dim(0), k = logits.dim(1);
   const float* z = logits.f32();
   const int32_t* y = labels.data<int32_t>();
@@ -49,8 +52,7 @@ float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& p
 }
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
-  check(probs, labels);
-  EMBER_CHECK(dlogits.shape() == probs.shape(), ShapeError, "softmax cross-entropy (cpu): dlogits must match probs");
+  check(probs, labels, dlogits, "dlogits");
   const int64_t n = probs.dim(0), k = probs.dim(1);
   const float* p = probs.f32();
   const int32_t* y = labels.data<int32_t>();
@@ -63,7 +65,7 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dl
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  check(logits, labels);
+  check(logits, labels, logits, "logits");
   const int64_t n = logits.dim(0), k = logits.dim(1);
   const float* z = logits.f32();
   const int32_t* y = labels.data<int32_t>();

@@ -8,6 +8,7 @@
 
 #include "../../core/cuda/check.h"
 #include "../../core/runtime.h"
+#include "cudnn_desc.h"
 #include "pad.h"
 #include "plan_cache.h"
 #include "relu.h"
@@ -17,20 +18,13 @@ namespace ember::cuda {
 namespace {
 
 struct Plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+  TensorDesc x, y, bias;
+  FilterDesc w;
+  ConvDesc conv;
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t workspace = 0;
-  ~Plan() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (bias) cudnnDestroyTensorDescriptor(bias);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
-  }
 };
 
 int i32(int64_t v) { return static_cast<int>(v); }
@@ -59,16 +53,9 @@ Tensor pad_input(Context& ctx, const Conv2dShape& g, const Tensor& x) {
 std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   EMBER_CHECK(!asymmetric(g), Error, "conv2d (cuda): internal: an asymmetric plan for " + g.str());
   auto p = std::make_unique<Plan>();
-  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
-  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
-  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->bias));
-  EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-  EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
-  EMBER_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
-  EMBER_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.k), i32(g.p), i32(g.q)));
-  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(g.k), 1, 1));
+  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w));
+  p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q));
+  p->bias = nchw_desc(1, i32(g.k), 1, 1);
   EMBER_CUDNN_CHECK(
       cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
   // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU

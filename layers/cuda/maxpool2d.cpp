@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "../../core/cuda/check.h"
+#include "cudnn_desc.h"
 #include "pad.h"
 #include "plan_cache.h"
 #include "relu.h"
@@ -15,13 +16,8 @@ namespace ember::cuda {
 
 namespace {
 struct Plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnPoolingDescriptor_t pool = nullptr;
-  ~Plan() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (pool) cudnnDestroyPoolingDescriptor(pool);
-  }
+  TensorDesc x, y;
+  PoolDesc pool;
 };
 
 int i32(int64_t v) { return static_cast<int>(v); }
@@ -38,7 +34,7 @@ Pool2dShape padded_valid(const Pool2dShape& g) {
   Pool2dShape v = g;
   v.h = (g.p - 1) * g.stride_h + g.r;
   v.w = (g.q - 1) * g.stride_w + g.s;
-  v.pad_top = v.pad_left = 0;
+  v.pad_top = v.pad_left = v.pad_bottom = v.pad_right = 0;
   return v;
 }
 
@@ -53,13 +49,8 @@ Tensor pad_input(Context& ctx, const Pool2dShape& g, const Tensor& x) {
 
 std::unique_ptr<Plan> make_plan(const Pool2dShape& g) {
   auto p = std::make_unique<Plan>();
-  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
-  EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
-  EMBER_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&p->pool));
-  EMBER_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.h), i32(g.w)));
-  EMBER_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(g.n), i32(g.c), i32(g.p), i32(g.q)));
+  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w));
+  p->y = nchw_desc(i32(g.n), i32(g.c), i32(g.p), i32(g.q));
   EMBER_CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN,
                                                 i32(g.r), i32(g.s), i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
                                                 i32(g.stride_w)));
