@@ -80,7 +80,6 @@ int main(int argc, char** argv) {
           params = params.to(dev);
           grads = Tensor::zeros(params.shape(), DType::F32, dev);
           bind(params, grads);
-          conv.set_device(dev);
         }
         const Tensor x = Tensor::uniform(Shape{n, 3, 128, 128}, 0.0f, 1.0f, 2, dev);
         const Tensor dy = Tensor::uniform(out.with_batch(n), -1e-3f, 1e-3f, 3, dev);

@@ -10,7 +10,7 @@ set(EMBER_PUBLIC_HEADERS
   data/dataloader.h data/dataset.h data/idx.h data/mnist.h
   distribute/communicator.h distribute/strategy.h
   layers/activation.h layers/checkpoint.h layers/conv2d.h layers/dense.h layers/flatten.h layers/layer.h
-  layers/loss.h layers/matmul.h layers/maxpool2d.h layers/geometry.h layers/relu.h layers/sequential.h
+  layers/loss.h layers/matmul.h layers/metrics.h layers/maxpool2d.h layers/geometry.h layers/relu.h layers/sequential.h
   optim/adam.h optim/optimizer.h optim/sgd.h
 )
 
@@ -19,7 +19,8 @@ set(EMBER_SOURCES
   core/cpu/cpu_check.cpp core/cpu/dnnl_context.cpp core/cpu/gemm.cpp core/cpu/host_allocator.cpp
   layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
   layers/cuda_ops.cpp layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/geometry.cpp layers/progress.cpp layers/relu.cpp
-  layers/checkpoint.cpp layers/sequential.cpp layers/training.cpp
+  layers/checkpoint.cpp layers/fit.cpp layers/metrics.cpp layers/sequential.cpp
+  layers/ops/conv2d.cpp layers/ops/dense.cpp layers/ops/maxpool2d.cpp layers/ops/relu.cpp layers/ops/softmax_xent.cpp
   layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/maxpool2d.cpp
   layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
   optim/adam.cpp optim/cuda_ops.cpp optim/optimizer.cpp optim/sgd.cpp optim/cpu/adam.cpp optim/cpu/sgd.cpp

@@ -1,10 +1,8 @@
-// Conv2D layer: geometry, parameters, and the call into the backend.
+// Conv2D layer: geometry and parameters; the backend is ops/conv2d.h's.
 #include "conv2d.h"
 
-#include "../core/dispatch.h"
 #include "../core/error.h"
-#include "cpu/conv2d.h"
-#include "cuda_ops.h"
+#include "ops/conv2d.h"
 
 namespace ember {
 
@@ -41,46 +39,18 @@ const Tensor& Conv2D::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(x.rank() == 4 && x.shape().without_batch() == (Shape{g_.c, g_.h, g_.w}), ShapeError,
               "Conv2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
                   std::to_string(g_.w) + "); given " + x.shape().str());
-  const Conv2dShape g = geometry(x.dim(0));
-  if (detail::on_gpu(x)) {  // cuDNN runs on the row-major (NCHW) activations
-    EMBER_CHECK(x.layout() == Layout::RowMajor, ShapeError, "Conv2D (cuda): expects NCHW input, got " + x.str());
-    x_ = x;
-    ensure(y_, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device());
-    detail::layer_cuda_ops().conv2d_forward(g, x_, params_.at(0), params_.at(1), y_);
-    return y_;
-  }
-  x_ = as_layout(x, Layout::NHWC, x_nhwc_);
-  ensure(y_, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), Layout::NHWC);
-  cpu::conv2d_forward(g, x_, params_.at(0), params_.at(1), y_);
-  return y_;
+  batch_ = x.dim(0);
+  return detail::conv2d_forward(state_, geometry(batch_), x, params_.at(0), params_.at(1));
 }
 
 const Tensor& Conv2D::do_backward(const Tensor& dy) {
-  const Conv2dShape g = geometry(x_.dim(0));
-  if (detail::on_gpu(x_)) {
-    Tensor* gdx = nullptr;
-    if (needs_input_grad_) {
-      ensure(dx_, x_.shape(), DType::F32, x_.device());
-      gdx = &dx_;
-    }
-    detail::layer_cuda_ops().conv2d_backward(g, x_, params_.at(0), y_, dy, gdx, grads_.at(0), grads_.at(1),
-                                             output_grad_premasked_);
-    return gdx ? dx_ : no_input_grad();
-  }
-  const Tensor& g_nhwc = as_layout(dy, Layout::NHWC, dy_nhwc_);
-  Tensor* dx = nullptr;
-  if (needs_input_grad_) {
-    ensure(dx_, x_.shape(), DType::F32, x_.device(), Layout::NHWC);
-    dx = &dx_;
-  }
-  cpu::conv2d_backward(g, x_, params_.at(0), y_, g_nhwc, dx, grads_.at(0), grads_.at(1), output_grad_premasked_);
-  return dx ? dx_ : no_input_grad();
+  const Tensor* dx = detail::conv2d_backward(state_, geometry(batch_), params_.at(0), dy, needs_input_grad_,
+                                             grads_.at(0), grads_.at(1), output_grad_premasked_);
+  return dx ? *dx : no_input_grad();
 }
 
-std::string Conv2D::kernel_info(int64_t batch) const {
-  if (!params_.empty() && detail::on_gpu(params_[0]))
-    return detail::layer_cuda_ops().conv2d_kernel_info(params_[0].device().index, geometry(batch));
-  return cpu::conv2d_kernel_info(geometry(batch));
+std::string Conv2D::kernel_info(int64_t batch, Device device) const {
+  return detail::conv2d_kernel_info(geometry(batch), device);
 }
 
 }  // namespace ember

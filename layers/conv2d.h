@@ -2,7 +2,8 @@
 //   Conv2D(32, {3, 3}, Activation::ReLU)                     valid padding, stride 1
 //   Conv2D(64, {3, 3}, Activation::ReLU, Padding::Same)      output keeps the input size
 // Parameters: "kernel" (K, C, R, S) Glorot-uniform, "bias" (K) zeros.
-// Input (N, C, H, W) in any layout; output (N, K, P, Q) in NHWC on the CPU.
+// Input (N, C, H, W) in any layout; output (N, K, P, Q) in the layout the backend runs in
+// (NHWC on the CPU, NCHW on a GPU; layers/ops/conv2d.h).
 #pragma once
 
 #include "activation.h"
@@ -19,7 +20,7 @@ class Conv2D : public Layer {
   std::string type() const override { return "Conv2D"; }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
-  std::string kernel_info(int64_t batch) const override;
+  std::string kernel_info(int64_t batch, Device device) const override;
   bool relu_output() const override { return activation_ == Activation::ReLU; }
 
  protected:
@@ -33,8 +34,8 @@ class Conv2D : public Layer {
   Size2 kernel_, strides_;
   Activation activation_;
   Padding padding_;
-  Conv2dShape g_;  // per-sample geometry from build(); n is set per batch
-  Tensor x_, x_nhwc_, y_, dy_nhwc_, dx_;
+  Conv2dShape g_;      // per-sample geometry from build(); n is set per batch
+  int64_t batch_ = 0;  // of the last forward
 };
 
 }  // namespace ember

@@ -17,12 +17,12 @@ struct LayerCudaOps {
   void (*conv2d_backward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
                           Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked);
   std::string (*conv2d_kernel_info)(int device, const Conv2dShape& g);
-  void (*maxpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
-  void (*maxpool2d_backward)(const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                             bool relu_input);
+  void (*maxpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices);
+  void (*maxpool2d_backward)(const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
+                             const Tensor* indices, Tensor& dx, bool relu_input);
   void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y);
-  void (*dense_backward)(const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
-                         Tensor& dw, Tensor& db);
+  void (*dense_backward)(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
+                         Tensor* dx, Tensor& dw, Tensor& db);
   void (*matmul)(const Tensor& a, const Tensor& b, Tensor& c);
   void (*relu_forward)(const Tensor& x, Tensor& y);
   void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);

@@ -1,10 +1,8 @@
 // Dense layer.
 #include "dense.h"
 
-#include "../core/dispatch.h"
 #include "../core/error.h"
-#include "cpu/dense.h"
-#include "cuda_ops.h"
+#include "ops/dense.h"
 
 namespace ember {
 
@@ -28,30 +26,13 @@ std::vector<ParamSpec> Dense::param_specs() const {
 const Tensor& Dense::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(x.rank() == 2 && x.dim(1) == in_, ShapeError,
               "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
-  x_ = x;
-  ensure(y_, Shape{x.dim(0), units_}, DType::F32, x.device());
-  if (detail::on_gpu(x))
-    detail::layer_cuda_ops().dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
-  else
-    cpu::dense_forward(x_, params_.at(0), params_.at(1), relu_, y_);
-  return y_;
+  return detail::dense_forward(state_, x, params_.at(0), params_.at(1), relu_);
 }
 
 const Tensor& Dense::do_backward(const Tensor& dy) {
-  // The backend overwrites dy with the pre-activation gradient, so work on our own copy.
-  ensure(dy_, dy.shape(), DType::F32, dy.device());
-  dy_.copy_from(dy);
-  Tensor* dx = nullptr;
-  if (needs_input_grad_) {
-    ensure(dx_, x_.shape(), DType::F32, x_.device());
-    dx = &dx_;
-  }
-  const bool mask = relu_ && !output_grad_premasked_;
-  if (detail::on_gpu(x_))
-    detail::layer_cuda_ops().dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
-  else
-    cpu::dense_backward(x_, params_.at(0), y_, dy_, mask, dx, grads_.at(0), grads_.at(1));
-  return dx ? dx_ : no_input_grad();
+  const Tensor* dx = detail::dense_backward(state_, params_.at(0), dy, relu_ && !output_grad_premasked_,
+                                            needs_input_grad_, grads_.at(0), grads_.at(1));
+  return dx ? *dx : no_input_grad();
 }
 
 }  // namespace ember

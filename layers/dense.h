@@ -16,8 +16,8 @@ class Dense : public Layer {
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
   bool relu_output() const override { return relu_; }
-  std::string kernel_info(int64_t) const override {
-    return std::string(device().is_cuda() ? "cuBLAS sgemm + ember kernel bias" : "oneDNN sgemm + ember bias") +
+  std::string kernel_info(int64_t, Device device) const override {
+    return std::string(device.is_cuda() ? "cuBLAS sgemm + ember kernel bias" : "oneDNN sgemm + ember bias") +
            (relu_ ? "/relu" : "");
   }
 
@@ -28,7 +28,6 @@ class Dense : public Layer {
  private:
   int64_t units_, in_ = 0;
   bool relu_;
-  Tensor x_, y_, dy_, dx_;
 };
 
 }  // namespace ember

@@ -11,8 +11,8 @@ class Flatten : public Layer {
  public:
   std::string type() const override { return "Flatten"; }
   Shape build(const Shape& sample_shape) override;
-  std::string kernel_info(int64_t) const override {
-    return device().is_cuda() ? "reshape" : "reshape (NHWC inputs reordered to NCHW)";
+  std::string kernel_info(int64_t, Device device) const override {
+    return device.is_cuda() ? "reshape" : "reshape (NHWC inputs reordered to NCHW)";
   }
 
  protected:

@@ -21,6 +21,7 @@
 //     needs. Outputs carry their layout tag; dy must have the output's shape (any layout).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,15 @@
 #include "../core/tensor.h"
 
 namespace ember {
+
+namespace detail {
+// What a backend keeps between an op's forward and backward (its layout of the input, argmax
+// indices, scratch). The op's dispatch (layers/ops/) creates and reads it; the layer only holds it.
+class OpState {
+ public:
+  virtual ~OpState() = default;
+};
+}  // namespace detail
 
 struct ParamSpec {
   std::string name;  // "kernel", "bias"
@@ -48,9 +58,10 @@ class Layer {
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   const Tensor& forward(const Tensor& x, bool training);
   const Tensor& backward(const Tensor& dy);
-  // What runs this layer at this batch size, for --log-device-placement (e.g. "oneDNN fwd jit:avx2 ...").
-  virtual std::string kernel_info(int64_t /*batch*/) const {
-    return device_.is_cuda() ? "ember CUDA kernel" : "ember cpu kernel";
+  // What runs this layer at this batch size on `device`, for --log-device-placement
+  // (e.g. "oneDNN fwd jit:avx2 ...").
+  virtual std::string kernel_info(int64_t /*batch*/, Device device) const {
+    return device.is_cuda() ? "ember CUDA kernel" : "ember cpu kernel";
   }
 
   // ReLU-backward fusion. Sequential::build pairs a layer whose output went through a ReLU
@@ -71,9 +82,6 @@ class Layer {
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
   void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
-  // Where the layer's model lives (set by Sequential::to), for kernel_info().
-  void set_device(Device d) { device_ = d; }
-  Device device() const { return device_; }
   bool needs_input_grad() const { return needs_input_grad_; }
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<Tensor>& grads() const { return grads_; }
@@ -89,7 +97,7 @@ class Layer {
   std::vector<Tensor> params_, grads_;
   bool needs_input_grad_ = true;
   bool output_grad_premasked_ = false;
-  Device device_ = Device::cpu();
+  std::unique_ptr<detail::OpState> state_;  // the backend's, opaque (see detail::OpState)
 
  private:
   std::string name_;

@@ -1,13 +1,10 @@
-// Softmax cross-entropy loss and accuracy.
+// Softmax cross-entropy loss.
 #include "loss.h"
 
 #include <algorithm>
-#include <cstring>
 
-#include "../core/dispatch.h"
 #include "../core/error.h"
-#include "cpu/softmax_xent.h"
-#include "cuda_ops.h"
+#include "ops/softmax_xent.h"
 
 namespace ember {
 
@@ -23,10 +20,7 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, i
 const Tensor& SoftmaxCrossEntropy::backward() {
   EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
   ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
-  if (detail::on_gpu(probs_))
-    detail::layer_cuda_ops().softmax_xent_backward(probs_, labels_, dlogits_);
-  else
-    cpu::softmax_xent_backward(probs_, labels_, dlogits_);
+  detail::softmax_xent_backward(probs_, labels_, dlogits_);
   return dlogits_;
 }
 
@@ -36,37 +30,7 @@ void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, Me
                   logits.device().str());
   ensure(probs_, logits.shape(), DType::F32, logits.device());
   labels_ = labels;
-  if (detail::on_gpu(logits)) {
-    detail::layer_cuda_ops().softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
-    return;
-  }
-  const double n = static_cast<double>(logits.dim(0));
-  const double loss = static_cast<double>(cpu::softmax_xent_forward(logits, labels, probs_)) * n;
-  double* acc = sums.buffer().data<double>();
-  acc[0] += loss;
-  acc[1] += static_cast<double>(cpu::count_correct(logits, labels));
-}
-
-MetricSums::MetricSums(Device device) : buf_(Tensor::zeros(Shape{kSlots}, DType::F64, device)) {}
-
-void MetricSums::reset() { buf_.zero(); }  // on a GPU queued, no wait
-
-MetricSums::Values MetricSums::read() const {
-  double host[kSlots];
-  if (buf_.device().is_cpu()) {
-    std::memcpy(host, buf_.raw(), sizeof host);
-  } else {
-    Tensor t = buf_.to(Device::cpu());  // waits for the device's queued work
-    std::memcpy(host, t.raw(), sizeof host);
-  }
-  EMBER_CHECK(host[2] == 0.0, ArgumentError,
-              "softmax cross-entropy (" + buf_.device().str() + "): a label was outside [0, classes)");
-  return {host[0], static_cast<int64_t>(host[1])};
-}
-
-int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  if (detail::on_gpu(logits)) return detail::layer_cuda_ops().count_correct(logits, labels);
-  return cpu::count_correct(logits, labels);
+  detail::softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
 }
 
 }  // namespace ember

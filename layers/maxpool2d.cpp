@@ -1,10 +1,8 @@
 // MaxPool2D layer.
 #include "maxpool2d.h"
 
-#include "../core/dispatch.h"
 #include "../core/error.h"
-#include "cpu/maxpool2d.h"
-#include "cuda_ops.h"
+#include "ops/maxpool2d.h"
 
 namespace ember {
 
@@ -26,33 +24,16 @@ const Tensor& MaxPool2D::do_forward(const Tensor& x, bool /*training*/) {
               "MaxPool2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
                   std::to_string(g_.w) + "); given " + x.shape().str());
   g_.n = x.dim(0);
-  if (detail::on_gpu(x)) {  // cuDNN, row-major; its backward needs x and y
-    EMBER_CHECK(x.layout() == Layout::RowMajor, ShapeError, "MaxPool2D (cuda): expects NCHW input, got " + x.str());
-    x_ = x;
-    ensure(y_, Shape{g_.n, g_.c, g_.p, g_.q}, DType::F32, x.device());
-    detail::layer_cuda_ops().maxpool2d_forward(g_, x_, y_);
-    return y_;
-  }
-  const Tensor& xn = as_layout(x, Layout::NHWC, x_nhwc_);
-  const Shape out{g_.n, g_.c, g_.p, g_.q};
-  ensure(y_, out, DType::F32, x.device(), Layout::NHWC);
-  ensure(argmax_, out, DType::I32, x.device(), Layout::NHWC);
-  cpu::maxpool2d_forward(g_, xn, y_, argmax_);
-  if (mask_input_relu_) x_ = xn;  // the ReLU output, for the fused mask in backward
-  return y_;
+  return detail::maxpool2d_forward(state_, g_, x);
 }
 
 const Tensor& MaxPool2D::do_backward(const Tensor& dy) {
   if (!needs_input_grad_) return no_input_grad();
-  if (detail::on_gpu(y_)) {
-    ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, y_.device());
-    detail::layer_cuda_ops().maxpool2d_backward(g_, x_, y_, dy, dx_, mask_input_relu_);
-    return dx_;
-  }
-  const Tensor& gn = as_layout(dy, Layout::NHWC, dy_nhwc_);
-  ensure(dx_, Shape{g_.n, g_.c, g_.h, g_.w}, DType::F32, dy.device(), Layout::NHWC);
-  cpu::maxpool2d_backward(g_, gn, argmax_, dx_, mask_input_relu_ ? &x_ : nullptr);
-  return dx_;
+  return detail::maxpool2d_backward(state_, g_, dy, mask_input_relu_);
+}
+
+std::string MaxPool2D::kernel_info(int64_t /*batch*/, Device device) const {
+  return std::string(detail::maxpool2d_kernel_info(device)) + (mask_input_relu_ ? ", backward fused with ReLU's" : "");
 }
 
 }  // namespace ember

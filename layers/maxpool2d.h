@@ -1,6 +1,7 @@
 // MaxPool2D: Keras-like max pooling. MaxPool2D({2, 2}) pools 2x2 windows with stride 2 (the
 // strides default to the pool size, as in Keras); padding Valid or Same.
-// Input (N, C, H, W) in any layout; output (N, C, P, Q) in NHWC on the CPU.
+// Input (N, C, H, W) in any layout; output (N, C, P, Q) in the layout the backend runs in
+// (NHWC on the CPU, NCHW on a GPU; layers/ops/maxpool2d.h).
 #pragma once
 
 #include <optional>
@@ -18,10 +19,7 @@ class MaxPool2D : public Layer {
 
   std::string type() const override { return "MaxPool2D"; }
   Shape build(const Shape& sample_shape) override;
-  std::string kernel_info(int64_t) const override {
-    return std::string(device().is_cuda() ? "cuDNN max-pool (NCHW)" : "ember cpu max-pool (NHWC, argmax)") +
-           (mask_input_relu_ ? ", backward fused with ReLU's" : "");
-  }
+  std::string kernel_info(int64_t batch, Device device) const override;
   bool fuse_input_relu_mask() override { return mask_input_relu_ = true; }
 
  protected:
@@ -33,7 +31,6 @@ class MaxPool2D : public Layer {
   Padding padding_;
   Pool2dShape g_;
   bool mask_input_relu_ = false;
-  Tensor x_, x_nhwc_, y_, argmax_, dy_nhwc_, dx_;
   Shape in_shape_;
 };
 

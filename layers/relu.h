@@ -17,7 +17,6 @@ class ReLU : public Layer {
   const Tensor& do_backward(const Tensor& dy) override;
 
  private:
-  Tensor y_, dy_, dx_;
 };
 
 }  // namespace ember

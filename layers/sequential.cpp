@@ -101,7 +101,6 @@ void Sequential::to(Device device) {
   params_ = params_.to(device);
   grads_ = Tensor::zeros(grads_.shape(), DType::F32, device);
   bind_layers();
-  for (auto& l : layers_) l->set_device(device);
   if (optimizer_)
     for (const auto& [name, t] : optimizer_->state())
       if (t.defined()) optimizer_->set_state(name, t.to(device));
@@ -205,8 +204,8 @@ std::string Sequential::placement_report(int64_t batch_size) const {
   require_built("placement_report");
   std::ostringstream os;
   for (const auto& l : layers_)
-    os << "  " << l->name() << " (" << l->type() << "): " << device_.str() << ", " << l->kernel_info(batch_size)
-       << "\n";
+    os << "  " << l->name() << " (" << l->type() << "): " << device_.str() << ", "
+       << l->kernel_info(batch_size, device_) << "\n";
   return os.str();
 }
 

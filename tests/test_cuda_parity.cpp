@@ -203,15 +203,16 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
                b = test::random_tensor(Shape{out}, 7);
   Tensor y = Tensor::empty(Shape{n, out}), dy = test::random_tensor(Shape{n, out}, 8);
   Tensor dx = Tensor::empty(x.shape()), dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
-  Tensor dy_gpu_in = dy.to(kGpu);
+  Tensor dz = Tensor::empty(dy.shape());
   cpu::dense_forward(x, w, b, true, y);
-  cpu::dense_backward(x, w, y, dy, true, &dx, dw, db);
+  cpu::dense_backward(x, w, y, dy, true, dz, &dx, dw, db);
 
   const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu);
   Tensor yg = nan_on_gpu(y.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
-         dbg = nan_on_gpu(b.shape());
+         dbg = nan_on_gpu(b.shape()), dzg = nan_on_gpu(dy.shape());
+  const Tensor dyg = dy.to(kGpu);
   cuda::dense_forward(ctx(), xg, wg, bg, true, yg);
-  cuda::dense_backward(ctx(), xg, wg, yg, dy_gpu_in, true, &dxg, dwg, dbg);
+  cuda::dense_backward(ctx(), xg, wg, yg, dyg, true, dzg, &dxg, dwg, dbg);
   ctx().synchronize();
   // Sums of up to 131 products in another order (cuBLAS vs oneDNN): ~1e-6 relative; 1e-5 is
   // far below what a transposed operand or a missing bias would give (O(1)).
@@ -219,6 +220,8 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
   EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-5);
   EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-5);
   EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-5);
+  EXPECT_EQ(dzg.to_vector(), dz.to_vector());  // a mask: exact
+  EXPECT_EQ(dyg.to_vector(), dy.to_vector());  // dy is read only
 }
 
 // A geometry as the layers build it (Keras' SAME/VALID along each axis).
@@ -291,13 +294,13 @@ TEST_F(Parity, MaxPoolForwardAndBackwardWithFusedRelu) {
     Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
     Tensor am = Tensor::empty(dy.shape(), DType::I32, Device::cpu(), Layout::NHWC);
     Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
-    cpu::maxpool2d_forward(g, xn, y, am);
-    cpu::maxpool2d_backward(g, dyn, am, dx, &xn);  // ReLU fused: x plays the ReLU's output
+    cpu::maxpool2d_forward(g, xn, y, &am);
+    cpu::maxpool2d_backward(g, xn, y, dyn, &am, dx, true);  // ReLU fused: x plays the ReLU's output
 
     const Tensor xg = x.to(kGpu), dyg = dy.to(kGpu);
     Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape());
-    cuda::maxpool2d_forward(ctx(), g, xg, yg);
-    cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, dxg, true);
+    cuda::maxpool2d_forward(ctx(), g, xg, yg, nullptr);
+    cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, nullptr, dxg, true);
     ctx().synchronize();
     EXPECT_EQ(yg.to_vector(), y.to_vector()) << label;  // a max selects: exact
     // Routing and masking: exact. Overlapping windows (3x3/1) add several dy into one dx in

@@ -42,8 +42,8 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
   }
 }
 
-void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx, Tensor& dw,
-                    Tensor& db) {
+void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
+                    Tensor* dx, Tensor& dw, Tensor& db) {
   check(x, w, db, dy);
   EMBER_CHECK(dw.shape() == w.shape() && y.shape() == dy.shape(), ShapeError,
               "dense (cpu): gradient shapes do not match: dw " + dw.shape().str() + ", dy " + dy.shape().str());
@@ -51,8 +51,8 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor& d
     EMBER_CHECK(dx->shape() == x.shape(), ShapeError,
                 "dense (cpu): input gradient must be " + x.shape().str() + ", got " + dx->shape().str());
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
-  if (relu) relu_backward(y, dy, dy);
-  const float* g = dy.f32();
+  if (relu) relu_backward(y, dy, dz);  // checks dz: f32, dy's shape and layout
+  const float* g = relu ? dz.f32() : dy.f32();
   sgemm(true, false, out, in, n, 1.0f, g, out, x.f32(), in, 0.0f, dw.f32(), in);
   float* dbp = db.f32();
   for (int64_t j = 0; j < out; ++j) dbp[j] = 0.0f;

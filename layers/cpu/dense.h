@@ -9,9 +9,11 @@ namespace ember::cpu {
 
 // y = act(x w^T + b), written (=).
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y);
-// y is the forward output (to undo a fused ReLU); dy is overwritten with the pre-activation
-// gradient when relu is set. dw = dy^T x, db = sum_n dy, dx = dy w (skipped when dx is null).
-void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx, Tensor& dw,
-                    Tensor& db);
+// y is the forward output (to undo a fused ReLU). With relu set, the pre-activation gradient
+// dz = dy * (y > 0) is written into `dz` (dy's shape) and used below; else dy is used and dz is
+// not touched (it may be undefined). dw = dz^T x, db = sum_n dz, dx = dz w (skipped when dx is
+// null). All written (=).
+void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
+                    Tensor* dx, Tensor& dw, Tensor& db);
 
 }  // namespace ember::cpu

@@ -51,7 +51,9 @@ inline void pool_block(const float* __restrict xs, int64_t w, int64_t C, int64_t
 }
 }  // namespace
 
-void maxpool2d_forward(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor& argmax) {
+void maxpool2d_forward(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices) {
+  EMBER_CHECK(indices != nullptr, ArgumentError, "maxpool2d (cpu): the forward records indices: pass them");
+  Tensor& argmax = *indices;
   check(x, DType::F32, {g.n, g.c, g.h, g.w}, "input", g);
   check(y, DType::F32, {g.n, g.c, g.p, g.q}, "output", g);
   check(argmax, DType::I32, {g.n, g.c, g.p, g.q}, "argmax", g);
@@ -78,8 +80,12 @@ void maxpool2d_forward(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor&
   }
 }
 
-void maxpool2d_backward(const Pool2dShape& g, const Tensor& dy, const Tensor& argmax, Tensor& dx,
-                        const Tensor* relu_input) {
+void maxpool2d_backward(const Pool2dShape& g, const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
+                        const Tensor* indices, Tensor& dx, bool relu) {
+  EMBER_CHECK(indices != nullptr, ArgumentError,
+              "maxpool2d (cpu): the backward reads the forward's indices: pass them");
+  const Tensor& argmax = *indices;
+  const Tensor* relu_input = relu ? &x : nullptr;
   check(dy, DType::F32, {g.n, g.c, g.p, g.q}, "output gradient", g);
   check(argmax, DType::I32, {g.n, g.c, g.p, g.q}, "argmax", g);
   check(dx, DType::F32, {g.n, g.c, g.h, g.w}, "input gradient", g);

@@ -21,9 +21,10 @@ void check(const Tensor& logits, const Tensor& labels, const Tensor& out, const 
               std::string("softmax cross-entropy (cpu): ") + out_name + " must be " + logits.shape().str() + ", got " +
                   out.shape().str());
 }
-}  // namespace
 
-float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs) {
+// probs = softmax(logits); returns the batch's loss sum (double: the mean and the epoch sums
+// keep its precision).
+double softmax_rows(const Tensor& logits, const Tensor& labels, Tensor& probs) {
   check(logits, labels, probs, "probs");
   const int64_t n = logits.dim(0), k = logits.dim(1);
   const float* z = logits.f32();
@@ -48,7 +49,21 @@ float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& p
     for (int64_t j = 0; j < k; ++j) pi[j] *= inv;
     total += std::log(sum) - static_cast<double>(zi[label] - m);  // -log softmax(z)[label]
   }
-  return static_cast<float>(total / static_cast<double>(n));
+  return total;
+}
+}  // namespace
+
+float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs) {
+  return static_cast<float>(softmax_rows(logits, labels, probs) / static_cast<double>(logits.dim(0)));
+}
+
+void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums) {
+  EMBER_CHECK(sums.numel() == 4 && sums.dtype() == DType::F64 && sums.device().is_cpu(), ShapeError,
+              "softmax cross-entropy (cpu): the metric sums must be 4 f64 on cpu, got " + sums.str());
+  const double loss_sum = softmax_rows(logits, labels, probs);
+  double* acc = sums.data<double>();
+  acc[0] += loss_sum;
+  acc[1] += static_cast<double>(count_correct(logits, labels));
 }
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {

@@ -11,6 +11,9 @@ namespace ember::cpu {
 // Writes the softmax probabilities into probs (N, K) and returns the mean loss.
 // Throws ArgumentError for a label outside [0, K).
 float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs);
+// The training step's form (the CUDA twin's signature): probs as above; sums (4 f64, MetricSums'
+// slots in layers/metrics.h) += {batch loss sum, correct count}. Throws as above.
+void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
 // dlogits = (probs - onehot(labels)) / N, written (=).
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
 // Number of rows whose argmax equals the label (first maximum wins on ties).

@@ -34,23 +34,24 @@ void dense_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor&
   bias_activation(ctx, mp(y), cp(b), n, out, relu);
 }
 
-void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
-                    Tensor& dw, Tensor& db) {
+void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu,
+                    Tensor& dz, Tensor* dx, Tensor& dw, Tensor& db) {
   check(ctx, x, w, db, dy);
   EMBER_CHECK(dw.shape() == w.shape() && y.shape() == dy.shape(), ShapeError,
               "dense (cuda): gradient shapes do not match");
   if (dx) EMBER_CHECK(dx->shape() == x.shape(), ShapeError, "dense (cuda): dx must be " + x.shape().str());
   const int n = static_cast<int>(x.dim(0)), in = static_cast<int>(x.dim(1)), out = static_cast<int>(w.dim(0));
-  if (relu) relu_backward(ctx, y, dy, dy);
+  if (relu) relu_backward(ctx, y, dy, dz);  // checks dz: f32, dy's shape, this device
+  const Tensor& g = relu ? dz : dy;
   const float one = 1.0f, zero = 0.0f;
   // dW(O,I) = dY(N,O)^T X(N,I)  <=>  col-major dW^T(I,O) = X^T(I,N) dY(N,O)
   EMBER_CUBLAS_CHECK(
-      cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, cp(x), in, cp(dy), out, &zero, mp(dw), in));
-  column_sums(ctx, cp(dy), mp(db), n, out);
+      cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, cp(x), in, cp(g), out, &zero, mp(dw), in));
+  column_sums(ctx, cp(g), mp(db), n, out);
   if (dx) {
     // dX(N,I) = dY(N,O) W(O,I)  <=>  col-major dX^T(I,N) = W^T(I,O) dY^T(O,N)
-    EMBER_CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, cp(w), in, cp(dy), out,
-                                   &zero, mp(*dx), in));
+    EMBER_CUBLAS_CHECK(
+        cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, cp(w), in, cp(g), out, &zero, mp(*dx), in));
   }
 }
 

@@ -74,11 +74,11 @@ void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what
 }
 }  // namespace
 
-void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y) {
+void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* /*indices*/) {
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
   check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
   if (!cudnn_fits(g)) {
-    maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x), y);
+    maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x), y, nullptr);
     return;
   }
   Plan& p = plan_for(g);
@@ -87,7 +87,7 @@ void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tens
 }
 
 void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
-                        Tensor& dx, bool relu_input) {
+                        const Tensor* /*indices*/, Tensor& dx, bool relu_input) {
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
   check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
   check(ctx, dy, {g.n, g.c, g.p, g.q}, "output gradient", g);
@@ -95,7 +95,7 @@ void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, con
   if (!cudnn_fits(g)) {  // the padded input again, its gradient, cropped back (then the ReLU mask)
     const Pool2dShape v = padded_valid(g);
     Tensor dxp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
-    maxpool2d_backward(ctx, v, pad_input(ctx, g, x), y, dy, dxp, false);
+    maxpool2d_backward(ctx, v, pad_input(ctx, g, x), y, dy, nullptr, dxp, false);
     shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx.raw()), g.h, g.w,
             -g.pad_top, -g.pad_left, 0.0f);
     if (relu_input) relu_backward(ctx, x, dx, dx);

@@ -10,8 +10,10 @@
 
 namespace ember::cuda {
 
-void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y);
+// The CPU twin's signature (layers/cpu/maxpool2d.h); cuDNN finds the maxima again from x and y,
+// so `indices` is not read or written and may be null.
+void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices);
 void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
-                        Tensor& dx, bool relu_input);
+                        const Tensor* indices, Tensor& dx, bool relu_input);
 
 }  // namespace ember::cuda

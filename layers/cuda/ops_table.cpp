@@ -21,16 +21,19 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
                            Tensor* dx, Tensor& dw, Tensor& db,
                            bool premasked) { conv2d_backward(context_of(x), g, x, w, y, dy, dx, dw, db, premasked); };
     a.conv2d_kernel_info = [](int device, const Conv2dShape& g) { return conv2d_kernel_info(context(device), g); };
-    a.maxpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y) {
-      maxpool2d_forward(context_of(x), g, x, y);
+    a.maxpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices) {
+      maxpool2d_forward(context_of(x), g, x, y, indices);
     };
-    a.maxpool2d_backward = [](const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                              bool relu_input) { maxpool2d_backward(context_of(x), g, x, y, dy, dx, relu_input); };
+    a.maxpool2d_backward = [](const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
+                              const Tensor* indices, Tensor& dx, bool relu_input) {
+      maxpool2d_backward(context_of(x), g, x, y, dy, indices, dx, relu_input);
+    };
     a.dense_forward = [](const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y) {
       dense_forward(context_of(x), x, w, b, relu, y);
     };
-    a.dense_backward = [](const Tensor& x, const Tensor& w, const Tensor& y, Tensor& dy, bool relu, Tensor* dx,
-                          Tensor& dw, Tensor& db) { dense_backward(context_of(x), x, w, y, dy, relu, dx, dw, db); };
+    a.dense_backward = [](const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
+                          Tensor* dx, Tensor& dw,
+                          Tensor& db) { dense_backward(context_of(x), x, w, y, dy, relu, dz, dx, dw, db); };
     a.matmul = [](const Tensor& x, const Tensor& w, Tensor& y) { matmul(context_of(x), x, w, y); };
     a.relu_forward = [](const Tensor& x, Tensor& y) { relu_forward(context_of(x), x, y); };
     a.relu_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) { relu_backward(context_of(y), y, dy, dx); };

@@ -1,0 +1,58 @@
+// Conv2D dispatch: the layout each backend runs in, its kept tensors, and the call.
+#include "conv2d.h"
+
+#include "../../core/dispatch.h"
+#include "../../core/error.h"
+#include "../cpu/conv2d.h"
+#include "../cuda_ops.h"
+#include "op_state.h"
+
+namespace ember::detail {
+
+namespace {
+struct Conv2dState : OpState {
+  Tensor x;                // the input in the backend's layout (a view when it was already)
+  Tensor x_copy, dy_copy;  // layout conversions, reused across steps
+  Tensor y, dx;
+};
+
+Layout backend_layout(const Tensor& t) { return on_gpu(t) ? Layout::RowMajor : Layout::NHWC; }
+}  // namespace
+
+const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& x, const Tensor& w,
+                             const Tensor& b) {
+  auto& s = state_as<Conv2dState>(state);
+  const Layout layout = backend_layout(x);
+  s.x = as_layout(x, layout, s.x_copy);
+  ensure(s.y, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), layout);
+  if (on_gpu(x))
+    layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y);
+  else
+    cpu::conv2d_forward(g, s.x, w, b, s.y);
+  return s.y;
+}
+
+const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& w, const Tensor& dy,
+                              bool want_dx, Tensor& dw, Tensor& db, bool dy_premasked) {
+  auto& s = state_as<Conv2dState>(state);
+  EMBER_CHECK(s.y.defined(), Error, "conv2d: backward before forward");
+  const Layout layout = backend_layout(s.x);
+  const Tensor& g_dy = as_layout(dy, layout, s.dy_copy);
+  Tensor* dx = nullptr;
+  if (want_dx) {
+    ensure(s.dx, s.x.shape(), DType::F32, s.x.device(), layout);
+    dx = &s.dx;
+  }
+  if (on_gpu(s.x))
+    layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked);
+  else
+    cpu::conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked);
+  return dx;
+}
+
+std::string conv2d_kernel_info(const Conv2dShape& g, Device device) {
+  if (device.is_cuda()) return layer_cuda_ops().conv2d_kernel_info(device.index, g);
+  return cpu::conv2d_kernel_info(g);
+}
+
+}  // namespace ember::detail

@@ -1,0 +1,26 @@
+// Conv2D's one dispatch. It picks the backend from the input's device, converts the input to
+// the layout that backend runs in (oneDNN NHWC on the CPU, cuDNN NCHW on a GPU) and keeps that
+// copy, the output and its scratch in `state`, which the layer only holds. Private to the library.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "../../core/tensor.h"
+#include "../geometry.h"
+#include "../layer.h"
+
+namespace ember::detail {
+
+// y = act(conv(x, w) + b) in the backend's layout; valid until the next forward on `state`.
+const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& x, const Tensor& w,
+                             const Tensor& b);
+// After conv2d_forward on the same state: writes dw and db, returns dx (the input's shape, the
+// backend's layout), or null when !want_dx. With `dy_premasked` the caller applied the fused
+// ReLU's mask to dy already.
+const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& w, const Tensor& dy,
+                              bool want_dx, Tensor& dw, Tensor& db, bool dy_premasked);
+// The implementations the backend of `device` picks for this geometry.
+std::string conv2d_kernel_info(const Conv2dShape& g, Device device);
+
+}  // namespace ember::detail

@@ -1,0 +1,49 @@
+// Dense dispatch.
+#include "dense.h"
+
+#include "../../core/dispatch.h"
+#include "../../core/error.h"
+#include "../cpu/dense.h"
+#include "../cuda_ops.h"
+#include "op_state.h"
+
+namespace ember::detail {
+
+namespace {
+struct DenseState : OpState {
+  Tensor x, y;
+  Tensor dz;  // dy * (y > 0), when the ReLU's mask is applied here
+  Tensor dx;
+};
+}  // namespace
+
+const Tensor& dense_forward(std::unique_ptr<OpState>& state, const Tensor& x, const Tensor& w, const Tensor& b,
+                            bool relu) {
+  auto& s = state_as<DenseState>(state);
+  s.x = x;
+  ensure(s.y, Shape{x.dim(0), w.dim(0)}, DType::F32, x.device());
+  if (on_gpu(x))
+    layer_cuda_ops().dense_forward(s.x, w, b, relu, s.y);
+  else
+    cpu::dense_forward(s.x, w, b, relu, s.y);
+  return s.y;
+}
+
+const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, const Tensor& dy, bool mask_relu,
+                             bool want_dx, Tensor& dw, Tensor& db) {
+  auto& s = state_as<DenseState>(state);
+  EMBER_CHECK(s.y.defined(), Error, "dense: backward before forward");
+  if (mask_relu) ensure(s.dz, dy.shape(), DType::F32, dy.device());
+  Tensor* dx = nullptr;
+  if (want_dx) {
+    ensure(s.dx, s.x.shape(), DType::F32, s.x.device());
+    dx = &s.dx;
+  }
+  if (on_gpu(s.x))
+    layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db);
+  else
+    cpu::dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db);
+  return dx;
+}
+
+}  // namespace ember::detail

@@ -1,0 +1,29 @@
+// Softmax cross-entropy dispatch.
+#include "softmax_xent.h"
+
+#include "../../core/dispatch.h"
+#include "../cpu/softmax_xent.h"
+#include "../cuda_ops.h"
+
+namespace ember::detail {
+
+void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums) {
+  if (on_gpu(logits))
+    layer_cuda_ops().softmax_xent_accumulate(logits, labels, probs, sums);
+  else
+    cpu::softmax_xent_accumulate(logits, labels, probs, sums);
+}
+
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+  if (on_gpu(probs))
+    layer_cuda_ops().softmax_xent_backward(probs, labels, dlogits);
+  else
+    cpu::softmax_xent_backward(probs, labels, dlogits);
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  if (on_gpu(logits)) return layer_cuda_ops().count_correct(logits, labels);
+  return cpu::count_correct(logits, labels);
+}
+
+}  // namespace ember::detail

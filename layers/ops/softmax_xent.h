@@ -1,0 +1,19 @@
+// The softmax cross-entropy's dispatches: stateless (the loss keeps its probabilities and
+// labels, row-major on every backend). Private to the library.
+#pragma once
+
+#include <cstdint>
+
+#include "../../core/tensor.h"
+
+namespace ember::detail {
+
+// probs = softmax(logits); sums (f64, MetricSums' slots) += {loss sum, correct count}, and a
+// bad-label flag on a GPU (the CPU throws ArgumentError at once). No host sync on a GPU.
+void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
+// dlogits = (probs - onehot(labels)) / N, written (=).
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
+// Rows of `logits` whose argmax equals the label (synchronises with a GPU).
+int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+}  // namespace ember::detail
