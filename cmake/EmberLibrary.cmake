@@ -1,40 +1,31 @@
 # The Ember::ember library: every module folder's sources, plus the CUDA backend when enabled.
 
-# The public headers: ember.h and everything it includes, no more. They are installed (under
-# include/ember/, keeping their folders), each is compiled alone by the tests, and
-# scripts/check_layering.py checks that this list is exactly what ember.h reaches.
-set(EMBER_PUBLIC_HEADERS
-  ember.h
-  core/caching_allocator.h core/device.h core/error.h core/log.h core/rng.h core/runtime.h core/safetensors.h core/shape.h
-  core/tensor.h
-  data/dataloader.h data/dataset.h data/idx.h data/mnist.h
-  distribute/communicator.h distribute/strategy.h
-  layers/activation.h layers/checkpoint.h layers/conv2d.h layers/dense.h layers/flatten.h layers/layer.h
-  layers/loss.h layers/matmul.h layers/metrics.h layers/maxpool2d.h layers/geometry.h layers/relu.h layers/sequential.h
-  optim/adam.h optim/optimizer.h optim/sgd.h
-)
+# Each module folder lists its own files in <folder>/sources.cmake (ember_folder below), so
+# adding a file never edits this one. The public headers (PUBLIC_HEADERS) are ember.h and
+# everything it includes, no more: they are installed (under include/ember/, keeping their
+# folders), each is compiled alone by the tests, and scripts/check_layering.py checks that the
+# folders' lists are exactly what ember.h reaches.
 
-set(EMBER_SOURCES
-  core/caching_allocator.cpp core/cuda_module.cpp core/device.cpp core/error.cpp core/log.cpp core/runtime.cpp core/safetensors.cpp core/shape.cpp core/tensor.cpp
-  core/cpu/cpu_check.cpp core/cpu/dnnl_context.cpp core/cpu/gemm.cpp core/cpu/host_allocator.cpp
-  layers/activation.cpp layers/conv2d.cpp layers/dense.cpp layers/flatten.cpp layers/layer.cpp
-  layers/cuda_ops.cpp layers/loss.cpp layers/matmul.cpp layers/maxpool2d.cpp layers/geometry.cpp layers/progress.cpp layers/relu.cpp
-  layers/checkpoint.cpp layers/fit.cpp layers/metrics.cpp layers/sequential.cpp
-  layers/ops/conv2d.cpp layers/ops/dense.cpp layers/ops/maxpool2d.cpp layers/ops/relu.cpp layers/ops/softmax_xent.cpp
-  layers/cpu/conv2d.cpp layers/cpu/dense.cpp layers/cpu/maxpool2d.cpp
-  layers/cpu/relu.cpp layers/cpu/softmax_xent.cpp
-  optim/adam.cpp optim/cuda_ops.cpp optim/optimizer.cpp optim/sgd.cpp optim/cpu/adam.cpp optim/cpu/sgd.cpp
-  data/cuda_ops.cpp data/dataloader.cpp data/dataset.cpp data/cpu/gather.cpp data/idx.cpp data/mnist.cpp
-  distribute/communicator.cpp distribute/data_parallel.cpp distribute/local_communicator.cpp distribute/multiworker.cpp distribute/nccl_communicator.cpp
-  distribute/strategy.cpp
-)
-if(EMBER_HAVE_MPI)
-  list(APPEND EMBER_SOURCES distribute/mpi_communicator.cpp)
-else()
-  list(APPEND EMBER_SOURCES distribute/mpi_communicator_stub.cpp)
-endif()
+add_library(ember)
+set(EMBER_PUBLIC_HEADERS ember.h)
+set(EMBER_CUDA_SOURCES ember_cuda.cpp)  # the CUDA module's entry point: assembles every folder's op table
 
-add_library(ember ${EMBER_SOURCES})
+# ember_folder(<folder> [PUBLIC_HEADERS h...] [SOURCES f...] [CUDA_SOURCES f...]), paths relative
+# to the folder: SOURCES build libember, CUDA_SOURCES the CUDA module (when CUDA is on).
+function(ember_folder folder)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "PUBLIC_HEADERS;SOURCES;CUDA_SOURCES")
+  foreach(kind PUBLIC_HEADERS SOURCES CUDA_SOURCES)
+    list(TRANSFORM arg_${kind} PREPEND ${folder}/)
+  endforeach()
+  target_sources(ember PRIVATE ${arg_SOURCES})
+  set(EMBER_PUBLIC_HEADERS ${EMBER_PUBLIC_HEADERS} ${arg_PUBLIC_HEADERS} PARENT_SCOPE)
+  set(EMBER_CUDA_SOURCES ${EMBER_CUDA_SOURCES} ${arg_CUDA_SOURCES} PARENT_SCOPE)
+endfunction()
+
+foreach(folder core data optim layers distribute)
+  include(${folder}/sources.cmake)
+endforeach()
+
 add_library(Ember::ember ALIAS ember)
 set_target_properties(ember PROPERTIES EXPORT_NAME ember OUTPUT_NAME ember VERSION ${PROJECT_VERSION}
                                        SOVERSION ${PROJECT_VERSION_MAJOR})
@@ -64,14 +55,7 @@ endif()
 # The CUDA backend: a separate module that libember dlopens on first use (core/cuda_module.h),
 # so that libember itself links no CUDA library.
 if(EMBER_HAVE_CUDA)
-  add_library(ember_cuda SHARED
-    ember_cuda.cpp  # the entry point: assembles every folder's op table
-    core/cuda/context.cpp core/cuda/elementwise.cu core/cuda/memory.cpp core/cuda/status.cpp
-    core/cuda/versions.cpp core/cuda/probe.cu
-    data/cuda/gather.cu data/cuda/ops_table.cpp distribute/cuda/nccl.cpp
-    layers/cuda/conv2d.cpp layers/cuda/dense.cpp layers/cuda/dense_kernels.cu layers/cuda/maxpool2d.cpp
-    layers/cuda/ops_table.cpp layers/cuda/pad.cu layers/cuda/relu.cu layers/cuda/softmax_xent.cu
-    optim/cuda/adam.cu optim/cuda/ops_table.cpp optim/cuda/sgd.cu)
+  add_library(ember_cuda SHARED ${EMBER_CUDA_SOURCES})
   set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
   target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDNN::cudnn PRIVATE ember_warnings)
   if(EMBER_HAVE_NCCL)

@@ -110,7 +110,6 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   // Shard s gets [global*s/S, global*(s+1)/S): near-equal, contiguous, covering the batch.
   const int64_t lo = begin + global * opt_.shard / opt_.num_shards;
   const int64_t hi = begin + global * (opt_.shard + 1) / opt_.num_shards;
-  out.index = b;
   out.global_size = global;
   if (opt_.device.is_cuda()) {
     ensure(out.x, dataset_.sample_shape().with_batch(hi - lo), DType::F32, opt_.device);

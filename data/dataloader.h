@@ -26,7 +26,6 @@ namespace ember {
 struct Batch {
   Tensor x;                 // f32 (B, C, H, W), normalised
   Tensor y;                 // i32 (B)
-  int64_t index = 0;        // batch number within the epoch
   int64_t global_size = 0;  // samples in the whole global batch (all shards together)
 };
 

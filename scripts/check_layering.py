@@ -6,8 +6,8 @@
 A file may include files of its own folder and of the floors below it, never above; data and
 optim do not include each other. Library files (core, data, optim, layers, distribute, ember.h)
 include Ember's files by paths relative to themselves that exist, so no folder on a consumer's
-include path can stand in for one. The public headers listed in cmake/EmberLibrary.cmake
-(EMBER_PUBLIC_HEADERS) are exactly ember.h and what it reaches. The one exception to the
+include path can stand in for one. The public headers the folders list (PUBLIC_HEADERS in each
+<folder>/sources.cmake), with ember.h, are exactly ember.h and what it reaches. The one exception to the
 floors is ember_cuda.cpp, which assembles the CUDA module from every folder's op table.
 
 Usage: scripts/check_layering.py   (from anywhere; exit 0 clean, 1 with one line per violation)
@@ -83,13 +83,19 @@ def main():
             t = os.path.normpath(os.path.join(os.path.dirname(h), inc))
             if os.path.exists(os.path.join(ROOT, t)):
                 stack.append(t)
-    with open(os.path.join(ROOT, "cmake", "EmberLibrary.cmake"), encoding="utf-8") as f:
-        m = re.search(r"set\(EMBER_PUBLIC_HEADERS(.*?)\)", f.read(), re.S)
-    listed = set(m.group(1).split()) if m else set()
+    # Each folder lists its public headers in <folder>/sources.cmake (ember_folder(... PUBLIC_HEADERS ...)).
+    listed = {"ember.h"}
+    for folder in LIBRARY:
+        path = os.path.join(ROOT, folder, "sources.cmake")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            for m in re.finditer(r"PUBLIC_HEADERS(.*?)(?:\bSOURCES\b|\bCUDA_SOURCES\b|\))", f.read(), re.S):
+                listed |= {folder + "/" + h for h in m.group(1).split()}
     for h in sorted(closure - listed):
-        problems.append(f"{h}: reached from ember.h but not in EMBER_PUBLIC_HEADERS (it would not be installed)")
+        problems.append(f"{h}: reached from ember.h but not in its folder's PUBLIC_HEADERS (it would not be installed)")
     for h in sorted(listed - closure):
-        problems.append(f"{h}: in EMBER_PUBLIC_HEADERS but not reached from ember.h (a private header installed)")
+        problems.append(f"{h}: in PUBLIC_HEADERS but not reached from ember.h (a private header installed)")
 
     for p in problems:
         print("check_layering: " + p)

@@ -1,0 +1,11 @@
+// core/'s public headers: tensors, devices, errors, logging, version.
+// ember.h includes this umbrella; a new public header of core/ is added here.
+#pragma once
+
+#include "device.h"
+#include "error.h"
+#include "log.h"
+#include "rng.h"
+#include "runtime.h"
+#include "shape.h"
+#include "tensor.h"

@@ -1,0 +1,8 @@
+// data/'s public headers: IDX and MNIST readers, datasets, the batch loader.
+// ember.h includes this umbrella; a new public header of data/ is added here.
+#pragma once
+
+#include "dataloader.h"
+#include "dataset.h"
+#include "idx.h"
+#include "mnist.h"

@@ -1,0 +1,16 @@
+// layers/'s public headers: the layers, loss, metrics, Sequential and its checkpoints.
+// ember.h includes this umbrella; a new public header of layers/ is added here.
+#pragma once
+
+#include "activation.h"
+#include "checkpoint.h"
+#include "conv2d.h"
+#include "dense.h"
+#include "flatten.h"
+#include "layer.h"
+#include "loss.h"
+#include "matmul.h"
+#include "maxpool2d.h"
+#include "metrics.h"
+#include "relu.h"
+#include "sequential.h"

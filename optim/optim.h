@@ -1,0 +1,7 @@
+// optim/'s public headers: the optimizers.
+// ember.h includes this umbrella; a new public header of optim/ is added here.
+#pragma once
+
+#include "adam.h"
+#include "optimizer.h"
+#include "sgd.h"

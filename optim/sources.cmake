@@ -1,0 +1,5 @@
+# optim/: optimizers and their update kernels.
+ember_folder(optim
+  PUBLIC_HEADERS optim.h adam.h optimizer.h sgd.h
+  SOURCES adam.cpp cuda_ops.cpp optimizer.cpp sgd.cpp cpu/adam.cpp cpu/sgd.cpp
+  CUDA_SOURCES cuda/adam.cu cuda/ops_table.cpp cuda/sgd.cu)
