@@ -9,8 +9,15 @@
 namespace ember::cpu {
 
 namespace {
+// The checked operands: rows (N) and classes (K) of `in`, its values and the labels.
+struct Rows {
+  int64_t n, k;
+  const float* in;
+  const int32_t* labels;
+};
+
 // logits (or probs) f32 (N, K) row-major on the CPU, labels i32 (N), and `out` of logits' shape.
-void check(const Tensor& logits, const Tensor& labels, const Tensor& out, const char* out_name) {
+Rows check(const Tensor& logits, const Tensor& labels, const Tensor& out, const char* out_name) {
   EMBER_CHECK(logits.rank() == 2 && logits.dtype() == DType::F32 && logits.layout() == Layout::RowMajor &&
                   logits.device().is_cpu(),
               ShapeError, "softmax cross-entropy (cpu): logits must be f32 (N, K) on cpu, got " + logits.str());
@@ -20,15 +27,13 @@ void check(const Tensor& logits, const Tensor& labels, const Tensor& out, const 
   EMBER_CHECK(out.shape() == logits.shape(), ShapeError,
               std::string("softmax cross-entropy (cpu): ") + out_name + " must be " + logits.shape().str() + ", got " +
                   out.shape().str());
+  return {logits.dim(0), logits.dim(1), logits.f32(), labels.data<int32_t>()};
 }
 
 // probs = softmax(logits); returns the batch's loss sum (double: the mean and the epoch sums
 // keep its precision).
 double softmax_rows(const Tensor& logits, const Tensor& labels, Tensor& probs) {
-  check(logits, labels, probs, "probs");
-  const int64_t n = logits.dim(0), k = logits.dim(1);
-  const float* z = logits.f32();
-  const int32_t* y = labels.data<int32_t>();
+  const auto [n, k, z, y] = check(logits, labels, probs, "probs");
   float* pr = probs.f32();
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
@@ -67,10 +72,7 @@ void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor&
 }
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
-  check(probs, labels, dlogits, "dlogits");
-  const int64_t n = probs.dim(0), k = probs.dim(1);
-  const float* p = probs.f32();
-  const int32_t* y = labels.data<int32_t>();
+  const auto [n, k, p, y] = check(probs, labels, dlogits, "dlogits");
   float* d = dlogits.f32();
   const float scale = 1.0f / static_cast<float>(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -80,10 +82,7 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dl
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  check(logits, labels, logits, "logits");
-  const int64_t n = logits.dim(0), k = logits.dim(1);
-  const float* z = logits.f32();
-  const int32_t* y = labels.data<int32_t>();
+  const auto [n, k, z, y] = check(logits, labels, logits, "logits");
   int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) {
     int64_t best = 0;

@@ -33,21 +33,14 @@ int i32(int64_t v) { return static_cast<int>(v); }
 // bottom/right. Such convolutions run as a VALID one on an explicitly padded input (pad.h).
 bool asymmetric(const Conv2dShape& g) { return g.pad_top != g.pad_bottom || g.pad_left != g.pad_right; }
 
-Conv2dShape padded_valid(const Conv2dShape& g) {
-  Conv2dShape v = g;
-  v.h = g.h + g.pad_top + g.pad_bottom;
-  v.w = g.w + g.pad_left + g.pad_right;
-  v.pad_top = v.pad_bottom = v.pad_left = v.pad_right = 0;
-  return v;
-}
-
-// The input padded with zeros for padded_valid(g), from the caching allocator.
-Tensor pad_input(Context& ctx, const Conv2dShape& g, const Tensor& x) {
-  const Conv2dShape v = padded_valid(g);
-  Tensor xp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
-  shift2d(ctx, static_cast<const float*>(x.raw()), g.n * g.c, g.h, g.w, static_cast<float*>(xp.raw()), v.h, v.w,
-          g.pad_top, g.pad_left, 0.0f);
-  return xp;
+// The best algorithm cuDNN found (perf[] is sorted by time), or with `gpu_deterministic()` the
+// fastest deterministic one that works.
+template <class Perf>
+auto pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape& g) {
+  EMBER_CHECK(found > 0, CudnnError, std::string("conv2d (cuda): no ") + what + " algorithm for " + g.str());
+  for (int i = 0; i < found && gpu_deterministic(); ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) return perf[i].algo;
+  return perf[0].algo;
 }
 
 std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
@@ -72,28 +65,15 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
   EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
-  EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no forward algorithm for " + g.str());
-  p->fwd = fwd[0].algo;
+  p->fwd = pick_algo(fwd, found, "forward", g);
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
   EMBER_CUDNN_CHECK(
       cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
-  EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-data algorithm for " + g.str());
-  p->bwd_data = bd[0].algo;
-  for (int i = 0; i < found && gpu_deterministic(); ++i)
-    if (bd[i].status == CUDNN_STATUS_SUCCESS && bd[i].determinism == CUDNN_DETERMINISTIC) {
-      p->bwd_data = bd[i].algo;
-      break;
-    }
+  p->bwd_data = pick_algo(bd, found, "backward-data", g);
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
   EMBER_CUDNN_CHECK(
       cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
-  EMBER_CHECK(found > 0, CudnnError, "conv2d (cuda): no backward-filter algorithm for " + g.str());
-  p->bwd_filter = bf[0].algo;
-  for (int i = 0; i < found && gpu_deterministic(); ++i)
-    if (bf[i].status == CUDNN_STATUS_SUCCESS && bf[i].determinism == CUDNN_DETERMINISTIC) {
-      p->bwd_filter = bf[i].algo;
-      break;
-    }
+  p->bwd_filter = pick_algo(bf, found, "backward-filter", g);
   size_t a = 0, b = 0, c = 0;
   EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->conv, p->y, p->fwd, &a));
   EMBER_CUDNN_CHECK(
@@ -134,7 +114,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   check(ctx, b, {g.k}, "bias", g);
   check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g);
   if (asymmetric(g)) {
-    conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x), w, b, y);
+    conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, 0.0f), w, b, y);
     return;
   }
   Plan& p = plan_for(ctx, g);
@@ -159,7 +139,7 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
   if (asymmetric(g)) {  // the padded input again (cheap), the gradient of it, then cropped
     const Conv2dShape v = padded_valid(g);
     Tensor dxp = dx ? Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device()) : Tensor();
-    conv2d_backward(ctx, v, pad_input(ctx, g, x), w, y, dy, dx ? &dxp : nullptr, dw, db, dy_premasked);
+    conv2d_backward(ctx, v, pad_input(ctx, g, x, 0.0f), w, y, dy, dx ? &dxp : nullptr, dw, db, dy_premasked);
     if (dx)
       shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx->raw()), g.h, g.w,
               -g.pad_top, -g.pad_left, 0.0f);

@@ -29,24 +29,6 @@ bool cudnn_fits(const Pool2dShape& g) {
          1 + (g.h + 2 * g.pad_top - g.r) / g.stride_h == g.p && 1 + (g.w + 2 * g.pad_left - g.s) / g.stride_w == g.q;
 }
 
-// The same windows over an input padded to exactly what they span, with no padding left.
-Pool2dShape padded_valid(const Pool2dShape& g) {
-  Pool2dShape v = g;
-  v.h = (g.p - 1) * g.stride_h + g.r;
-  v.w = (g.q - 1) * g.stride_w + g.s;
-  v.pad_top = v.pad_left = v.pad_bottom = v.pad_right = 0;
-  return v;
-}
-
-// x shifted into padded_valid(g)'s input; -inf around it, so padding never wins a max.
-Tensor pad_input(Context& ctx, const Pool2dShape& g, const Tensor& x) {
-  const Pool2dShape v = padded_valid(g);
-  Tensor xp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
-  shift2d(ctx, static_cast<const float*>(x.raw()), g.n * g.c, g.h, g.w, static_cast<float*>(xp.raw()), v.h, v.w,
-          g.pad_top, g.pad_left, -INFINITY);
-  return xp;
-}
-
 std::unique_ptr<Plan> make_plan(const Pool2dShape& g) {
   auto p = std::make_unique<Plan>();
   p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w));
@@ -78,7 +60,7 @@ void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tens
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
   check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
   if (!cudnn_fits(g)) {
-    maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x), y, nullptr);
+    maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, -INFINITY), y, nullptr);
     return;
   }
   Plan& p = plan_for(g);
@@ -95,7 +77,7 @@ void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, con
   if (!cudnn_fits(g)) {  // the padded input again, its gradient, cropped back (then the ReLU mask)
     const Pool2dShape v = padded_valid(g);
     Tensor dxp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
-    maxpool2d_backward(ctx, v, pad_input(ctx, g, x), y, dy, nullptr, dxp, false);
+    maxpool2d_backward(ctx, v, pad_input(ctx, g, x, -INFINITY), y, dy, nullptr, dxp, false);
     shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx.raw()), g.h, g.w,
             -g.pad_top, -g.pad_left, 0.0f);
     if (relu_input) relu_backward(ctx, x, dx, dx);
