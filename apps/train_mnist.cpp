@@ -4,11 +4,15 @@
 //   train_mnist --device cpu --epochs 5 --seed 1 --history history.json
 //
 // Exit codes: 0 success, 1 runtime error (missing data, device, I/O), 2 bad command line.
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -49,7 +53,38 @@ struct Args {
   double gpu_memory_fraction = 0;
   bool allow_tf32 = false;
   bool deterministic = false;
+  bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
 };
+
+// A CLI11 check for a floating-point flag: a finite number in [lo, hi] (NaN and inf refused).
+std::function<std::string(const std::string&)> finite_in(double lo, double hi) {
+  return [lo, hi](const std::string& text) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size()) return "expected a number, got '" + text + "'";
+    char range[96];
+    std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+    if (!std::isfinite(v) || v < lo || v > hi)
+      return "expected a finite number in " + std::string(range) + ", got " + text;
+    return std::string();
+  };
+}
+
+// A CLI11 check for an unsigned 64-bit decimal (CLI11 would wrap "-5" and clamp 1e30).
+std::string unsigned_64(const std::string& text) {
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+    return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
+  try {
+    (void)std::stoull(text);
+  } catch (const std::exception&) {
+    return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
+  }
+  return std::string();
+}
+
+std::string non_empty(const std::string& text) {
+  return text.empty() ? std::string("the path is empty") : std::string();
+}
 
 // "0,2" -> {0, 2}; empty on a malformed list.
 std::vector<int> parse_gpu_list(const std::string& s) {
@@ -121,15 +156,82 @@ void write_history(const std::string& path, const Args& a, const ember::History&
   }
   j["test"] = {{"loss", test.loss}, {"accuracy", test.accuracy}, {"samples", test.samples}};
   j["total_seconds"] = total_seconds;
-  // Write to a temporary file and rename, so a crash never leaves half a file under `path`.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw ember::IoError("cannot write history file " + tmp);
-    f << j.dump(2) << "\n";
-    if (!f.flush()) throw ember::IoError("writing history file " + tmp + " failed");
+  // Atomic (temporary file, renamed): a crash never leaves half a file under `path`.
+  const std::string text = j.dump(2) + "\n";
+  ember::write_file_atomically(path, "--history",
+                               [&](int fd) { ember::write_all(fd, text.data(), text.size(), path); });
+}
+
+// Every output path, checked before the first step (an unwritable one fails now, not after
+// training): --save and --history must be creatable files, --checkpoint-dir a writable folder
+// (created when missing, inside an existing one) holding no other run's checkpoints unless
+// --resume or --overwrite says to continue or replace them.
+void check_outputs(const Args& a) {
+  namespace fs = std::filesystem;
+  if (!a.save.empty()) ember::check_output_path(a.save, "--save");
+  if (!a.history.empty()) ember::check_output_path(a.history, "--history");
+  if (a.checkpoint_dir.empty()) return;
+  const fs::path dir(a.checkpoint_dir);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(dir, ec))) {
+    if (!fs::create_directory(dir, ec) || ec)
+      throw ember::IoError("--checkpoint-dir " + a.checkpoint_dir + ": cannot create it: " + ec.message());
   }
-  std::filesystem::rename(tmp, path);
+  if (!fs::is_directory(dir, ec)) throw ember::IoError("--checkpoint-dir " + a.checkpoint_dir + " is not a folder");
+  std::vector<std::string> found;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name == "best.safetensors" || (name.starts_with("epoch-") && name.ends_with(".safetensors")))
+      found.push_back(name);
+  }
+  if (!found.empty() && a.resume.empty() && !a.overwrite)
+    throw ember::IoError("--checkpoint-dir " + a.checkpoint_dir + " holds another run's checkpoints (" + found.front() +
+                         (found.size() > 1 ? " and " + std::to_string(found.size() - 1) + " more" : "") +
+                         "): continue that run with --resume, replace them with --overwrite, or choose another folder");
+  ember::check_output_path((dir / "best.safetensors").string(), "--checkpoint-dir");
+  ember::check_output_path((dir / "epoch-001.safetensors").string(), "--checkpoint-dir");
+}
+
+// The data checks that would otherwise surface only after the first epoch.
+void check_data(const ember::MnistData& data, const std::string& dir) {
+  if (data.train.size() == 0) throw ember::IoError("the training set in " + dir + " is empty");
+  if (data.test.size() == 0) throw ember::IoError("the test set in " + dir + " is empty");
+  if (!(data.test.sample_shape() == data.train.sample_shape()))
+    throw ember::IoError("the test images in " + dir + " are " + data.test.sample_shape().str() +
+                         " but the training images " + data.train.sample_shape().str());
+}
+
+// The final save. Its failure must not throw the trained model away: then it is saved beside
+// the asked path (or in the temporary folder) and the error says where.
+void save_final(const ember::Sequential& model, const std::string& path, const ember::TrainingState& state) {
+  try {
+    model.save(path, state);
+    return;
+  } catch (const ember::IoError& first) {
+    namespace fs = std::filesystem;
+    const std::string rescue_name = fs::path(path).filename().string() + ".rescued-" + std::to_string(::getpid());
+    for (const fs::path& dir : {fs::path(path).parent_path(), fs::temp_directory_path()}) {
+      const std::string rescue = (dir.empty() ? fs::path(rescue_name) : dir / rescue_name).string();
+      try {
+        model.save(rescue, state);
+      } catch (const ember::IoError&) {
+        continue;
+      }
+      throw ember::IoError(std::string(first.what()) + "; the trained model was saved to " + rescue + " instead");
+    }
+    throw;
+  }
+}
+
+double parse_best(const ember::TrainingState& state, const std::string& path) {
+  const auto it = state.extra.find("best_val_accuracy");
+  if (it == state.extra.end()) return -1;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || end != it->second.c_str() + it->second.size() || !std::isfinite(v))
+    throw ember::CheckpointError("checkpoint " + path + ": metadata 'best_val_accuracy' is not a number: '" +
+                                 it->second + "'");
+  return v;
 }
 
 int run(const Args& a) {
@@ -157,9 +259,11 @@ int run(const Args& a) {
   const std::unique_ptr<Strategy> strategy = make_strategy(a, device);
   const bool chief = strategy->is_chief();  // only rank 0 prints and writes files
   const bool quiet = a.quiet || !chief;
+  if (chief) check_outputs(a);
   const std::string dir = a.data_dir.empty() ? "data/" + a.dataset : a.data_dir;
   MnistData data = load_mnist(dir, a.dataset);
   if (a.limit_train > 0) data.train = data.train.take(std::min(a.limit_train, data.train.size()));
+  check_data(data, dir);
 
   ModelRecipe recipe;
   recipe.add_layers = [](Sequential& m) { apps::add_reference_cnn(m); };
@@ -209,9 +313,7 @@ int run(const Args& a) {
   if (a.log_device_placement && chief)
     std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
                 model.placement_report(a.batch_size).c_str());
-  double best = -1;
-  if (auto it = state.extra.find("best_val_accuracy"); it != state.extra.end()) best = std::stod(it->second);
-  if (!a.checkpoint_dir.empty() && chief) std::filesystem::create_directories(a.checkpoint_dir);
+  double best = a.resume.empty() ? -1 : parse_best(state, a.resume);
   fit.on_epoch_end = [&](const EpochLogs& logs) {
     state.epochs_done = logs.epoch;
     if (!quiet && strategy->num_replicas() > 1) {
@@ -237,7 +339,7 @@ int run(const Args& a) {
                 a.epochs);
   const History history = fit.initial_epoch < a.epochs ? strategy->fit(data.train, fit, &data.test) : History{};
   if (!history.epochs.empty()) state.epochs_done = history.epochs.back().epoch;
-  if (!a.save.empty() && chief) model.save(a.save, state);
+  if (!a.save.empty() && chief) save_final(model, a.save, state);
   const EvalResult test = strategy->evaluate(data.test, 256);  // reduced across ranks
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (chief)
@@ -263,8 +365,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", a.device, "cpu, gpu, gpu:N or cuda:N (auto: the GPU when usable, else cpu)");
   app.add_option("--epochs", a.epochs, "Epochs to train")->check(CLI::Range(1, 100000));
   app.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::PositiveNumber);
-  auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling");
+  app.add_option("--lr", a.lr, "Adam learning rate")->check(finite_in(1e-12, 10.0));
+  auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64);
   app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
   app.add_option("--steps", a.steps, "Stop after N training steps in total (-1: no limit)")
@@ -272,13 +374,19 @@ int main(int argc, char** argv) {
   app.add_option("--limit-train", a.limit_train, "Train on the first N images only (0: all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--threads", a.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--history", a.history, "Write per-epoch metrics and the test result as JSON to this path");
+  app.add_option("--history", a.history, "Write per-epoch metrics and the test result as JSON to this path")
+      ->check(non_empty);
   app.add_flag("--quiet", a.quiet, "Print only the final test line");
   app.add_flag("--strict-placement", a.strict_placement, "Fail instead of falling back to CPU when the GPU is missing");
   app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
-  app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) to this path");
+  app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) to this path")
+      ->check(non_empty);
   app.add_option("--checkpoint-dir", a.checkpoint_dir,
-                 "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)");
+                 "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)")
+      ->check(non_empty);
+  app.add_flag("--overwrite", a.overwrite,
+               "Let --checkpoint-dir replace the checkpoints another run left there (refused otherwise, unless "
+               "--resume)");
   auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total");
   app.add_flag("--evaluate-only", a.evaluate_only, "Only print the test metrics of the --resume checkpoint")
       ->needs(resume);
@@ -294,7 +402,7 @@ int main(int argc, char** argv) {
       });
   app.add_option("--collective-timeout", a.collective_timeout,
                  "Seconds a collective may wait for the other replicas before the job is ended")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(finite_in(0.1, 86400.0));
   app.add_option("--gpu-memory-limit", a.gpu_memory_limit, "Cap GPU memory: BYTES, or with KiB/MiB/GiB/KB/MB/GB")
       ->check([](const std::string& s) {
         try {
@@ -305,7 +413,7 @@ int main(int argc, char** argv) {
         }
       });
   app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card (0, 1]")
-      ->check(CLI::Range(1e-6, 1.0));
+      ->check(finite_in(1e-6, 1.0));
   app.add_flag("--allow-tf32", a.allow_tf32,
                "GPU: let cuBLAS/cuDNN use TF32 tensor cores (faster; ~1e-3 relative rounding instead of FP32's)");
   app.add_flag("--deterministic", a.deterministic,
@@ -315,11 +423,22 @@ int main(int argc, char** argv) {
       ->group("")  // hidden
       ->check([](const std::string& s) {
         const auto c = s.find(':');
-        return c == std::string::npos || c == 0 || c + 1 == s.size() ? std::string("expected REPLICA:STEP")
-                                                                     : std::string();
+        const std::string step = c == std::string::npos ? "" : s.substr(c + 1);
+        const std::string digits = step.ends_with(":hang") ? step.substr(0, step.size() - 5) : step;
+        const auto number = [](const std::string& t) {
+          return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+        };
+        return c != std::string::npos && number(s.substr(0, c)) && number(digits)
+                   ? std::string()
+                   : std::string("expected REPLICA:STEP[:hang] (non-negative integers)");
       });
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   a.seed_given = seed->count() > 0;
+  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && a.threads > static_cast<int>(cores))
+    std::fprintf(stderr,
+                 "train_mnist: warning: --threads %d is more than the %u cores here: OpenMP threads will share cores "
+                 "and run slower\n",
+                 a.threads, cores);
   if (!a.gpus.empty() && a.strategy != "mirrored") {
     std::fprintf(stderr, "train_mnist: --gpus is for --strategy mirrored (see --help)\n");
     return 2;

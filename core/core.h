@@ -5,6 +5,7 @@
 #include "device.h"
 #include "error.h"
 #include "log.h"
+#include "output_file.h"
 #include "rng.h"
 #include "runtime.h"
 #include "shape.h"

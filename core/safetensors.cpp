@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "error.h"
+#include "output_file.h"
 
 namespace ember {
 
@@ -35,24 +37,13 @@ const char* st_dtype(DType t) {
   return "?";
 }
 
-// Writes all of buf or throws; `budget` simulates a crash (tests) by failing once it runs out.
-void write_all(int fd, const void* buf, size_t n, const std::string& path, int64_t& budget) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    size_t chunk = n;
-    if (budget >= 0) {
-      if (budget == 0) throw IoError("writing " + path + " failed: simulated crash");
-      chunk = std::min<size_t>(chunk, static_cast<size_t>(budget));
-    }
-    const ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw IoError("writing " + path + " failed: " + std::strerror(errno));
-    }
-    if (budget >= 0) budget -= w;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+// Writes all of buf; `budget` >= 0 simulates a crash (tests) by failing once it runs out.
+void write_budgeted(int fd, const void* buf, size_t n, const std::string& path, int64_t& budget) {
+  if (budget < 0) return write_all(fd, buf, n, path);
+  const size_t chunk = std::min<size_t>(n, static_cast<size_t>(budget));
+  write_all(fd, buf, chunk, path);
+  budget -= static_cast<int64_t>(chunk);
+  if (chunk < n) throw IoError("writing " + path + " failed: simulated crash");
 }
 
 [[noreturn]] void bad(const std::string& path, const std::string& why) {
@@ -80,50 +71,29 @@ void write_safetensors(const std::string& path, const SafeTensors& st, int64_t f
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));  // little-endian
 
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError("cannot write checkpoint " + path + ": " + std::strerror(errno));
   int64_t budget = fail_after_bytes;
-  try {
-    write_all(fd, len, 8, path, budget);
-    write_all(fd, text.data(), text.size(), path, budget);
+  write_file_atomically(path, "checkpoint", [&](int fd) {
+    write_budgeted(fd, len, 8, path, budget);
+    write_budgeted(fd, text.data(), text.size(), path, budget);
     for (const auto& [name, t] : st.tensors) {
       const Tensor rm = t.layout() == Layout::RowMajor ? t : t.to_layout(Layout::RowMajor);
-      write_all(fd, rm.raw(), rm.nbytes(), path, budget);  // x86-64 is little-endian, as the format
+      write_budgeted(fd, rm.raw(), rm.nbytes(), path, budget);  // x86-64 is little-endian, as the format
     }
-    if (::fsync(fd) != 0) throw IoError("fsync of " + tmp + " failed: " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw IoError("closing " + tmp + " failed: " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw IoError("cannot move the checkpoint into place at " + path + ": " + why);
-  }
-  // Make the rename itself durable.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  });
 }
 
 SafeTensors read_safetensors(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st_file = fs::status(path, ec);  // before open(): a FIFO would block there
+  if (fs::exists(st_file) && !fs::is_regular_file(st_file))
+    throw CheckpointError("checkpoint " + path + " is not a regular file (a directory, FIFO or device)");
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw CheckpointError("cannot open checkpoint " + path + ": " + std::strerror(errno));
   const auto size = static_cast<uint64_t>(f.tellg());
   if (size < 8) bad(path, "file of " + std::to_string(size) + " bytes is too short for a safetensors header");
   f.seekg(0);
   unsigned char len[8];
-  f.read(reinterpret_cast<char*>(len), 8);
+  if (!f.read(reinterpret_cast<char*>(len), 8)) bad(path, "cannot read the header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
   if (n > kMaxHeaderBytes || n > size - 8)
@@ -138,11 +108,9 @@ SafeTensors read_safetensors(const std::string& path) {
   }
   if (!header.is_object()) bad(path, "the header is not a JSON object");
   const uint64_t data_size = size - 8 - n;
-  std::vector<char> data(data_size);
-  if (data_size > 0 && !f.read(data.data(), static_cast<std::streamsize>(data_size))) bad(path, "cannot read the data");
 
   SafeTensors st;
-  uint64_t covered = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // each tensor's [begin, end) in the data section
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) bad(path, "__metadata__ is not an object");
@@ -164,8 +132,10 @@ SafeTensors read_safetensors(const std::string& path) {
       dt = DType::I32;
     else if (d == "U8")
       dt = DType::U8;
+    else if (d == "F64")
+      dt = DType::F64;
     else
-      bad(path, "tensor '" + name + "' has dtype " + d.dump() + "; Ember reads F32, I32 and U8");
+      bad(path, "tensor '" + name + "' has dtype " + d.dump() + "; Ember reads F32, F64, I32 and U8");
     const json& sh = e["shape"];
     const json& off = e["data_offsets"];
     if (!sh.is_array() || static_cast<int>(sh.size()) > Shape::kMaxRank || !off.is_array() || off.size() != 2)
@@ -188,12 +158,27 @@ SafeTensors read_safetensors(const std::string& path) {
     std::vector<int64_t> dims;
     for (const json& v : sh) dims.push_back(v.get<int64_t>());
     const Shape shape(dims);
+    spans.emplace_back(b, en);
+    // Read only now, into a tensor of the size the (checked) header promises.
     Tensor t = Tensor::empty(shape, dt, Device::cpu());
-    if (t.nbytes() > 0) std::memcpy(t.raw(), data.data() + b, t.nbytes());
+    if (t.nbytes() > 0) {
+      f.seekg(static_cast<std::streamoff>(8 + n + b));
+      if (!f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
+        bad(path, "cannot read the data of tensor '" + name + "'");
+    }
     st.tensors.emplace_back(name, std::move(t));
-    covered += en - b;
   }
-  if (covered > data_size) bad(path, "tensors overlap in the data section");
+  // The format's rule: the tensors cover the data section exactly, without holes or overlaps.
+  std::sort(spans.begin(), spans.end());
+  uint64_t at = 0;
+  for (const auto& [b, en] : spans) {
+    if (b < at) bad(path, "tensors overlap in the data section (at byte " + std::to_string(b) + ")");
+    if (b > at)
+      bad(path, "bytes " + std::to_string(at) + "-" + std::to_string(b) + " of the data section belong to no tensor");
+    at = en;
+  }
+  if (at != data_size)
+    bad(path, std::to_string(data_size - at) + " trailing bytes after the last tensor (a damaged or appended file?)");
   return st;
 }
 

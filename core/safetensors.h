@@ -2,8 +2,9 @@
 //   [8 bytes: little-endian u64 header length N][N bytes: JSON header][raw little-endian data]
 // The header maps each tensor name to {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}
 // (offsets into the data section) and holds "__metadata__": a string-to-string map.
-// Writes are atomic: a temporary file in the same directory is written, fsync'ed and renamed
-// over the target. Reads validate sizes, header, dtypes and offsets before returning anything.
+// Writes are atomic (core/output_file.h): a temporary file in the same directory is written,
+// fsync'ed and renamed over the target, which must be absent or a regular file (a symbolic link
+// is followed, never replaced). Reads validate sizes, header, dtypes and offsets before returning anything.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,8 @@ struct SafeTensors {
   std::map<std::string, std::string> metadata;
 };
 
-// Writes atomically (temp file + fsync + rename). Throws IoError on any failure; the target is
-// then untouched. `fail_after_bytes` >= 0 simulates a crash after that many bytes (tests).
+// Writes atomically (write_file_atomically). Throws IoError on any failure; the target is then
+// untouched. `fail_after_bytes` >= 0 simulates a crash after that many bytes (tests).
 void write_safetensors(const std::string& path, const SafeTensors& st, int64_t fail_after_bytes = -1);
 // Reads and validates a file; throws CheckpointError naming the file and what is wrong.
 SafeTensors read_safetensors(const std::string& path);

@@ -1,6 +1,9 @@
 // The model-level checkpoint (see checkpoint.h); the file format itself is core/safetensors.
 #include "checkpoint.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 
 #include "../core/runtime.h"
@@ -28,16 +31,39 @@ json architecture(const Sequential& model) {
   return {{"model", "Sequential"}, {"input_shape", std::vector<int64_t>(in.begin(), in.end())}, {"layers", layers}};
 }
 
-int64_t parse_int(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path) {
+// Metadata `key` as an integer in [lo, hi] (absent: 0). Anything else is the file's fault.
+int64_t parse_int(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path,
+                  int64_t lo, int64_t hi) {
   const auto it = m.find(key);
   if (it == m.end()) return 0;
+  const std::string& text = it->second;
   try {
     size_t used = 0;
-    const long long v = std::stoll(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument(key);
+    const long long v = std::stoll(text, &used);
+    if (used != text.size() || text.empty() || std::isspace(static_cast<unsigned char>(text[0])))
+      throw std::invalid_argument(key);
+    if (v < lo || v > hi)
+      bad(path,
+          "metadata '" + key + "' is " + text + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return v;
+  } catch (const std::invalid_argument&) {
+    bad(path, "metadata '" + key + "' is not an integer: '" + text + "'");
+  } catch (const std::out_of_range&) {
+    bad(path, "metadata '" + key + "' is out of range: '" + text + "'");
+  }
+}
+
+// The seed: an unsigned 64-bit decimal (a "-1" would wrap).
+uint64_t parse_seed(const std::map<std::string, std::string>& m, const std::string& path) {
+  const auto it = m.find("seed");
+  if (it == m.end()) return 0;
+  const std::string& text = it->second;
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+    bad(path, "metadata 'seed' is not an unsigned integer: '" + text + "'");
+  try {
+    return std::stoull(text);
   } catch (const std::exception&) {
-    bad(path, "metadata '" + key + "' is not an integer: '" + it->second + "'");
+    bad(path, "metadata 'seed' is out of range: '" + text + "'");
   }
 }
 }  // namespace
@@ -90,19 +116,42 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
       bad(path, "metadata 'optimizer' is not valid JSON");
     }
   }
-  const bool restore_opt = opt && saved_opt.is_object() && saved_opt.value("name", "") == opt->name();
-  if (restore_opt)
-    for (const auto& [name, t] : opt->state()) {
+  if (!saved_opt.is_null() && !saved_opt.is_object()) bad(path, "metadata 'optimizer' is not a JSON object");
+  const json* saved_name = saved_opt.is_object() && saved_opt.contains("name") ? &saved_opt["name"] : nullptr;
+  if (saved_name && !saved_name->is_string()) bad(path, "metadata 'optimizer' has a non-string name");
+  const bool restore_opt = opt && saved_name && saved_name->get<std::string>() == opt->name();
+  int64_t iterations = 0;
+  if (restore_opt) {
+    if (saved_opt.contains("iterations")) {
+      const json& it = saved_opt["iterations"];
+      if (!it.is_number_integer() || it.get<int64_t>() < 0)
+        bad(path, "optimizer iterations must be a non-negative integer, got " + it.dump());
+      iterations = it.get<int64_t>();
+    }
+    const auto state_names = opt->state();
+    for (const auto& [name, t] : state_names) {
       const auto it = by_name.find("optimizer/" + name);
-      if (it != by_name.end() && (it->second.numel() != model.num_params() || it->second.dtype() != DType::F32))
+      // Moments without their tensors would resume from zeros: a different run, silently.
+      if (it == by_name.end()) {
+        if (iterations > 0)
+          bad(path, "has " + std::to_string(iterations) + " " + opt->name() + " iterations but no optimizer state '" +
+                        name + "'");
+        continue;
+      }
+      if (it->second.numel() != model.num_params() || it->second.dtype() != DType::F32)
         bad(path, "optimizer state '" + name + "' has " + std::to_string(it->second.numel()) + " values for " +
                       std::to_string(model.num_params()) + " parameters");
     }
+    for (const auto& [name, t] : by_name)
+      if (name.rfind("optimizer/", 0) == 0 && std::none_of(state_names.begin(), state_names.end(), [&](const auto& s) {
+            return "optimizer/" + s.first == name;
+          }))
+        bad(path, "holds '" + name + "', which " + opt->name() + " does not keep");
+  }
   TrainingState state;
-  state.epochs_done = static_cast<int>(parse_int(st.metadata, "epochs_done", path));
-  state.seed = static_cast<uint64_t>(parse_int(st.metadata, "seed", path));
-  state.batch_size = parse_int(st.metadata, "batch_size", path);
-  const int64_t iterations = restore_opt ? saved_opt.value("iterations", int64_t{0}) : 0;
+  state.epochs_done = static_cast<int>(parse_int(st.metadata, "epochs_done", path, 0, 1 << 30));
+  state.seed = parse_seed(st.metadata, path);
+  state.batch_size = parse_int(st.metadata, "batch_size", path, 0, int64_t{1} << 40);
 
   // Everything checked: now change the model.
   for (auto& [name, p] : model.named_params()) p.copy_from(by_name.at(name));

@@ -1,6 +1,8 @@
 // The train_mnist app, run as a user runs it: bad flags exit 2 with one line, missing data
 // exits 1 naming the file, and a short run on synthetic MNIST-format data learns.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -46,12 +48,87 @@ AppRun run_raw(const std::string& cmd) {
 AppRun run(const std::string& args) { return run_raw(train_mnist_bin() + " " + args); }
 
 TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
-  for (const char* args : {"--epochs 0", "--epochs abc", "--batch-size 0", "--no-such-flag", "--dataset cifar",
-                           "--device tpu", "--lr -1", "--threads -3"}) {
+  for (const char* args : {"--epochs 0",
+                           "--epochs abc",
+                           "--batch-size 0",
+                           "--no-such-flag",
+                           "--dataset cifar",
+                           "--device tpu",
+                           "--lr -1",
+                           "--threads -3",
+                           "--seed -5",
+                           "--seed 99999999999999999999999",
+                           "--lr nan",
+                           "--lr 1e39",
+                           "--lr inf",
+                           "--collective-timeout nan",
+                           "--gpu-memory-fraction inf",
+                           "--save ''",
+                           "--history ''",
+                           "--checkpoint-dir ''",
+                           "--inject-fault x:y",
+                           "--inject-fault 1:2:sleep"}) {
     const AppRun r = run(args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
   }
+}
+
+// Every output path is checked before the first step: a special file is refused (and left as
+// it was), not replaced by a file after training. Private special files only, never /dev's.
+TEST(TrainMnist, OutputPathsAreCheckedBeforeTrainingAndSpecialFilesAreNeverReplaced) {
+  namespace fs = std::filesystem;
+  const std::string dir = ember::test::temp_dir("outputs");
+  ember::test::write_synthetic_mnist(dir, 64, 32, /*gzip=*/false);
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  fs::create_directory(dir + "/folder");
+  const bool node = ::mknod((dir + "/null").c_str(), S_IFCHR | 0644, makedev(1, 3)) == 0;  // root only
+  const std::string base = "--device cpu --epochs 1 --batch-size 32 --data-dir " + dir + " ";
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"--save " + dir + "/fifo", "is a FIFO"},
+      {"--history " + dir + "/folder", "is a directory"},
+      {"--save " + dir + "/missing/m.safetensors", "does not exist"},
+      {"--history /proc/ember-test.json", "cannot create a file"},
+      {"--resume " + dir + "/fifo", "not a regular file"}};  // would block in open() for ever
+  if (node) cases.emplace_back("--save " + dir + "/null", "is a device node");
+  for (const auto& [args, needle] : cases) {
+    const AppRun r = run(base + args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("Epoch 1/1"), std::string::npos) << args << ": trained first";
+  }
+  EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
+  EXPECT_TRUE(fs::is_directory(dir + "/folder"));
+  if (node) {
+    EXPECT_TRUE(fs::is_character_file(dir + "/null"));
+  }
+  // A link is followed to its (new) target and stays a link.
+  fs::create_symlink("history-target.json", dir + "/history-link.json");
+  const AppRun r = run(base + "--quiet --history " + dir + "/history-link.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir + "/history-link.json")));
+  std::ifstream f(dir + "/history-target.json");
+  EXPECT_EQ(nlohmann::json::parse(f)["history"].size(), 1u);
+  fs::remove_all(dir);
+}
+
+TEST(TrainMnist, ACheckpointDirOfAnotherRunIsRefusedUnlessResumeOrOverwrite) {
+  namespace fs = std::filesystem;
+  const std::string dir = ember::test::temp_dir("ckdir");
+  ember::test::write_synthetic_mnist(dir, 64, 32, /*gzip=*/false);
+  const std::string base =
+      "--device cpu --quiet --batch-size 32 --data-dir " + dir + " --checkpoint-dir " + dir + "/ck";
+  ASSERT_EQ(run(base + " --epochs 1").code, 0);
+  ASSERT_TRUE(fs::exists(dir + "/ck/best.safetensors"));
+  const auto written = fs::last_write_time(dir + "/ck/epoch-001.safetensors");
+  const AppRun again = run(base + " --epochs 1");
+  EXPECT_EQ(again.code, 1) << again.output;
+  EXPECT_NE(again.output.find("--overwrite"), std::string::npos) << again.output;
+  EXPECT_EQ(fs::last_write_time(dir + "/ck/epoch-001.safetensors"), written) << "the old run's checkpoint was touched";
+  EXPECT_EQ(run(base + " --epochs 2 --resume " + dir + "/ck/epoch-001.safetensors").code, 0);
+  EXPECT_TRUE(fs::exists(dir + "/ck/epoch-002.safetensors"));
+  EXPECT_EQ(run(base + " --epochs 1 --overwrite").code, 0);
+  fs::remove_all(dir);
 }
 
 TEST(TrainMnist, HelpListsFlagsWithDefaults) {

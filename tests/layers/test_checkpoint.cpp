@@ -1,9 +1,11 @@
 // Checkpoints: safetensors round trip, metadata, resume == uninterrupted (bit for bit),
 // every kind of bad file as a CheckpointError that leaves the model untouched, atomic writes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "idx_fixtures.h"
 #include "test_util.h"
@@ -36,6 +38,18 @@ Dataset synthetic(int n, uint64_t seed) {
   return Dataset(images, labels, 10);
 }
 
+// small_cnn built with seed 1 and trained one epoch of `samples` (batches of 16) by Adam.
+Sequential trained_cnn(int samples) {
+  Sequential m = small_cnn();
+  m.build(Shape{1, 8, 8}, 1);
+  m.compile(std::make_unique<Adam>());
+  FitOptions fo;
+  fo.verbose = 0;
+  fo.batch_size = 16;
+  m.fit(synthetic(samples, 1), fo);
+  return m;
+}
+
 std::vector<uint8_t> read_bytes(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), {}};
@@ -50,6 +64,18 @@ class Checkpoint : public ::testing::Test {
   void SetUp() override { dir_ = test::temp_dir("ckpt"); }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  // Loading bad.safetensors into `m` must throw a CheckpointError containing `needle` and leave
+  // the parameters as they were.
+  void expect_load_fails(Sequential& m, const std::string& needle) const {
+    const std::vector<float> before = m.params().to_vector();
+    try {
+      m.load(path("bad.safetensors"));
+      ADD_FAILURE() << "expected CheckpointError containing '" << needle << "'";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(m.params().to_vector(), before) << needle;
+  }
   std::string dir_;
 };
 
@@ -83,13 +109,7 @@ TEST_F(Checkpoint, SafetensorsRoundTripOfEveryDtypeAndMetadata) {
 }
 
 TEST_F(Checkpoint, ModelAndOptimizerRoundTrip) {
-  Sequential a = small_cnn();
-  a.build(Shape{1, 8, 8}, 1);
-  a.compile(std::make_unique<Adam>());
-  FitOptions fo;
-  fo.verbose = 0;
-  fo.batch_size = 16;
-  a.fit(synthetic(64, 1), fo);
+  Sequential a = trained_cnn(64);  // 4 Adam steps
   TrainingState s;
   s.epochs_done = 1;
   s.seed = 42;
@@ -177,13 +197,7 @@ TEST_F(Checkpoint, BadFilesGiveCheckpointErrorsAndLeaveTheModelAlone) {
 
   auto expect_bad = [&](const std::vector<uint8_t>& bytes, const std::string& needle) {
     write_bytes(path("bad.safetensors"), bytes);
-    try {
-      target.load(path("bad.safetensors"));
-      ADD_FAILURE() << "expected CheckpointError containing '" << needle << "'";
-    } catch (const CheckpointError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-    EXPECT_EQ(target.params().to_vector(), before) << needle;
+    expect_load_fails(target, needle);
   };
   expect_bad({1, 2, 3}, "too short");
   expect_bad(std::vector<uint8_t>(good.begin(), good.end() - 100), "outside");        // truncated data
@@ -198,8 +212,8 @@ TEST_F(Checkpoint, BadFilesGiveCheckpointErrorsAndLeaveTheModelAlone) {
   const std::string text(good.begin(), good.end());
   const size_t f32 = text.find("\"F32\"");
   ASSERT_NE(f32, std::string::npos);
-  dtype[f32 + 1] = 'F', dtype[f32 + 2] = '6', dtype[f32 + 3] = '4';
-  expect_bad(dtype, "F64");
+  dtype[f32 + 1] = 'F', dtype[f32 + 2] = '1', dtype[f32 + 3] = '6';
+  expect_bad(dtype, "F16");
 
   // A checkpoint of another architecture.
   Sequential other;
@@ -229,6 +243,87 @@ TEST_F(Checkpoint, FailedWriteLeavesTheOldFileIntact) {
   for (const auto& e : fs::directory_iterator(dir_))  // no temporary left behind
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   EXPECT_THROW(write_safetensors(dir_ + "/no/such/dir/x.safetensors", st), IoError);
+}
+
+// A safetensors file from a JSON header and a data section, as another writer might make it.
+std::vector<uint8_t> raw_file(const std::string& header, size_t data_bytes) {
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(header.size() >> (8 * i)));
+  bytes += header + std::string(data_bytes, '\0');
+  return {bytes.begin(), bytes.end()};
+}
+
+TEST_F(Checkpoint, TheReaderRejectsOverlapsHolesTrailingBytesAndSpecialFiles) {
+  const auto expect_bad = [&](const std::vector<uint8_t>& bytes, const std::string& needle) {
+    write_bytes(path("raw.safetensors"), bytes);
+    try {
+      read_safetensors(path("raw.safetensors"));
+      ADD_FAILURE() << "expected CheckpointError containing '" << needle << "'";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path("raw.safetensors")), std::string::npos) << e.what();
+    }
+  };
+  const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  // b aliases a's second float: the old check compared only the summed sizes.
+  expect_bad(raw_file("{" + a + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 12), "overlap");
+  expect_bad(raw_file("{" + a + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16), "belong to no");
+  expect_bad(raw_file("{" + a + "}", 8 + 5), "5 trailing bytes");
+  write_bytes(path("ok.safetensors"), raw_file("{" + a + "}", 8));
+  EXPECT_EQ(read_safetensors(path("ok.safetensors")).tensors.size(), 1u);
+
+  // A FIFO would block open() for ever; a directory is not a file.
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
+  fs::create_directory(path("dir"));
+  for (const char* name : {"fifo", "dir"}) {
+    try {
+      read_safetensors(path(name));
+      ADD_FAILURE() << name;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(Checkpoint, TheLoaderRejectsPartialOptimizerStateAndOutOfRangeIntegers) {
+  Sequential a = trained_cnn(32);  // 2 Adam steps
+  a.save(path("good.safetensors"));
+  const SafeTensors good = read_safetensors(path("good.safetensors"));
+  const std::string first_state = "optimizer/" + a.optimizer()->state()[0].first;
+
+  Sequential target = small_cnn();
+  target.build(Shape{1, 8, 8}, 2);
+  target.compile(std::make_unique<Adam>());
+  const auto expect_bad = [&](const SafeTensors& st, const std::string& needle) {
+    write_safetensors(path("bad.safetensors"), st);
+    expect_load_fails(target, needle);
+    EXPECT_EQ(target.optimizer()->iterations(), 0) << needle;
+  };
+  SafeTensors missing = good;  // 2 iterations done, but no first moment: would resume from zeros
+  std::erase_if(missing.tensors, [&](const auto& t) { return t.first == first_state; });
+  expect_bad(missing, "no optimizer state");
+  SafeTensors unknown = good;
+  unknown.tensors.emplace_back("optimizer/zzz", test::random_tensor(Shape{3}, 4));
+  expect_bad(unknown, "optimizer/zzz");
+  for (const auto& [key, value, needle] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"epochs_done", "1099511627776", "outside"},  // 2^40 would have been truncated to 0
+           {"epochs_done", "4294967297", "outside"},     // 2^32 + 1 would have become 1
+           {"epochs_done", "-1", "outside"},
+           {"epochs_done", "2x", "not an integer"},
+           {"seed", "-1", "not an unsigned integer"},  // would have wrapped to 2^64 - 1
+           {"seed", "99999999999999999999", "out of range"},
+           {"batch_size", "99999999999999999999", "out of range"},
+           {"optimizer", R"({"name": "Adam", "iterations": -3})", "non-negative"},
+           {"optimizer", R"({"name": "Adam", "iterations": "2"})", "non-negative"},
+           {"optimizer", R"({"name": 5})", "non-string"},
+           {"optimizer", R"([1, 2])", "not a JSON object"}}) {
+    SafeTensors st = good;
+    st.metadata[key] = value;
+    expect_bad(st, needle);
+  }
+  target.load(path("good.safetensors"));  // and the good file still loads
+  EXPECT_EQ(target.params().to_vector(), a.params().to_vector());
+  EXPECT_EQ(target.optimizer()->iterations(), 2);
 }
 
 }  // namespace
