@@ -164,8 +164,9 @@ void write_history(const std::string& path, const Args& a, const ember::History&
 
 // Every output path, checked before the first step (an unwritable one fails now, not after
 // training): --save and --history must be creatable files, --checkpoint-dir a writable folder
-// (created when missing, inside an existing one) holding no other run's checkpoints unless
-// --resume or --overwrite says to continue or replace them.
+// (created when missing) holding no other run's checkpoints unless --resume continues that run
+// or --overwrite replaces them (their epoch and best files are removed first, so none of the old
+// run's is ever taken for this run's).
 void check_outputs(const Args& a) {
   namespace fs = std::filesystem;
   if (!a.save.empty()) ember::check_output_path(a.save, "--save");
@@ -174,8 +175,8 @@ void check_outputs(const Args& a) {
   const fs::path dir(a.checkpoint_dir);
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(dir, ec))) {
-    if (!fs::create_directory(dir, ec) || ec)
-      throw ember::IoError("--checkpoint-dir " + a.checkpoint_dir + ": cannot create it: " + ec.message());
+    fs::create_directories(dir, ec);
+    if (ec) throw ember::IoError("--checkpoint-dir " + a.checkpoint_dir + ": cannot create it: " + ec.message());
   }
   if (!fs::is_directory(dir, ec)) throw ember::IoError("--checkpoint-dir " + a.checkpoint_dir + " is not a folder");
   std::vector<std::string> found;
@@ -184,7 +185,12 @@ void check_outputs(const Args& a) {
     if (name == "best.safetensors" || (name.starts_with("epoch-") && name.ends_with(".safetensors")))
       found.push_back(name);
   }
-  if (!found.empty() && a.resume.empty() && !a.overwrite)
+  if (!found.empty() && a.overwrite && a.resume.empty()) {
+    // Replaced as a whole: a later epoch file of the old run must not be taken for this run's.
+    for (const std::string& name : found) fs::remove(dir / name, ec);
+    found.clear();
+  }
+  if (!found.empty() && a.resume.empty())
     throw ember::IoError("--checkpoint-dir " + a.checkpoint_dir + " holds another run's checkpoints (" + found.front() +
                          (found.size() > 1 ? " and " + std::to_string(found.size() - 1) + " more" : "") +
                          "): continue that run with --resume, replace them with --overwrite, or choose another folder");
@@ -210,7 +216,9 @@ void save_final(const ember::Sequential& model, const std::string& path, const e
   } catch (const ember::IoError& first) {
     namespace fs = std::filesystem;
     const std::string rescue_name = fs::path(path).filename().string() + ".rescued-" + std::to_string(::getpid());
-    for (const fs::path& dir : {fs::path(path).parent_path(), fs::temp_directory_path()}) {
+    std::error_code ec;
+    const fs::path tmp = fs::temp_directory_path(ec);
+    for (const fs::path& dir : {fs::path(path).parent_path(), ec ? fs::path("/tmp") : tmp}) {
       const std::string rescue = (dir.empty() ? fs::path(rescue_name) : dir / rescue_name).string();
       try {
         model.save(rescue, state);

@@ -78,8 +78,9 @@ std::string check_output_path(const std::string& path, const std::string& what) 
   if (!fs::exists(ds)) throw IoError(where + "the folder " + dir.string() + " does not exist");
   if (!fs::is_directory(ds)) throw IoError(where + dir.string() + " is not a folder");
   // Creating a file is the only sure test (read-only mounts, /proc, permissions, ACLs).
-  const fs::path probe = dir / (temp_prefix(target) + std::to_string(::getpid()));
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // A name of its own (not a temporary's, which a killed save with this PID may have left).
+  const fs::path probe = dir / ("." + target.filename().string() + ".probe." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(where + "cannot create a file in " + dir.string() + ": " + std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
@@ -104,7 +105,8 @@ void write_file_atomically(const std::string& path, const std::string& what, con
   remove_stale_temporaries(target);
   const fs::path dir = folder_of(target);
   const std::string tmp = (dir / (temp_prefix(target) + std::to_string(::getpid()))).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a link planted under the temporary's name is not written through.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot write " + what + " " + path + ": " + std::strerror(errno));
   try {
     fill(fd);

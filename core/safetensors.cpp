@@ -111,6 +111,13 @@ SafeTensors read_safetensors(const std::string& path) {
 
   SafeTensors st;
   std::vector<std::pair<uint64_t, uint64_t>> spans;  // each tensor's [begin, end) in the data section
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin;
+  };
+  std::vector<Entry> entries;  // validated, read after the span check
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) bad(path, "__metadata__ is not an object");
@@ -140,12 +147,16 @@ SafeTensors read_safetensors(const std::string& path) {
     const json& off = e["data_offsets"];
     if (!sh.is_array() || static_cast<int>(sh.size()) > Shape::kMaxRank || !off.is_array() || off.size() != 2)
       bad(path, "tensor '" + name + "' has a malformed shape or data_offsets");
-    uint64_t count = 1;
+    uint64_t count = 1;  // elements, saturated at data_size + 1 (which fails the size check below)
     for (const json& v : sh) {
       if (!v.is_number_unsigned() || v.get<uint64_t>() > (uint64_t{1} << 40))
         bad(path, "tensor '" + name + "' has a bad dimension");
-      count *= v.get<uint64_t>();
-      if (count > data_size) count = data_size + 1;  // saturate; fails the size check below
+      const uint64_t dim = v.get<uint64_t>();
+      if (count != 0 && dim > (data_size + 1) / count) {  // count * dim would exceed data_size + 1 (or wrap)
+        count = dim == 0 ? 0 : data_size + 1;
+      } else {
+        count = std::min(count * dim, data_size + 1);
+      }
     }
     for (const json& v : off)
       if (!v.is_number_unsigned()) bad(path, "tensor '" + name + "' has non-integer data_offsets");
@@ -159,14 +170,7 @@ SafeTensors read_safetensors(const std::string& path) {
     for (const json& v : sh) dims.push_back(v.get<int64_t>());
     const Shape shape(dims);
     spans.emplace_back(b, en);
-    // Read only now, into a tensor of the size the (checked) header promises.
-    Tensor t = Tensor::empty(shape, dt, Device::cpu());
-    if (t.nbytes() > 0) {
-      f.seekg(static_cast<std::streamoff>(8 + n + b));
-      if (!f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
-        bad(path, "cannot read the data of tensor '" + name + "'");
-    }
-    st.tensors.emplace_back(name, std::move(t));
+    entries.push_back({name, dt, shape, b});
   }
   // The format's rule: the tensors cover the data section exactly, without holes or overlaps.
   std::sort(spans.begin(), spans.end());
@@ -179,6 +183,17 @@ SafeTensors read_safetensors(const std::string& path) {
   }
   if (at != data_size)
     bad(path, std::to_string(data_size - at) + " trailing bytes after the last tensor (a damaged or appended file?)");
+  // Only now, with every span checked (disjoint, inside the file), allocate and read: the
+  // tensors together are exactly the data section, never more than the file holds.
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu());
+    if (t.nbytes() > 0) {
+      f.seekg(static_cast<std::streamoff>(8 + n + e.begin));
+      if (!f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
+        bad(path, "cannot read the data of tensor '" + e.name + "'");
+    }
+    st.tensors.emplace_back(e.name, std::move(t));
+  }
   return st;
 }
 

@@ -128,6 +128,8 @@ TEST(TrainMnist, ACheckpointDirOfAnotherRunIsRefusedUnlessResumeOrOverwrite) {
   EXPECT_EQ(run(base + " --epochs 2 --resume " + dir + "/ck/epoch-001.safetensors").code, 0);
   EXPECT_TRUE(fs::exists(dir + "/ck/epoch-002.safetensors"));
   EXPECT_EQ(run(base + " --epochs 1 --overwrite").code, 0);
+  EXPECT_FALSE(fs::exists(dir + "/ck/epoch-002.safetensors")) << "an epoch file of the replaced run was left";
+  EXPECT_TRUE(fs::exists(dir + "/ck/epoch-001.safetensors"));
   fs::remove_all(dir);
 }
 

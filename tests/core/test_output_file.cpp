@@ -94,11 +94,16 @@ TEST_F(OutputFile, TemporariesOfDeadProcessesAreRemovedByTheNextSave) {
   std::ofstream(path(".f.tmp.99999999")) << "orphan";
   std::ofstream(path(".f.tmp.1")) << "a live process's";
   std::ofstream(path(".g.tmp.99999999")) << "another target's";
+  // A temporary with this process's own PID (a killed save whose PID came round again) neither
+  // blocks the check nor the write.
+  std::ofstream(path(".f.tmp." + std::to_string(::getpid()))) << "own PID";
+  EXPECT_NO_THROW(check_output_path(path("f")));
   write_text(path("f"), "new");
   EXPECT_FALSE(fs::exists(path(".f.tmp.99999999")));
   EXPECT_TRUE(fs::exists(path(".f.tmp.1")));
   EXPECT_TRUE(fs::exists(path(".g.tmp.99999999")));
   EXPECT_EQ(slurp(path("f")), "new");
+  EXPECT_FALSE(fs::exists(path(".f.tmp." + std::to_string(::getpid()))));
 }
 
 }  // namespace

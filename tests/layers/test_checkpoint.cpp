@@ -269,6 +269,14 @@ TEST_F(Checkpoint, TheReaderRejectsOverlapsHolesTrailingBytesAndSpecialFiles) {
   expect_bad(raw_file("{" + a + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 12), "overlap");
   expect_bad(raw_file("{" + a + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", 16), "belong to no");
   expect_bad(raw_file("{" + a + "}", 8 + 5), "5 trailing bytes");
+  // A shape whose element count wraps 2^64 ([2^24, 2^40] x 4 bytes) must not pass as 0 bytes.
+  expect_bad(raw_file("{" + a + R"(,"w":{"dtype":"F32","shape":[16777216,1099511627776],"data_offsets":[8,8]}})", 8),
+             "bytes for its shape");
+  // Many tensors aliasing one span: refused before anything is allocated.
+  std::string aliases = "{" + a;
+  for (int i = 0; i < 50; ++i)
+    aliases += ",\"t" + std::to_string(i) + R"(":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  expect_bad(raw_file(aliases + "}", 8), "overlap");
   write_bytes(path("ok.safetensors"), raw_file("{" + a + "}", 8));
   EXPECT_EQ(read_safetensors(path("ok.safetensors")).tensors.size(), 1u);
 
