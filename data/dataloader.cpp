@@ -80,10 +80,7 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   return order;
 }
 
-void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
-  EMBER_CHECK(
-      first_batch >= 0 && first_batch <= num_batches(), ArgumentError,
-      "DataLoader: cannot start at batch " + std::to_string(first_batch) + " of " + std::to_string(num_batches()));
+void DataLoader::start_epoch(int64_t epoch) {
   wait_idle();
   {
     std::lock_guard lock(mu_);
@@ -91,7 +88,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
     error_ = nullptr;
   }
   order_ = epoch_order(epoch);
-  next_batch_ = first_batch;
+  next_batch_ = 0;
   if (opt_.device.is_cuda()) {  // the order goes to the device once per epoch (checked here, once)
     Tensor order = Tensor::empty(Shape{static_cast<int64_t>(order_.size())}, DType::I32, Device::cpu());
     int32_t* o = order.data<int32_t>();
