@@ -2,13 +2,14 @@
 #include "safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -82,24 +83,80 @@ void write_safetensors(const std::string& path, const SafeTensors& st, int64_t f
   });
 }
 
+namespace {
+// Where a safetensors file's bytes come from: a file (read at offsets, so only what the header
+// promises is ever allocated) or memory (the fuzzer).
+struct ByteSource {
+  uint64_t size = 0;
+  std::function<bool(uint64_t offset, void* dst, size_t n)> read;
+};
+
+SafeTensors decode(const ByteSource& src, const std::string& path);
+}  // namespace
+
 SafeTensors read_safetensors(const std::string& path) {
   std::error_code ec;
   const fs::file_status st_file = fs::status(path, ec);  // before open(): a FIFO would block there
   if (fs::exists(st_file) && !fs::is_regular_file(st_file))
     throw CheckpointError("checkpoint " + path + " is not a regular file (a directory, FIFO or device)");
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw CheckpointError("cannot open checkpoint " + path + ": " + std::strerror(errno));
-  const auto size = static_cast<uint64_t>(f.tellg());
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO swapped in
+  if (fd < 0) throw CheckpointError("cannot open checkpoint " + path + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+    throw CheckpointError("checkpoint " + path + " is not a regular file (a directory, FIFO or device)");
+  ByteSource src;
+  src.size = static_cast<uint64_t>(sb.st_size);
+  std::string error;
+  src.read = [fd, &error](uint64_t offset, void* dst, size_t n) {
+    auto* p = static_cast<char*>(dst);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        error = got < 0 ? std::strerror(errno) : "the file is shorter than it was";
+        return false;
+      }
+      p += got;
+      n -= static_cast<size_t>(got);
+      offset += static_cast<uint64_t>(got);
+    }
+    return true;
+  };
+  try {
+    return decode(src, path);
+  } catch (const CheckpointError& e) {
+    if (error.empty()) throw;
+    throw CheckpointError(std::string(e.what()) + " (" + error + ")");
+  }
+}
+
+SafeTensors decode_safetensors(std::span<const uint8_t> bytes, const std::string& name) {
+  ByteSource src;
+  src.size = bytes.size();
+  src.read = [bytes](uint64_t offset, void* dst, size_t n) {
+    if (offset > bytes.size() || n > bytes.size() - offset) return false;
+    if (n > 0) std::memcpy(dst, bytes.data() + offset, n);
+    return true;
+  };
+  return decode(src, name);
+}
+
+namespace {
+SafeTensors decode(const ByteSource& src, const std::string& path) {
+  const uint64_t size = src.size;
   if (size < 8) bad(path, "file of " + std::to_string(size) + " bytes is too short for a safetensors header");
-  f.seekg(0);
   unsigned char len[8];
-  if (!f.read(reinterpret_cast<char*>(len), 8)) bad(path, "cannot read the header length");
+  if (!src.read(0, len, 8)) bad(path, "cannot read the header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
   if (n > kMaxHeaderBytes || n > size - 8)
     bad(path, "header length " + std::to_string(n) + " does not fit a file of " + std::to_string(size) + " bytes");
   std::string text(n, '\0');
-  if (!f.read(text.data(), static_cast<std::streamsize>(n))) bad(path, "cannot read the header");
+  if (!src.read(8, text.data(), n)) bad(path, "cannot read the header");
   json header;
   try {
     header = json::parse(text);
@@ -188,13 +245,12 @@ SafeTensors read_safetensors(const std::string& path) {
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu());
     if (t.nbytes() > 0) {
-      f.seekg(static_cast<std::streamoff>(8 + n + e.begin));
-      if (!f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
-        bad(path, "cannot read the data of tensor '" + e.name + "'");
+      if (!src.read(8 + n + e.begin, t.raw(), t.nbytes())) bad(path, "cannot read the data of tensor '" + e.name + "'");
     }
     st.tensors.emplace_back(e.name, std::move(t));
   }
   return st;
 }
+}  // namespace
 
 }  // namespace ember

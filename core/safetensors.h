@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,10 @@ struct SafeTensors {
 // untouched. `fail_after_bytes` >= 0 simulates a crash after that many bytes (tests).
 void write_safetensors(const std::string& path, const SafeTensors& st, int64_t fail_after_bytes = -1);
 // Reads and validates a file; throws CheckpointError naming the file and what is wrong.
+// A FIFO, directory or device is refused before it is opened; only the header and the spans it
+// declares are read, so a lying file allocates no more than it holds.
 SafeTensors read_safetensors(const std::string& path);
+// The same checks on a file already in memory (`name` for messages; the fuzz target).
+SafeTensors decode_safetensors(std::span<const uint8_t> bytes, const std::string& name);
 
 }  // namespace ember

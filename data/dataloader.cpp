@@ -21,7 +21,9 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : data
   EMBER_CHECK(opt_.batch_size >= opt_.num_shards, ArgumentError,
               "DataLoader: a global batch of " + std::to_string(opt_.batch_size) + " cannot feed " +
                   std::to_string(opt_.num_shards) + " shards");
-  EMBER_CHECK(dataset.size() > 0, ArgumentError, "DataLoader: the dataset is empty");
+  EMBER_CHECK(
+      dataset.size() > 0, ArgumentError,
+      "DataLoader: the dataset " + (dataset.name().empty() ? std::string() : "'" + dataset.name() + "' ") + "is empty");
   if (opt_.device.is_cuda()) {
     EMBER_CHECK(dataset.size() <= std::numeric_limits<int32_t>::max(), ArgumentError,
                 "DataLoader: a dataset on the GPU holds at most 2^31-1 samples");

@@ -41,7 +41,10 @@ struct DataLoaderOptions {
 
 class DataLoader {
  public:
+  // The loader keeps a reference to `dataset`, which must outlive it: a temporary is refused at
+  // compile time (the overload below), since it would dangle from the first next().
   DataLoader(const Dataset& dataset, DataLoaderOptions options);
+  DataLoader(Dataset&& dataset, DataLoaderOptions options) = delete;
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;

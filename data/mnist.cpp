@@ -13,7 +13,12 @@ std::string find_idx_file(const std::string& dir, const std::string& base) {
   for (const std::string& candidate : {base, base + ".gz"}) {
     const fs::path p = fs::path(dir) / candidate;
     std::error_code ec;
-    if (fs::is_regular_file(p, ec)) return p.string();
+    const fs::file_status st = fs::status(p, ec);
+    if (fs::is_regular_file(st)) return p.string();
+    if (fs::exists(st))  // not "missing": say what is in its place
+      throw IoError(p.string() +
+                    (fs::is_directory(st) ? " is a directory" : " is not a regular file (a FIFO, socket or device)") +
+                    ", not an IDX file");
   }
   throw IoError("missing data file " + (fs::path(dir) / base).string() +
                 "[.gz]; fetch the data with scripts/fetch_data.sh (or pass --data-dir)");
@@ -21,8 +26,10 @@ std::string find_idx_file(const std::string& dir, const std::string& base) {
 
 MnistData load_mnist(const std::string& dir, const std::string& name) {
   auto load = [&](const char* images, const char* labels, const std::string& split) {
-    Tensor x = load_idx_images(find_idx_file(dir, images));
+    const std::string images_path = find_idx_file(dir, images);
+    Tensor x = load_idx_images(images_path);
     Tensor y = load_idx_labels(find_idx_file(dir, labels), 10);
+    if (x.dim(0) == 0) throw IoError(images_path + ": the " + split + " set holds no images");
     if (x.dim(0) != y.dim(0))
       throw IoError(dir + ": " + split + " has " + std::to_string(x.dim(0)) + " images but " +
                     std::to_string(y.dim(0)) + " labels");

@@ -7,7 +7,7 @@
 #      MNIST epoch under ASan takes minutes and checks nothing the release run does not). MPI is
 #      off here because OpenMPI's own allocations fail LeakSanitizer; configuration 1 runs the
 #      MPI tests (mpirun -np 2 on loopback);
-# then runs the IDX-reader fuzzer for a bounded time (clang's libFuzzer). First of all,
+# then runs the IDX and safetensors fuzzers for a bounded time each (clang's libFuzzer). First of all,
 # scripts/check_layering.py checks the folders' floors from the #include lines, and
 # clang-format that every C++ file is formatted.
 # Exit status: non-zero if any step or test fails.
@@ -63,13 +63,18 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 section "configuration 2: install + examples/custom_model"
 ASAN_OPTIONS=detect_leaks=1 check_install build/test-asan build/install-asan "-fsanitize=address,undefined"
 
-section "fuzzing the IDX reader for ${FUZZ_SECONDS}s"
+section "fuzzing the IDX and safetensors readers for ${FUZZ_SECONDS}s each"
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_FUZZ=ON \
       -DEMBER_TESTS=OFF -DEMBER_APPS=OFF -DEMBER_CUDA=OFF -DEMBER_MPI=OFF >/dev/null
-cmake --build build/fuzz --target fuzz_idx
+cmake --build build/fuzz --target fuzz_idx fuzz_safetensors
 corpus=$(mktemp -d); trap 'rm -rf "$corpus"' EXIT
-cp tests/fuzz/corpus/* "$corpus"/
-build/fuzz/tests/fuzz/fuzz_idx -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=1 \
-  "$corpus" 2>&1 | tail -n 3
+for reader in idx safetensors; do
+  mkdir -p "$corpus/$reader"
+  cp tests/fuzz/corpus_$reader/* "$corpus/$reader"/
+  # A crash, leak, sanitizer report or an input above 2 GiB RSS makes the fuzzer exit non-zero.
+  build/fuzz/tests/fuzz/fuzz_$reader -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=1 \
+    "$corpus/$reader" >"$corpus/$reader.log" 2>&1 || { tail -n 40 "$corpus/$reader.log"; exit 1; }
+  echo "fuzz_$reader: $(grep -o 'number_of_executed_units: [0-9]*' "$corpus/$reader.log" | cut -d' ' -f2) executions, no crash"
+done
 
 section "all tests passed"

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <type_traits>
 
 #include "test_util.h"
 
@@ -95,6 +96,20 @@ TEST(DataLoader, NormalisesToUnitRangeAndRejectsBadOptions) {
   EXPECT_FALSE(loader.next(b));
   EXPECT_THROW(DataLoader(d, {.batch_size = 0}), ArgumentError);
   EXPECT_THROW(DataLoader(d, {.batch_size = 8, .num_shards = 2, .shard = 2}), ArgumentError);
+}
+
+TEST(DataLoader, AnEmptyDatasetIsNamedAndATemporaryIsRefusedAtCompileTime) {
+  const Dataset empty(Tensor::zeros(Shape{0, 1, 2, 2}, DType::U8), Tensor::zeros(Shape{0}, DType::I32), 10,
+                      "fashion-mnist/test");
+  try {
+    DataLoader loader(empty, {});
+    FAIL();
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("'fashion-mnist/test' is empty"), std::string::npos) << e.what();
+  }
+  // The loader keeps a reference: DataLoader(make_dataset(), ...) would dangle, so it does not compile.
+  static_assert(!std::is_constructible_v<DataLoader, Dataset&&, DataLoaderOptions>);
+  static_assert(std::is_constructible_v<DataLoader, const Dataset&, DataLoaderOptions>);
 }
 
 TEST(Dataset, RejectsMismatchedInputs) {

@@ -1,5 +1,8 @@
 // IDX reader: valid raw and gzip files, and every malformation as a typed error naming the file.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -50,7 +53,7 @@ TEST(Idx, MalformedFilesGiveTypedErrors) {
   bad_magic[0] = 0x12;
   expect_io_error(bad_magic, "magic");
   expect_io_error(idx_bytes({3}, std::vector<uint8_t>(12, 0), 0x0D), "float32");
-  expect_io_error(idx_bytes({3}, std::vector<uint8_t>(3, 0), 0x42), "unknown");
+  expect_io_error(idx_bytes({3}, std::vector<uint8_t>(3, 0), 0x42), "0x42 (unknown)");  // hex, as the format writes it
   expect_io_error({0, 0, 8}, "shorter than the header");
   expect_io_error({0, 0, 8, 3, 0, 0}, "truncated header");
   expect_io_error({0, 0, 8, 0}, "rank 0");
@@ -62,6 +65,100 @@ TEST(Idx, MalformedFilesGiveTypedErrors) {
 TEST(Idx, HeaderLargerThanFileNeverAllocatesFromTheHeader) {
   // 4 billion x 4 billion x 255 elements claimed, 10 bytes present: rejected from the real size.
   expect_io_error(idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFu}, std::vector<uint8_t>(10, 1)), "truncated");
+}
+
+// Peak resident memory of this process so far, in MiB.
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+std::vector<uint8_t> gzipped(const std::vector<uint8_t>& bytes) {
+  const std::string dir = test::temp_dir("gzb");
+  test::write_file(dir + "/f.gz", bytes, /*gzip=*/true);
+  std::ifstream f(dir + "/f.gz", std::ios::binary);
+  std::vector<uint8_t> gz((std::istreambuf_iterator<char>(f)), {});
+  std::filesystem::remove_all(dir);
+  return gz;
+}
+
+TEST(Idx, ALyingFileIsRejectedFromItsHeaderWithoutReadingIt) {
+  // A 1 GiB sparse file whose header describes 12 bytes: the old reader read all of it first
+  // (+1 GiB resident); the size check now fails before anything is allocated. The peak may
+  // grow by no more than a 64 MiB allowance for the test's own allocations.
+  const std::string dir = test::temp_dir("idxbig");
+  const std::string path = dir + "/train-images-idx3-ubyte";
+  test::write_file(path, idx_bytes({3, 2, 2}, std::vector<uint8_t>(12, 1)));
+  ASSERT_EQ(::truncate(path.c_str(), off_t{1} << 30), 0);
+  const double before = peak_rss_mib();
+  try {
+    read_idx(path);
+    FAIL() << "a 1 GiB file with a 12-element header was accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("trailing data"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_LT(peak_rss_mib() - before, 64.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Idx, GzipIsInflatedNoFurtherThanTheHeaderPromises) {
+  // A header promising 8 GiB (65536 x 65536 x 2) is refused before inflating anything.
+  expect_io_error(gzipped(idx_bytes({65536, 65536, 2}, std::vector<uint8_t>(1024, 0))), "decompression limit");
+  // A bomb: the header promises 64 bytes, the stream inflates to 64 MiB of zeros (64 KiB
+  // compressed). It stops one byte after the promise: no 64 MiB buffer (allowance as above).
+  const std::vector<uint8_t> bomb = gzipped(idx_bytes({64}, std::vector<uint8_t>(64u << 20, 0)));
+  const double before = peak_rss_mib();
+  expect_io_error(bomb, "trailing data");
+  EXPECT_LT(peak_rss_mib() - before, 32.0);
+  // The header promises more than the stream holds.
+  expect_io_error(gzipped(idx_bytes({1u << 20}, std::vector<uint8_t>(100, 3))), "decompresses to only 100 bytes");
+  // A header cut inside the gzip stream.
+  expect_io_error(gzipped({0, 0, 8, 3, 0, 0}), "truncated header");
+}
+
+TEST(Idx, DirectoriesAndFifosAreNamedNotOpened) {
+  const std::string dir = test::temp_dir("idxfifo");
+  std::filesystem::create_directory(dir + "/train-images-idx3-ubyte");
+  ASSERT_EQ(::mkfifo((dir + "/train-labels-idx1-ubyte").c_str(), 0600), 0);  // open() would block on it
+  try {
+    load_mnist(dir);
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("train-images-idx3-ubyte is a directory"), std::string::npos) << e.what();
+  }
+  try {
+    read_idx(dir + "/train-labels-idx1-ubyte");
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(dir + "/train-images-idx3-ubyte");
+  test::write_file(dir + "/train-images-idx3-ubyte", idx_bytes({1, 28, 28}, std::vector<uint8_t>(784, 0)));
+  try {
+    load_mnist(dir);
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("train-labels-idx1-ubyte is not a regular file"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Mnist, AnEmptySplitNamesItsFileAndSplit) {
+  const std::string dir = test::temp_dir("mnist0");
+  test::write_synthetic_mnist(dir, 30, 10, /*gzip=*/false);
+  test::write_file(dir + "/t10k-images-idx3-ubyte", idx_bytes({0, 28, 28}, {}));
+  test::write_file(dir + "/t10k-labels-idx1-ubyte", idx_bytes({0}, {}));
+  try {
+    load_mnist(dir);
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("t10k-images-idx3-ubyte: the test set holds no images"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Idx, CorruptAndTruncatedGzip) {

@@ -106,6 +106,22 @@ TEST_F(Checkpoint, SafetensorsRoundTripOfEveryDtypeAndMetadata) {
   EXPECT_EQ(n % 8, 0u);
   EXPECT_EQ(bytes[8], '{');
   EXPECT_EQ(bytes.size(), 8 + n + 24 + 12 + 5 + 48);
+  // The in-memory decoder (the fuzz target's entry) reads the same tensors, and its errors are
+  // checkpoint errors naming what it was given.
+  const SafeTensors mem = decode_safetensors(bytes, "in-memory");
+  ASSERT_EQ(mem.tensors.size(), back.tensors.size());
+  for (size_t k = 0; k < mem.tensors.size(); ++k) {
+    EXPECT_EQ(mem.tensors[k].first, back.tensors[k].first);
+    EXPECT_EQ(mem.tensors[k].second.nbytes(), back.tensors[k].second.nbytes());
+  }
+  EXPECT_EQ(mem.metadata, back.metadata);
+  const std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 1);
+  try {
+    decode_safetensors(cut, "in-memory");
+    FAIL();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint in-memory:"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Checkpoint, ModelAndOptimizerRoundTrip) {
