@@ -3,11 +3,14 @@
 //   train_mnist --epochs 5                      # GPU when usable, else CPU (with one notice)
 //   train_mnist --device cpu --epochs 5 --seed 1 --history history.json
 //
-// Exit codes: 0 success, 1 runtime error (missing data, device, I/O), 2 bad command line.
+// Exit codes: 0 success, 1 runtime error (missing data, device, I/O, diverged training),
+// 2 bad command line, 130 / 143 stopped by SIGINT / SIGTERM (after the current step, with a
+// resumable checkpoint where --save or --checkpoint-dir is given; a second signal exits at once).
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +26,28 @@
 #include "ember.h"
 
 namespace {
+
+// The first SIGINT/SIGTERM asks training to stop after the current step; a second one exits
+// at once (only async-signal-safe calls in the handler).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    static const char msg[] = "\ntrain_mnist: second signal: exiting at once, nothing saved\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+    ::_exit(128 + sig);
+  }
+  g_stop_signal = sig;
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // the libraries' blocking calls (MPI, file I/O) carry on
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 struct Args {
   std::string device = "auto";
@@ -182,7 +207,8 @@ void check_outputs(const Args& a) {
   std::vector<std::string> found;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name == "best.safetensors" || (name.starts_with("epoch-") && name.ends_with(".safetensors")))
+    if (name == "best.safetensors" || name == "interrupted.safetensors" ||
+        (name.starts_with("epoch-") && name.ends_with(".safetensors")))
       found.push_back(name);
   }
   if (!found.empty() && a.overwrite && a.resume.empty()) {
@@ -242,9 +268,40 @@ double parse_best(const ember::TrainingState& state, const std::string& path) {
   return v;
 }
 
+// After a stop request: the resumable checkpoint(s) and the one line that says where.
+int finish_interrupted(const Args& a, const ember::Sequential& model, const ember::TrainingState& state, bool chief,
+                       int64_t batches_per_epoch) {
+  const int sig = g_stop_signal != 0 ? g_stop_signal : SIGINT;  // another rank's request: as Ctrl-C
+  std::vector<std::string> saved;
+  if (chief) {
+    if (!a.checkpoint_dir.empty()) {
+      const std::string p = a.checkpoint_dir + "/interrupted.safetensors";
+      model.save(p, state);
+      saved.push_back(p);
+    }
+    if (!a.save.empty()) {
+      save_final(model, a.save, state);
+      saved.push_back(a.save);
+    }
+    std::fflush(stdout);
+    std::string where = state.batches_done > 0
+                            ? "at epoch " + std::to_string(state.epochs_done + 1) + ", step " +
+                                  std::to_string(state.batches_done) + "/" + std::to_string(batches_per_epoch)
+                            : "after epoch " + std::to_string(state.epochs_done);
+    std::string what = saved.empty() ? "nothing saved (no --save or --checkpoint-dir)"
+                                     : "saved a resumable checkpoint to " + saved.front() +
+                                           (saved.size() > 1 ? " and " + saved[1] : "") + " (continue with --resume " +
+                                           saved.front() + ")";
+    std::fprintf(stderr, "train_mnist: stopped by %s %s: %s\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", where.c_str(),
+                 what.c_str());
+  }
+  return 128 + sig;
+}
+
 int run(const Args& a) {
   using namespace ember;
   const auto t0 = std::chrono::steady_clock::now();
+  install_stop_handlers();
   set_num_threads(a.threads);
   enable_flush_to_zero();
   const Device device = choose_device(a);
@@ -287,14 +344,21 @@ int run(const Args& a) {
                          std::stoll(a.inject_fault.substr(colon + 1)), hang);
   }
   Sequential& model = strategy->model();
-  TrainingState state{.epochs_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
+  TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
   if (!a.resume.empty()) {
     state = strategy->load(a.resume);
+    if (state.batches_done > 0 && state.batch_size != a.batch_size)
+      throw ArgumentError(a.resume + " stopped " + std::to_string(state.batches_done) + " batches into epoch " +
+                          std::to_string(state.epochs_done + 1) + " at --batch-size " +
+                          std::to_string(state.batch_size) + ": resume it with that batch size");
     if (a.seed_given && state.seed != a.seed)
       detail::logger().warn("--seed {} ignored: resuming the run of {} with its seed {}", a.seed, a.resume, state.seed);
     if (!quiet)
-      std::printf("Resumed %s: %d epoch%s done, seed %llu\n", a.resume.c_str(), state.epochs_done,
-                  state.epochs_done == 1 ? "" : "s", static_cast<unsigned long long>(state.seed));
+      std::printf(
+          "Resumed %s: %d epoch%s done%s, seed %llu\n", a.resume.c_str(), state.epochs_done,
+          state.epochs_done == 1 ? "" : "s",
+          state.batches_done > 0 ? (" and " + std::to_string(state.batches_done) + " steps of the next").c_str() : "",
+          static_cast<unsigned long long>(state.seed));
     state.batch_size = a.batch_size;
   }
   if (a.evaluate_only) {
@@ -316,14 +380,19 @@ int run(const Args& a) {
   fit.batch_size = a.batch_size;
   fit.seed = state.seed;
   fit.initial_epoch = std::min(state.epochs_done, a.epochs);
+  fit.initial_batch = state.epochs_done < a.epochs ? state.batches_done : 0;
+  fit.stop_requested = [] { return g_stop_signal != 0; };
+  const int64_t batches_per_epoch = (data.train.size() + a.batch_size - 1) / a.batch_size;
   fit.max_steps = a.steps;
   fit.verbose = quiet ? 0 : 1;
   if (a.log_device_placement && chief)
     std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
                 model.placement_report(a.batch_size).c_str());
   double best = a.resume.empty() ? -1 : parse_best(state, a.resume);
+  std::string last_checkpoint;  // the newest epoch checkpoint written (named if training diverges)
   fit.on_epoch_end = [&](const EpochLogs& logs) {
     state.epochs_done = logs.epoch;
+    state.batches_done = 0;
     if (!quiet && strategy->num_replicas() > 1) {
       const StrategyStats& s = strategy->stats();
       std::printf("  %s: %.0f images/s in total, %.0f per replica; all-reduce %.1f%% of step time\n",
@@ -339,14 +408,33 @@ int run(const Args& a) {
         model.save(a.checkpoint_dir + "/best.safetensors", state);
       }
       model.save(a.checkpoint_dir + name, state);
+      last_checkpoint = a.checkpoint_dir + name;
     }
     return true;
   };
   if (fit.initial_epoch >= a.epochs && !quiet)
     std::printf("The checkpoint has already trained %d of --epochs %d: nothing to train.\n", state.epochs_done,
                 a.epochs);
-  const History history = fit.initial_epoch < a.epochs ? strategy->fit(data.train, fit, &data.test) : History{};
+  if (g_stop_signal != 0) {  // before the first step: nothing trained, nothing to save
+    std::fprintf(stderr, "train_mnist: stopped by %s before training\n",
+                 g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    return 128 + g_stop_signal;
+  }
+  History history;
+  try {
+    if (fit.initial_epoch < a.epochs) history = strategy->fit(data.train, fit, &data.test);
+  } catch (const NumericalError& e) {
+    // Nothing of the diverged model is saved: the last good checkpoint stays the newest.
+    throw NumericalError(std::string(e.what()) + (last_checkpoint.empty()
+                                                      ? "; nothing was saved"
+                                                      : "; the last good checkpoint is " + last_checkpoint));
+  }
   if (!history.epochs.empty()) state.epochs_done = history.epochs.back().epoch;
+  if (history.stopped) {
+    state.epochs_done = history.stop_epoch;
+    state.batches_done = history.stop_batch;
+  }
+  if (history.stopped || g_stop_signal != 0) return finish_interrupted(a, model, state, chief, batches_per_epoch);
   if (!a.save.empty() && chief) save_final(model, a.save, state);
   const EvalResult test = strategy->evaluate(data.test, 256);  // reduced across ranks
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -18,7 +18,7 @@ namespace ember::detail {
 // The version of this table's layout and of every folder's op table reached through it. The
 // module and libember must agree on it exactly: a module built from other sources is refused
 // with a message naming both versions, never called through a mismatched table.
-inline constexpr uint32_t kCudaModuleAbi = 4;  // 4: the twins' shared max-pool and dense signatures
+inline constexpr uint32_t kCudaModuleAbi = 5;  // 5: MetricSums slot 3 counts finite batches; 4: twin signatures
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op

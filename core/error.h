@@ -26,6 +26,11 @@ class IoError : public Error {  // a file is missing, unreadable, truncated or m
  public:
   using Error::Error;
 };
+class NumericalError : public Error {  // training diverged: a non-finite loss
+ public:
+  using Error::Error;
+};
+
 class DeviceError : public Error {  // a requested device is missing or unusable
  public:
   using Error::Error;

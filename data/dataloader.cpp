@@ -82,7 +82,10 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   return order;
 }
 
-void DataLoader::start_epoch(int64_t epoch) {
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  EMBER_CHECK(
+      first_batch >= 0 && first_batch <= num_batches(), ArgumentError,
+      "DataLoader: first batch " + std::to_string(first_batch) + " is outside 0.." + std::to_string(num_batches()));
   wait_idle();
   {
     std::lock_guard lock(mu_);
@@ -90,7 +93,7 @@ void DataLoader::start_epoch(int64_t epoch) {
     error_ = nullptr;
   }
   order_ = epoch_order(epoch);
-  next_batch_ = 0;
+  next_batch_ = first_batch;
   if (opt_.device.is_cuda()) {  // the order goes to the device once per epoch (checked here, once)
     Tensor order = Tensor::empty(Shape{static_cast<int64_t>(order_.size())}, DType::I32, Device::cpu());
     int32_t* o = order.data<int32_t>();

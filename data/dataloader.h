@@ -51,8 +51,9 @@ class DataLoader {
 
   // Batches per epoch, counting the smaller last one.
   int64_t num_batches() const;
-  // Starts `epoch` (0-based) at its first batch.
-  void start_epoch(int64_t epoch);
+  // Starts `epoch` (0-based) at batch `first_batch` (a resume from a mid-epoch checkpoint: the
+  // batches before it were trained on already, in the same order).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // Fills `batch` with the next batch of the epoch; false when the epoch is done. The tensors
   // in `batch` stay valid until the next call.
   bool next(Batch& batch);

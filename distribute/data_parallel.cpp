@@ -179,8 +179,8 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
   int64_t step = 0;
   std::vector<Batch> shards(local);
   FitLoopHooks hooks;
-  hooks.begin_epoch = [&](int epoch) {
-    for (size_t i = 1; i < local; ++i) loaders[i]->start_epoch(epoch);
+  hooks.begin_epoch = [&](int epoch, int64_t first_batch) {
+    for (size_t i = 1; i < local; ++i) loaders[i]->start_epoch(epoch, first_batch);
     for (auto& s : sums) s.reset();
   };
   hooks.step = [&](const Batch& b0) {
@@ -208,6 +208,8 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
       const MetricSums::Values v = s.read();  // waits for that device's queued work
       t.loss_sum += v.loss_sum;
       t.correct += v.correct;
+      if (!v.finite() && (t.first_nonfinite < 0 || v.finite_batches < t.first_nonfinite))
+        t.first_nonfinite = v.finite_batches;  // the earliest replica to see it
     }
     comm.wait();
     stats_.allreduce_seconds = comm.busy_seconds() - busy0 - not_gradients;
@@ -226,8 +228,26 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
       return StepResult{t.f32()[0], static_cast<int64_t>(t.f32()[1]), static_cast<int64_t>(t.f32()[2])};
     };
   hooks.evaluate = [&](const Dataset& d, int64_t bs) { return on_world([&] { return evaluate(d, bs); }); };
+  hooks.totals_on_host =
+      std::all_of(config_.devices.begin(), config_.devices.end(), [](const Device& d) { return d.is_cpu(); });
+  if (config_.world)  // every rank stops at the same step: one flag summed over the world per step
+    hooks.agree_stop = [&](bool mine) {
+      Tensor flag = Tensor::empty(Shape{1}, DType::F32, Device::cpu());
+      flag.f32()[0] = mine ? 1.0f : 0.0f;
+      on_world([&] {
+        config_.world->all_reduce_sum(flag);
+        return 0;
+      });
+      return flag.f32()[0] > 0.0f;
+    };
   hooks.print = options.verbose > 0 && is_chief();
-  return fit_loop(*loaders[0], options, validation, hooks);
+  try {
+    return fit_loop(*loaders[0], options, validation, hooks);
+  } catch (const NumericalError& e) {
+    // Another rank may not have seen it yet: end every rank now, not at its next collective.
+    if (config_.world) config_.world->abort(std::string("rank ") + std::to_string(rank()) + ": " + e.what());
+    throw;
+  }
 }
 
 void inject_fault(Strategy& strategy, int member, int64_t step, bool hang) {

@@ -68,6 +68,32 @@ uint64_t parse_seed(const std::map<std::string, std::string>& m, const std::stri
 }
 }  // namespace
 
+namespace detail {
+void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& saved) {
+  const auto kept = opt.state();
+  for (const auto& [name, t] : kept) {
+    const bool present =
+        std::any_of(saved.tensors.begin(), saved.tensors.end(), [&](const auto& s) { return s.first == name; });
+    // Moments without their tensors would resume from zeros: a different run, silently.
+    if (!present && saved.iterations > 0)
+      bad(saved.path, "has " + std::to_string(saved.iterations) + " " + opt.name() +
+                          " iterations but no optimizer state '" + name + "'");
+  }
+  for (const auto& [name, t] : saved.tensors)
+    if (std::none_of(kept.begin(), kept.end(), [&](const auto& k) { return k.first == name; }))
+      bad(saved.path, "holds 'optimizer/" + name + "', which " + opt.name() + " does not keep");
+}
+
+void keep_optimizer_state(Sequential& model, SavedOptimizerState saved) { model.saved_optimizer_ = std::move(saved); }
+
+void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device) {
+  check_optimizer_state(opt, saved);
+  for (const auto& [name, t] : saved.tensors)  // the state lives where the parameters do
+    opt.set_state(name, device.is_cpu() ? t : t.to(device));
+  opt.set_iterations(saved.iterations);
+}
+}  // namespace detail
+
 void save_checkpoint(const Sequential& model, const std::string& path, const TrainingState& state) {
   EMBER_CHECK(model.built(), Error, "save: build the model first");
   SafeTensors st;
@@ -86,6 +112,7 @@ void save_checkpoint(const Sequential& model, const std::string& path, const Tra
   st.metadata["architecture"] = architecture(model).dump();
   st.metadata["optimizer"] = opt.dump();
   st.metadata["epochs_done"] = std::to_string(state.epochs_done);
+  if (state.batches_done > 0) st.metadata["batches_done"] = std::to_string(state.batches_done);
   st.metadata["seed"] = std::to_string(state.seed);
   st.metadata["batch_size"] = std::to_string(state.batch_size);
   write_safetensors(path, st);
@@ -119,53 +146,46 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
   if (!saved_opt.is_null() && !saved_opt.is_object()) bad(path, "metadata 'optimizer' is not a JSON object");
   const json* saved_name = saved_opt.is_object() && saved_opt.contains("name") ? &saved_opt["name"] : nullptr;
   if (saved_name && !saved_name->is_string()) bad(path, "metadata 'optimizer' has a non-string name");
-  const bool restore_opt = opt && saved_name && saved_name->get<std::string>() == opt->name();
-  int64_t iterations = 0;
-  if (restore_opt) {
+  // The saved optimizer state, checked as far as it can be without an optimizer; restored now
+  // into a compiled model's optimizer of that name, or kept for compile().
+  SavedOptimizerState saved;
+  saved.path = path;
+  if (saved_name) {
+    saved.name = saved_name->get<std::string>();
     if (saved_opt.contains("iterations")) {
       const json& it = saved_opt["iterations"];
       if (!it.is_number_integer() || it.get<int64_t>() < 0)
         bad(path, "optimizer iterations must be a non-negative integer, got " + it.dump());
-      iterations = it.get<int64_t>();
+      saved.iterations = it.get<int64_t>();
     }
-    const auto state_names = opt->state();
-    for (const auto& [name, t] : state_names) {
-      const auto it = by_name.find("optimizer/" + name);
-      // Moments without their tensors would resume from zeros: a different run, silently.
-      if (it == by_name.end()) {
-        if (iterations > 0)
-          bad(path, "has " + std::to_string(iterations) + " " + opt->name() + " iterations but no optimizer state '" +
-                        name + "'");
-        continue;
-      }
-      if (it->second.numel() != model.num_params() || it->second.dtype() != DType::F32)
-        bad(path, "optimizer state '" + name + "' has " + std::to_string(it->second.numel()) + " values for " +
-                      std::to_string(model.num_params()) + " parameters");
-    }
-    for (const auto& [name, t] : by_name)
-      if (name.rfind("optimizer/", 0) == 0 && std::none_of(state_names.begin(), state_names.end(), [&](const auto& s) {
-            return "optimizer/" + s.first == name;
-          }))
-        bad(path, "holds '" + name + "', which " + opt->name() + " does not keep");
   }
+  for (const auto& [name, t] : by_name) {
+    if (name.rfind("optimizer/", 0) != 0) continue;
+    if (t.numel() != model.num_params() || t.dtype() != DType::F32)
+      bad(path, "optimizer state '" + name + "' has " + std::to_string(t.numel()) + " values for " +
+                    std::to_string(model.num_params()) + " parameters");
+    saved.tensors.emplace_back(name.substr(10), t);
+  }
+  const bool restore_now = opt && saved_name && saved.name == opt->name();
+  if (restore_now) detail::check_optimizer_state(*opt, saved);
   TrainingState state;
   state.epochs_done = static_cast<int>(parse_int(st.metadata, "epochs_done", path, 0, 1 << 30));
   state.seed = parse_seed(st.metadata, path);
   state.batch_size = parse_int(st.metadata, "batch_size", path, 0, int64_t{1} << 40);
+  state.batches_done = parse_int(st.metadata, "batches_done", path, 0, int64_t{1} << 40);
+  if (state.batches_done > 0 && state.batch_size <= 0)
+    bad(path, "metadata 'batches_done' is " + std::to_string(state.batches_done) + " without a batch size");
 
   // Everything checked: now change the model.
   for (auto& [name, p] : model.named_params()) p.copy_from(by_name.at(name));
-  if (restore_opt) {
-    for (const auto& [name, t] : opt->state()) {
-      const auto it = by_name.find("optimizer/" + name);
-      if (it != by_name.end())  // the state lives where the parameters do
-        opt->set_state(name, model.device().is_cpu() ? it->second : it->second.to(model.device()));
-    }
-    opt->set_iterations(iterations);
+  if (restore_now) {
+    detail::restore_optimizer_state(*opt, saved, model.device());
+  } else if (!opt && saved_name) {
+    detail::keep_optimizer_state(model, std::move(saved));  // for compile()
   }
   for (const auto& [k, v] : st.metadata)
     if (k != "format" && k != "ember_version" && k != "architecture" && k != "optimizer" && k != "epochs_done" &&
-        k != "batches_done" /* written before 0.1.0 */ && k != "seed" && k != "batch_size")
+        k != "batches_done" && k != "seed" && k != "batch_size")
       state.extra[k] = v;
   return state;
 }

@@ -3,8 +3,9 @@
 // Ember stores the model's parameters under their layer names ("conv2d/kernel", ...), the
 // optimizer's state under "optimizer/<name>" ("optimizer/m", "optimizer/v"), and in the
 // metadata: format, Ember version, architecture (JSON), optimizer (JSON: name, iterations,
-// hyper-parameters), epochs done, seed and batch size, plus any caller-supplied keys. Runs
-// resume at epoch boundaries (the shuffle order is a function of seed and epoch).
+// hyper-parameters), epochs done, batches done of the next epoch (only when stopped mid-epoch),
+// seed and batch size, plus any caller-supplied keys. Runs resume exactly where they stopped,
+// mid-epoch included (the shuffle order is a function of seed and epoch).
 //
 // Writes are atomic (core/safetensors.h), so a crash never leaves a broken checkpoint where a
 // good one was. Loading
@@ -19,6 +20,7 @@
 
 #include "../core/safetensors.h"
 #include "../core/tensor.h"
+#include "../optim/optimizer.h"
 
 namespace ember {
 
@@ -27,10 +29,30 @@ class Sequential;
 // Where training stands, saved with the weights so a run can resume exactly.
 struct TrainingState {
   int epochs_done = 0;  // completed epochs (the next fit starts at this epoch)
+  // Batches of epoch `epochs_done` done already: a run stopped mid-epoch (a signal) resumes
+  // after them (FitOptions::initial_batch); 0 at an epoch boundary.
+  int64_t batches_done = 0;
   uint64_t seed = 0;
   int64_t batch_size = 0;
   std::map<std::string, std::string> extra{};  // free-form caller metadata
 };
+
+// Optimizer state read from a checkpoint by load() before the model was compiled: compile()
+// restores it into an optimizer of the same name (another optimizer starts fresh, with a warning).
+struct SavedOptimizerState {
+  std::string name;  // "adam", ...
+  int64_t iterations = 0;
+  std::vector<std::pair<std::string, Tensor>> tensors;  // "m", "v": f32, one value per parameter
+  std::string path;                                     // the checkpoint, for messages
+};
+namespace detail {
+// Checks `saved` against `opt` (every state tensor it keeps is there when iterations > 0, none
+// it does not keep) and restores it onto `device`. Throws CheckpointError and changes nothing.
+void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& saved);
+void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device);
+// Holds `saved` in a model without an optimizer until compile() (load_checkpoint's part).
+void keep_optimizer_state(Sequential& model, SavedOptimizerState saved);
+}  // namespace detail
 
 // Model-level save/load (Sequential::save / Sequential::load call these).
 void save_checkpoint(const Sequential& model, const std::string& path, const TrainingState& state = {});

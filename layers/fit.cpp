@@ -1,5 +1,6 @@
 // Sequential::fit / evaluate / predict: the Keras-like loops over a DataLoader.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -35,41 +36,61 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
       train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed, .device = device_});
   FitLoopHooks hooks;
   MetricSums sums(device_);
-  hooks.begin_epoch = [&sums](int) { sums.reset(); };
+  hooks.begin_epoch = [&sums](int, int64_t) { sums.reset(); };
   hooks.step = [this, &sums](const Batch& b) {
     train_step(b.x, b.y, sums);  // queues the step; waits for nothing on a GPU
     return StepResult{.samples = b.x.dim(0)};
   };
   hooks.epoch_totals = [&sums] {
     const MetricSums::Values v = sums.read();
-    return StepResult{.loss_sum = v.loss_sum, .correct = v.correct};
+    return StepResult{
+        .loss_sum = v.loss_sum, .correct = v.correct, .first_nonfinite = v.finite() ? -1 : v.finite_batches};
   };
   hooks.evaluate = [this](const Dataset& d, int64_t bs) { return evaluate(d, bs); };
+  hooks.totals_on_host = device_.is_cpu();
   hooks.print = options.verbose > 0;
   return fit_loop(loader, options, validation, hooks);
 }
 
 History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* validation, const FitLoopHooks& hooks) {
+  EMBER_CHECK(options.initial_batch >= 0 && options.initial_batch < loader.num_batches(), ArgumentError,
+              "fit: initial_batch " + std::to_string(options.initial_batch) + " is outside 0.." +
+                  std::to_string(loader.num_batches() - 1) + " (a checkpoint of another batch size?)");
   History history;
   int64_t steps_total = 0;
   const bool limited = options.max_steps >= 0;
   const bool print = hooks.print && options.verbose > 0;
+  bool stop = false;  // agreed by every process, after a step
   for (int epoch = options.initial_epoch; epoch < options.epochs; ++epoch) {
     if (limited && steps_total >= options.max_steps) break;
+    if (stop) {
+      history.stopped = true;
+      history.stop_epoch = epoch;
+      history.stop_batch = 0;
+      break;
+    }
     if (print) std::printf("Epoch %d/%d\n", epoch + 1, options.epochs);
     std::fflush(stdout);
     const auto t0 = Clock::now();
     ProgressBar bar(loader.num_batches());
-    loader.start_epoch(epoch);
-    if (hooks.begin_epoch) hooks.begin_epoch(epoch);
+    const int64_t first = epoch == options.initial_epoch ? options.initial_batch : 0;
+    bar.start_at(first);
+    loader.start_epoch(epoch, first);
+    if (hooks.begin_epoch) hooks.begin_epoch(epoch, first);
     Batch batch;
     StepResult sum;
-    int64_t steps = 0;
-    // The running sums: from the step results, or read from where the step keeps them.
+    int64_t steps = 0;  // this fit's steps in the epoch; the epoch's position is first + steps
+    // The running sums: from the step results, or read from where the step keeps them. A
+    // non-finite loss found there ends the fit, naming its step.
     auto running = [&] {
       if (!hooks.epoch_totals) return sum;
       StepResult t = hooks.epoch_totals();
       t.samples = sum.samples;
+      if (t.first_nonfinite >= 0)
+        throw NumericalError(
+            "the loss became " + std::string(std::isnan(t.loss_sum) ? "NaN" : "infinite") + " at epoch " +
+            std::to_string(epoch + 1) + ", step " + std::to_string(first + t.first_nonfinite + 1) + "/" +
+            std::to_string(loader.num_batches()) + ": training diverged (a learning rate too high?) and was stopped");
       return t;
     };
     while (loader.next(batch)) {
@@ -79,10 +100,25 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       sum.samples += r.samples;
       ++steps;
       ++steps_total;
-      if (print && bar.due(steps)) {
+      const bool draw = print && bar.due(first + steps);
+      if (draw || hooks.totals_on_host) {
         const StepResult now = running();
-        bar.update(steps, {{"loss", now.loss_sum / static_cast<double>(now.samples)},
-                           {"accuracy", static_cast<double>(now.correct) / static_cast<double>(now.samples)}});
+        if (draw)
+          bar.update(first + steps,
+                     {{"loss", now.loss_sum / static_cast<double>(now.samples)},
+                      {"accuracy", static_cast<double>(now.correct) / static_cast<double>(now.samples)}});
+      }
+      if (options.stop_requested) {
+        const bool mine = options.stop_requested();
+        stop = hooks.agree_stop ? hooks.agree_stop(mine) : mine;
+      }
+      if (stop && first + steps < loader.num_batches()) {  // mid-epoch: the epoch is not logged
+        running();                                         // the steps so far were finite (or this throws)
+        if (print) bar.interrupt(first + steps);
+        history.stopped = true;
+        history.stop_epoch = epoch;
+        history.stop_batch = first + steps;
+        return history;
       }
       if (limited && steps_total >= options.max_steps) break;
     }
@@ -104,9 +140,13 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       metrics.push_back({"val_accuracy", v.accuracy});
     }
     logs.seconds = seconds_since(t0);
-    if (print) bar.finish(steps, train_seconds, metrics);
+    if (print) bar.finish(first + steps, train_seconds, metrics);
     history.epochs.push_back(logs);
     if (options.on_epoch_end && !options.on_epoch_end(logs)) break;
+  }
+  if (stop && !history.stopped) {  // asked during the last epoch's last step: nothing left
+    history.stopped = true;
+    history.stop_epoch = options.epochs;
   }
   return history;
 }
@@ -133,8 +173,10 @@ EvalResult Sequential::evaluate(const Dataset& data, int64_t batch_size) {
 Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
   require_built("predict");
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
-  EMBER_CHECK(x.dtype() == DType::F32 && x.rank() == input_shape_.rank() + 1, ShapeError,
-              "predict: expects f32 input (N, ...) with samples " + input_shape_.str() + ", given " + x.str());
+  // The whole sample shape: a view of other samples as the model's shape would be silent nonsense.
+  EMBER_CHECK(
+      x.dtype() == DType::F32 && x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_,
+      ShapeError, "predict: expects f32 input (N, ...) with samples " + input_shape_.str() + ", given " + x.str());
   Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
   if (rm.device() != device_) rm = rm.to(device_);
   const int64_t n = x.dim(0), k = output_shape()[0];

@@ -14,15 +14,18 @@ struct StepResult {
   double loss_sum = 0;  // sum over the batch's samples of their loss
   int64_t correct = 0;
   int64_t samples = 0;
+  // From epoch_totals: the first step (0-based, of this fit's steps in the epoch) whose loss was
+  // not finite, or -1.
+  int64_t first_nonfinite = -1;
 };
 
 struct FitLoopHooks {
   // Trains on one batch from the loader. With `epoch_totals` set, only `samples` of the result
   // counts: the loss and accuracy sums are kept by the step (on the device) and read from there.
   std::function<StepResult(const Batch&)> step;
-  // Called with the epoch (0-based) before its first step, after the loader's start_epoch (to
-  // zero device-side sums, start other replicas' loaders).
-  std::function<void(int epoch)> begin_epoch;
+  // Called with the epoch (0-based) and its first batch before its first step, after the
+  // loader's start_epoch (to zero device-side sums, start other replicas' loaders).
+  std::function<void(int epoch, int64_t first_batch)> begin_epoch;
   // The epoch's (loss_sum, correct) so far when the step keeps them on a device. Reading them
   // waits for the device, so the loop asks only when the progress bar draws and at the end of
   // the epoch (that read also makes the epoch's time include all of its queued GPU work).
@@ -31,6 +34,12 @@ struct FitLoopHooks {
   std::function<EvalResult(const Dataset&, int64_t batch_size)> evaluate;
   // Turns this process's epoch totals into global ones (multi-process); identity by default.
   std::function<StepResult(const StepResult&)> reduce_epoch;
+  // Turns this process's stop request into the one every process acts on (multi-process: any
+  // rank's request stops all at the same step); identity by default.
+  std::function<bool(bool)> agree_stop;
+  // The sums are on the host, so epoch_totals is cheap: read after every step, a non-finite
+  // loss is caught at its own step.
+  bool totals_on_host = false;
   bool print = true;  // progress output (rank 0 only)
 };
 

@@ -1,6 +1,7 @@
 // Metric sums and accuracy.
 #include "metrics.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "../core/error.h"
@@ -22,8 +23,10 @@ MetricSums::Values MetricSums::read() const {
   }
   EMBER_CHECK(host[2] == 0.0, ArgumentError,
               "softmax cross-entropy (" + buf_.device().str() + "): a label was outside [0, classes)");
-  return {host[0], static_cast<int64_t>(host[1])};
+  return {host[0], static_cast<int64_t>(host[1]), static_cast<int64_t>(host[3])};
 }
+
+bool MetricSums::Values::finite() const { return std::isfinite(loss_sum); }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) { return detail::count_correct(logits, labels); }
 

@@ -17,12 +17,16 @@ class MetricSums {
   struct Values {
     double loss_sum = 0;
     int64_t correct = 0;
+    // Batches added while the loss sum stayed finite: when it is not finite (a NaN or inf loss
+    // poisons the sum for good, losses being >= 0), the first bad batch is this one (0-based).
+    int64_t finite_batches = 0;
+    bool finite() const;
   };
   // The sums since the last reset. Throws ArgumentError when a GPU kernel met a label outside
   // [0, classes) since then (the CPU path throws at once, in forward()).
   Values read() const;
   Device device() const { return buf_.device(); }
-  // f64 (4): the loss sum, the correct count, an invalid-label flag, and a spare slot.
+  // f64 (4): the loss sum, the correct count, an invalid-label flag, and the finite-batch count.
   Tensor& buffer() { return buf_; }
   static constexpr int64_t kSlots = 4;
 

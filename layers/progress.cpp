@@ -69,6 +69,12 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double elapsed
   return line;
 }
 
+void ProgressBar::interrupt(int64_t step) {
+  if (!interactive_) return;
+  std::fprintf(out_, " - stopped at %lld/%lld\n", static_cast<long long>(step), static_cast<long long>(total_));
+  std::fflush(out_);
+}
+
 bool ProgressBar::due(int64_t step) const {
   return interactive_ &&
          (step >= total_ || std::chrono::steady_clock::now() - last_draw_ >= std::chrono::milliseconds(50));
@@ -79,14 +85,14 @@ void ProgressBar::update(int64_t step, const Metrics& metrics) {
   const auto now = std::chrono::steady_clock::now();
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double per_step = step > 0 ? elapsed / static_cast<double>(step) : 0.0;
+  const double per_step = step > first_ ? elapsed / static_cast<double>(step - first_) : 0.0;
   std::fprintf(out_, "\r%s\033[K", format_line(step, total_, elapsed, per_step, false, metrics).c_str());
   std::fflush(out_);
 }
 
 void ProgressBar::finish(int64_t steps_done, double train_seconds, const Metrics& metrics) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double per_step = steps_done > 0 ? train_seconds / static_cast<double>(steps_done) : 0.0;
+  const double per_step = steps_done > first_ ? train_seconds / static_cast<double>(steps_done - first_) : 0.0;
   const std::string line = format_line(steps_done, total_, elapsed, per_step, true, metrics);
   if (interactive_)
     std::fprintf(out_, "\r%s\033[K\n", line.c_str());

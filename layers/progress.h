@@ -26,12 +26,17 @@ class ProgressBar {
   // Final line of the epoch (always printed), with the extra metrics (val_*) appended. The time
   // shown is the whole epoch; ms/step is from `train_seconds` (validation excluded).
   void finish(int64_t steps_done, double train_seconds, const Metrics& metrics);
+  // The epoch resumes at step `first` (a mid-epoch checkpoint): times per step count from there.
+  void start_at(int64_t first) { first_ = first; }
+  // The epoch stops at `step` (a stop request): a bar drawn in place gets its line ended.
+  void interrupt(int64_t step);
 
   static std::string format_line(int64_t step, int64_t total, double elapsed_s, double per_step_s, bool done,
                                  const Metrics& metrics);
 
  private:
   int64_t total_;
+  int64_t first_ = 0;
   std::FILE* out_;
   bool interactive_;
   std::chrono::steady_clock::time_point start_, last_draw_;

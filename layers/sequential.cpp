@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "../core/error.h"
+#include "../core/logger.h"
 #include "../core/runtime.h"
 
 namespace ember {
@@ -109,6 +110,15 @@ void Sequential::to(Device device) {
 
 void Sequential::compile(std::unique_ptr<Optimizer> optimizer) {
   EMBER_CHECK(optimizer != nullptr, ArgumentError, "Sequential::compile: null optimizer");
+  if (saved_optimizer_) {
+    if (saved_optimizer_->name == optimizer->name()) {
+      detail::restore_optimizer_state(*optimizer, *saved_optimizer_, device_);
+    } else {
+      detail::logger().warn("compile: {} starts fresh; the {} state loaded from {} is not used", optimizer->name(),
+                            saved_optimizer_->name, saved_optimizer_->path);
+    }
+    saved_optimizer_.reset();
+  }
   optimizer_ = std::move(optimizer);
 }
 

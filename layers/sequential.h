@@ -41,7 +41,13 @@ struct EpochLogs {
 };
 
 struct History {
-  std::vector<EpochLogs> epochs;
+  std::vector<EpochLogs> epochs;  // the epochs finished in this fit
+  // A stop request (FitOptions::stop_requested) ended the fit after `stop_batch` batches of
+  // epoch `stop_epoch` (0-based; stop_batch 0: at that epoch's start). A checkpoint with
+  // epochs_done = stop_epoch and batches_done = stop_batch resumes exactly there.
+  bool stopped = false;
+  int stop_epoch = 0;
+  int64_t stop_batch = 0;
 };
 
 struct FitOptions {
@@ -49,9 +55,17 @@ struct FitOptions {
   int64_t batch_size = 64;
   uint64_t seed = 0;  // shuffling (initialisation is seeded in build())
   bool shuffle = true;
-  int64_t max_steps = -1;  // stop after this many training steps in total (-1: no limit)
-  int verbose = 1;         // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
-  int initial_epoch = 0;   // resume: epochs before this one are counted as done
+  int64_t max_steps = -1;     // stop after this many training steps in total (-1: no limit)
+  int verbose = 1;            // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
+  int initial_epoch = 0;      // resume: epochs before this one are counted as done
+  int64_t initial_batch = 0;  // resume mid-epoch: batches of initial_epoch done already
+  // Polled after every step (a signal handler's flag, say): true ends the fit after that step
+  // with History::stopped set; a step is never cut short. Across processes every rank stops at
+  // the same step (the strategy agrees on it).
+  std::function<bool()> stop_requested{};
+  // A NaN or inf loss throws NumericalError naming the epoch and step (on the CPU at that step;
+  // on a GPU at the next read of the device-side sums: a progress update or the epoch's end),
+  // before on_epoch_end can checkpoint the diverged model.
   // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
   std::function<bool(const EpochLogs&)> on_epoch_end{};
 };
@@ -77,6 +91,9 @@ class Sequential {
   // every device); inside a DeviceScope the model then moves to the scope's device.
   void build(const Shape& sample_shape, uint64_t seed = 0);
   bool built() const { return params_.defined(); }
+  // Sets the optimizer. After a load() without one, the checkpoint's optimizer state goes into
+  // it when it is the same kind (Adam's moments and step count: the run continues exactly);
+  // another kind starts fresh, with a warning.
   void compile(std::unique_ptr<Optimizer> optimizer);
   // Moves the parameters (and optimizer state) to `device`; layers then run there (the CUDA
   // module's ops on a GPU). Inputs must be on the same device: fit/evaluate/predict copy their
@@ -140,6 +157,9 @@ class Sequential {
   Tensor params_, grads_;
   Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;
+  // load() before compile(): the checkpoint's optimizer state, restored by compile().
+  std::optional<SavedOptimizerState> saved_optimizer_;
+  friend void detail::keep_optimizer_state(Sequential& model, SavedOptimizerState saved);
   SoftmaxCrossEntropy loss_;
 };
 

@@ -69,6 +69,7 @@ void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor&
   double* acc = sums.data<double>();
   acc[0] += loss_sum;
   acc[1] += static_cast<double>(count_correct(logits, labels));
+  if (std::isfinite(acc[0])) acc[3] += 1.0;  // batches before the first non-finite loss
 }
 
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {

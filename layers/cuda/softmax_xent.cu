@@ -79,6 +79,7 @@ __global__ void reduce_add2(const double* __restrict__ a, const double* __restri
   if (threadIdx.x == 0) {
     acc[0] += pa[0];
     acc[1] += pb[0];
+    if (isfinite(acc[0])) acc[3] += 1.0;  // batches before the first non-finite loss (MetricSums)
   }
 }
 

@@ -12,7 +12,8 @@
 namespace ember::cuda {
 
 float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs);
-// sums: 4 f64 {loss sum, correct, bad-label flag, spare} (MetricSums in layers/metrics.h).
+// sums: 4 f64 {loss sum, correct, bad-label flag, batches while the loss sum was finite}
+// (MetricSums in layers/metrics.h).
 void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
 void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits);
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels);

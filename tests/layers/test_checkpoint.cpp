@@ -202,6 +202,80 @@ TEST_F(Checkpoint, ResumeEqualsAnUninterruptedRunBitForBit) {
   EXPECT_EQ(resumed.optimizer()->iterations(), straight.optimizer()->iterations());
 }
 
+// A stop request mid-epoch (a signal, in train_mnist) ends fit after that step; the checkpoint
+// of that point resumes in the same epoch at the next batch, and the result is the
+// uninterrupted run's, bit for bit (weights, Adam moments and step count).
+TEST_F(Checkpoint, AStopMidEpochResumesAtTheNextBatchBitForBit) {
+  const Dataset train = synthetic(100, 3);  // 7 batches of 16 per epoch
+  FitOptions fo;
+  fo.verbose = 0;
+  fo.batch_size = 16;
+  fo.seed = 5;
+  fo.epochs = 2;
+  Sequential straight = small_cnn();
+  straight.build(Shape{1, 8, 8}, 5);
+  straight.compile(std::make_unique<Adam>());
+  straight.fit(train, fo);
+
+  Sequential first = small_cnn();
+  first.build(Shape{1, 8, 8}, 5);
+  first.compile(std::make_unique<Adam>());
+  int polls = 0;
+  fo.stop_requested = [&polls] { return ++polls == 10; };  // after step 10: epoch 2, batch 3 of 7
+  const History h = first.fit(train, fo);
+  ASSERT_TRUE(h.stopped);
+  EXPECT_EQ(h.stop_epoch, 1);
+  EXPECT_EQ(h.stop_batch, 3);
+  EXPECT_EQ(h.epochs.size(), 1u);  // the stopped epoch is not logged as done
+  EXPECT_EQ(first.optimizer()->iterations(), 10);
+  first.save(path("mid.safetensors"),
+             TrainingState{.epochs_done = h.stop_epoch, .batches_done = h.stop_batch, .seed = 5, .batch_size = 16});
+
+  Sequential resumed = small_cnn();
+  resumed.build(Shape{1, 8, 8}, 99);
+  const TrainingState st = resumed.load(path("mid.safetensors"));  // before compile(): kept for it
+  resumed.compile(std::make_unique<Adam>());
+  EXPECT_EQ(st.epochs_done, 1);
+  EXPECT_EQ(st.batches_done, 3);
+  fo.stop_requested = nullptr;
+  fo.initial_epoch = st.epochs_done;
+  fo.initial_batch = st.batches_done;
+  const History rest = resumed.fit(train, fo);
+  EXPECT_FALSE(rest.stopped);
+  ASSERT_EQ(rest.epochs.size(), 1u);
+  EXPECT_EQ(rest.epochs[0].steps, 4);  // batches 4..7 of epoch 2
+  EXPECT_EQ(resumed.params().to_vector(), straight.params().to_vector());
+  EXPECT_EQ(resumed.optimizer()->iterations(), straight.optimizer()->iterations());
+  for (size_t k = 0; k < straight.optimizer()->state().size(); ++k)
+    EXPECT_EQ(resumed.optimizer()->state()[k].second.to_vector(), straight.optimizer()->state()[k].second.to_vector())
+        << straight.optimizer()->state()[k].first;
+
+  // A position past the epoch is refused, naming it.
+  fo.initial_batch = 7;
+  EXPECT_THROW(resumed.fit(train, fo), ArgumentError);
+}
+
+// load() before compile() used to drop the optimizer state; compile() now restores it into an
+// optimizer of the same kind, and another kind starts fresh.
+TEST_F(Checkpoint, LoadBeforeCompileKeepsTheOptimizerStateForCompile) {
+  Sequential a = trained_cnn(64);
+  a.save(path("a.safetensors"));
+  Sequential b = small_cnn();
+  b.build(Shape{1, 8, 8}, 7);
+  b.load(path("a.safetensors"));
+  b.compile(std::make_unique<Adam>());
+  EXPECT_EQ(b.optimizer()->iterations(), a.optimizer()->iterations());
+  ASSERT_EQ(b.optimizer()->state().size(), a.optimizer()->state().size());
+  for (size_t k = 0; k < a.optimizer()->state().size(); ++k)
+    EXPECT_EQ(b.optimizer()->state()[k].second.to_vector(), a.optimizer()->state()[k].second.to_vector());
+  Sequential c = small_cnn();
+  c.build(Shape{1, 8, 8}, 7);
+  c.load(path("a.safetensors"));
+  c.compile(std::make_unique<SGD>());
+  EXPECT_EQ(c.optimizer()->iterations(), 0);
+  EXPECT_EQ(c.params().to_vector(), a.params().to_vector());
+}
+
 TEST_F(Checkpoint, BadFilesGiveCheckpointErrorsAndLeaveTheModelAlone) {
   Sequential a = small_cnn();
   a.build(Shape{1, 8, 8}, 1);

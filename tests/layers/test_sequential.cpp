@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "apps/reference_cnn.h"
 #include "test_util.h"
@@ -144,6 +145,75 @@ TEST(Sequential, ErrorsNameTheProblem) {
   n.build(Shape{1, 8, 8});
   EXPECT_THROW(n.forward(Tensor::zeros(Shape{2, 1, 7, 8}), false), ShapeError);
   EXPECT_THROW(n.add<Dense>(3), Error);  // after build
+  // predict() checks the whole sample shape (it used to check only the rank and view 7x8
+  // samples as 8x8 ones), and the dtype.
+  try {
+    n.predict(Tensor::zeros(Shape{8, 1, 7, 8}));
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("(1, 8, 8)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(n.predict(Tensor::zeros(Shape{7, 1, 8, 7})), ShapeError);
+  EXPECT_THROW(n.predict(Tensor::zeros(Shape{2, 1, 8, 8}, DType::I32)), ShapeError);
+  EXPECT_EQ(n.predict(Tensor::zeros(Shape{3, 1, 8, 8})).shape(), (Shape{3, 2}));
+}
+
+// A NaN or inf loss stops fit with NumericalError naming the epoch and step, instead of
+// training (and checkpointing) a diverged model to the end.
+TEST(Sequential, ANonFiniteLossStopsFitNamingTheStep) {
+  auto make = [] {
+    Sequential m;
+    m.add<Flatten>();
+    m.add<Dense>(2);
+    m.compile(std::make_unique<SGD>());
+    m.build(Shape{1, 8, 8});
+    return m;
+  };
+  FitOptions opt;
+  opt.verbose = 0;
+  opt.batch_size = 10;
+  opt.epochs = 3;
+  int epochs_ended = 0;
+  opt.on_epoch_end = [&](const EpochLogs&) { return ++epochs_ended > 0; };
+  Sequential m = make();
+  m.params().f32()[0] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    m.fit(corner_dataset(50, 1), opt);
+    FAIL() << "a NaN loss trained on";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN at epoch 1, step 1/5"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(epochs_ended, 0);  // no checkpoint of it
+  // Later in a run: epoch 2 starts from a model whose weight is infinite (loss inf or NaN).
+  Sequential later = make();
+  opt.on_epoch_end = [&](const EpochLogs& logs) {
+    if (logs.epoch == 1) later.params().f32()[1] = std::numeric_limits<float>::infinity();
+    return true;
+  };
+  try {
+    later.fit(corner_dataset(50, 1), opt);
+    FAIL() << "an infinite weight trained on";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("at epoch 2, step 1/5"), std::string::npos) << e.what();
+  }
+}
+
+// MetricSums counts the batches added while the loss sum stayed finite: the first bad batch.
+TEST(Sequential, MetricSumsFindTheFirstNonFiniteBatch) {
+  MetricSums sums(Device::cpu());
+  SoftmaxCrossEntropy loss;
+  Tensor labels = Tensor::zeros(Shape{2}, DType::I32);
+  Tensor good = Tensor::zeros(Shape{2, 3});
+  Tensor bad = Tensor::zeros(Shape{2, 3});
+  bad.f32()[4] = std::numeric_limits<float>::quiet_NaN();
+  for (const Tensor* t : {&good, &good, &good, &bad, &good}) loss.forward(*t, labels, sums);
+  const MetricSums::Values v = sums.read();
+  EXPECT_FALSE(v.finite());
+  EXPECT_EQ(v.finite_batches, 3);
+  sums.reset();
+  loss.forward(good, labels, sums);
+  EXPECT_TRUE(sums.read().finite());
+  EXPECT_EQ(sums.read().finite_batches, 1);
 }
 
 }  // namespace
