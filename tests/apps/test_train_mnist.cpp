@@ -4,14 +4,19 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -364,6 +369,147 @@ TEST_F(TrainMnistStrategies, MirroredResumeEqualsUninterruptedBitForBit) {
   const AppRun r = run("--epochs 2 --resume " + dir_ + "/half.st --save " + dir_ + "/resumed.st" + m);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(all_values(dir_ + "/straight.st") == all_values(dir_ + "/resumed.st"));
+}
+
+}  // namespace
+
+// Signals: a real SIGINT/SIGTERM sent to a running train_mnist (as Ctrl-C or a scheduler does).
+namespace {
+
+// train_mnist started in the background, its stdout and stderr in one pipe.
+class Child {
+ public:
+  explicit Child(const std::string& args) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      const std::string cmd = "exec " + train_mnist_bin() + " " + args;  // exec: the pid is the app's
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fds[0];
+  }
+  ~Child() {
+    if (out_ >= 0) close(out_);
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Reads output until it holds `needle` or the app closes its output; whether it was seen.
+  bool wait_for(const std::string& needle) {
+    std::array<char, 4096> buf{};
+    while (output_.find(needle) == std::string::npos) {
+      const ssize_t n = read(out_, buf.data(), buf.size());
+      if (n <= 0) return false;
+      output_.append(buf.data(), static_cast<size_t>(n));
+    }
+    return true;
+  }
+  void signal(int sig) const { kill(pid_, sig); }
+  // Waits for the end: the exit code (128 + N when killed by signal N) and all output.
+  AppRun finish() {
+    wait_for(std::string(1, '\0'));  // to the end of its output
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output_};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool reaped_ = false;
+  std::string output_;
+};
+
+class TrainMnistSignals : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ember::test::temp_dir("sig");
+    // 125 steps per epoch at batch 32: a signal sent when epoch 2 starts lands inside it.
+    ember::test::write_synthetic_mnist(dir_, 4000, 100, false);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string common() const { return " --device cpu --batch-size 32 --seed 7 --data-dir " + dir_; }
+  std::string dir_;
+};
+
+TEST_F(TrainMnistSignals, SigintFinishesTheStepSavesAResumableCheckpointAndExits130) {
+  ASSERT_EQ(run("--epochs 3 --quiet --save " + dir_ + "/straight.st" + common()).code, 0);
+  Child c("--epochs 3 --checkpoint-dir " + dir_ + "/ck --save " + dir_ + "/int.st" + common());
+  ASSERT_TRUE(c.wait_for("Epoch 2/3"));
+  c.signal(SIGINT);
+  const AppRun r = c.finish();
+  EXPECT_EQ(r.code, 130) << r.output;
+  EXPECT_NE(r.output.find("stopped by SIGINT at epoch 2, step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/125: saved a resumable checkpoint to " + dir_ + "/ck/interrupted.safetensors and " + dir_ +
+                          "/int.st"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("Epoch 3/3"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ck/epoch-001.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/ck/epoch-002.safetensors"));
+  const std::map<std::string, std::string> meta = ember::read_safetensors(dir_ + "/int.st").metadata;
+  EXPECT_EQ(meta.at("epochs_done"), "1");
+  EXPECT_GT(std::stoi(meta.at("batches_done")), 0);
+
+  // Another batch size cannot continue mid-epoch; the same one continues bit for bit.
+  const AppRun other = run("--epochs 3 --resume " + dir_ + "/int.st --device cpu --batch-size 64 --data-dir " + dir_);
+  EXPECT_EQ(other.code, 1) << other.output;
+  EXPECT_NE(other.output.find("resume it with that batch size"), std::string::npos) << other.output;
+  const AppRun resumed = run("--epochs 3 --quiet --resume " + dir_ + "/ck/interrupted.safetensors --checkpoint-dir " +
+                             dir_ + "/ck --save " + dir_ + "/resumed.st" + common());
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_TRUE(all_values(dir_ + "/straight.st") == all_values(dir_ + "/resumed.st"))
+      << "a run stopped by SIGINT and resumed differs from the uninterrupted one";
+}
+
+TEST_F(TrainMnistSignals, SigtermExits143AndSaysNothingWasSavedWithoutOutputs) {
+  Child c("--epochs 3" + common());
+  ASSERT_TRUE(c.wait_for("Epoch 2/3"));
+  c.signal(SIGTERM);
+  const AppRun r = c.finish();
+  EXPECT_EQ(r.code, 143) << r.output;
+  EXPECT_NE(r.output.find("stopped by SIGTERM"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nothing saved (no --save or --checkpoint-dir)"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainMnistSignals, ASecondSignalExitsAtOnce) {
+  // One batch of all 4000 images: epoch 2 is one step of ~0.5 s or more, which starts as
+  // "Epoch 2/3" is printed. The first signal lands at its start; the second, 2 ms later (a
+  // still-pending first would absorb one sent at once), while it still runs.
+  Child c("--epochs 3 --batch-size 4000 --device cpu --seed 7 --save " + dir_ + "/never.st --data-dir " + dir_);
+  ASSERT_TRUE(c.wait_for("Epoch 2/3"));
+  c.signal(SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  c.signal(SIGINT);
+  const AppRun r = c.finish();
+  EXPECT_EQ(r.code, 130) << r.output;
+  EXPECT_NE(r.output.find("second signal: exiting at once"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/never.st"));
+}
+
+// A NaN loss ends the run (exit 1) naming the step; nothing of the diverged model is saved.
+TEST_F(TrainMnistSignals, ANonFiniteLossStopsTheRunNamingTheStepAndSavesNothing) {
+  ASSERT_EQ(run("--epochs 1 --quiet --limit-train 320 --save " + dir_ + "/e1.st" + common()).code, 0);
+  ember::SafeTensors st = ember::read_safetensors(dir_ + "/e1.st");
+  for (auto& [name, t] : st.tensors)
+    if (name == "dense_1/bias") t.f32()[0] = std::numeric_limits<float>::quiet_NaN();
+  ember::write_safetensors(dir_ + "/nan.st", st);
+  const AppRun r = run("--epochs 3 --limit-train 320 --resume " + dir_ + "/nan.st --save " + dir_ +
+                       "/out.st --checkpoint-dir " + dir_ + "/ck" + common());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("the loss became NaN at epoch 2, step 1/10"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nothing was saved"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/out.st"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/ck/epoch-002.safetensors"));
 }
 
 }  // namespace

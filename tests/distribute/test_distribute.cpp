@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "distribute/data_parallel.h"
 #include "distribute/fault_injection.h"
 #include "distribute/local_communicator.h"
 #include "distribute/nccl_communicator.h"
+#include "idx_fixtures.h"
 #include "test_util.h"
 
 namespace ember {
@@ -248,6 +250,67 @@ TEST(DataParallel, MirroredEqualsMultiWorkerOnThreadsBitForBit) {
       EXPECT_EQ(max_diff(one, threaded[static_cast<size_t>(r)]), 0.0) << n << " replicas, member " << r;
   }
   set_num_threads(0);
+}
+
+// A stop request seen by one rank only stops every rank after the same step (the ranks agree
+// on it per step), so no rank is left waiting in the next all-reduce; all report the position.
+TEST(DataParallel, AStopRequestOnOneRankStopsEveryRankAtTheSameStep) {
+  const Dataset d = classes_dataset(400, 1);  // 13 global batches of 32 per epoch
+  auto comms = make_local_communicators(2);
+  std::vector<History> h(2);
+  std::vector<std::vector<float>> params(2);
+  on_threads(2, [&](int r) {
+    std::shared_ptr<Communicator> world = std::move(comms[static_cast<size_t>(r)]);
+    auto s = detail::make_multiworker_strategy(world);
+    s->build(small_recipe(3));
+    FitOptions o;
+    o.epochs = 3;
+    o.batch_size = 32;
+    o.verbose = 0;
+    int polls = 0;
+    o.stop_requested = [&polls, r] { return r == 1 && ++polls == 17; };  // rank 1 only, after step 17
+    h[static_cast<size_t>(r)] = s->fit(d, o);
+    params[static_cast<size_t>(r)] = s->model().params().to_vector();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(h[static_cast<size_t>(r)].stopped) << r;
+    EXPECT_EQ(h[static_cast<size_t>(r)].stop_epoch, 1) << r;
+    EXPECT_EQ(h[static_cast<size_t>(r)].stop_batch, 4) << r;  // 17 = 13 + 4
+  }
+  EXPECT_EQ(params[0], params[1]);
+}
+
+// Mirrored replicas resume mid-epoch like one model: stopped at a step, saved, loaded into a
+// fresh strategy and continued, they end where an uninterrupted run does, bit for bit.
+TEST(Mirrored, AStopMidEpochResumesBitForBit) {
+  const Dataset d = classes_dataset(400, 1);
+  FitOptions o;
+  o.epochs = 2;
+  o.batch_size = 32;
+  o.seed = 4;
+  o.verbose = 0;
+  auto straight = make_mirrored_cpu_strategy(2);
+  straight->build(small_recipe(3));
+  straight->fit(d, o);
+  auto first = make_mirrored_cpu_strategy(2);
+  first->build(small_recipe(3));
+  int polls = 0;
+  o.stop_requested = [&polls] { return ++polls == 5; };
+  const History h = first->fit(d, o);
+  ASSERT_TRUE(h.stopped);
+  EXPECT_EQ(h.stop_epoch, 0);
+  EXPECT_EQ(h.stop_batch, 5);
+  const std::string path = test::temp_dir("mirstop") + "/mid.safetensors";
+  first->model().save(path, {.epochs_done = h.stop_epoch, .batches_done = h.stop_batch, .seed = 4, .batch_size = 32});
+  auto resumed = make_mirrored_cpu_strategy(2);
+  resumed->build(small_recipe(77));
+  const TrainingState st = resumed->load(path);
+  o.stop_requested = nullptr;
+  o.initial_epoch = st.epochs_done;
+  o.initial_batch = st.batches_done;
+  resumed->fit(d, o);
+  EXPECT_EQ(resumed->model().params().to_vector(), straight->model().params().to_vector());
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 TEST(DataParallel, ReportsMetricsStatsAndFaults) {
