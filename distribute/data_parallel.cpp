@@ -44,18 +44,21 @@ void maybe_fail(const FaultPlan& fault, int member, int64_t step) {
 
 void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, std::span<const Device> devices,
                         std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
-                        Communicator& gradients, int64_t step, const FaultPlan& fault) {
+                        Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
   gradients.set_step(step);
   std::vector<Tensor*> grads;
   for (size_t i = 0; i < replicas.size(); ++i) {
     const int member = gradients.rank() + static_cast<int>(i);
     Sequential& m = *replicas[i];
     try {
+      if (watchdog) watchdog->arm(member, devices[i].str(), step);
       maybe_fail(fault, member, step);
       const int64_t rows = shards[i].x.dim(0);
       if (rows > 0) m.compute_gradients(shards[i].x, shards[i].y, sums[i]);
       weight_gradients(m.grads(), rows, global);
+      if (watchdog) watchdog->disarm();
     } catch (const std::exception& e) {
+      if (watchdog) watchdog->disarm();
       throw Error("replica " + std::to_string(member) + " (" + devices[i].str() + ") failed at step " +
                   std::to_string(step) + ": " + e.what());
     }
@@ -178,6 +181,9 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
   };
   int64_t step = 0;
   std::vector<Batch> shards(local);
+  std::unique_ptr<ReplicaWatchdog> watchdog;
+  if (config_.replica_timeout.count() > 0)
+    watchdog = std::make_unique<ReplicaWatchdog>(config_.kind, config_.replica_timeout);
   FitLoopHooks hooks;
   hooks.begin_epoch = [&](int epoch, int64_t first_batch) {
     for (size_t i = 1; i < local; ++i) loaders[i]->start_epoch(epoch, first_batch);
@@ -191,7 +197,7 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
                   config_.kind + ": replica " + std::to_string(i) + "'s loader ran out before replica 0's");
     if (config_.world) config_.world->set_step(step);
     try {
-      data_parallel_step(replicas_, config_.devices, shards, b0.global_size, sums, comm, step, fault);
+      data_parallel_step(replicas_, config_.devices, shards, b0.global_size, sums, comm, step, fault, watchdog.get());
     } catch (const std::exception& e) {
       if (config_.world) config_.world->abort("step " + std::to_string(step) + ": " + e.what());  // ends every rank
       throw;
@@ -255,9 +261,10 @@ void inject_fault(Strategy& strategy, int member, int64_t step, bool hang) {
   EMBER_CHECK(
       dp != nullptr, ArgumentError,
       "inject_fault: the " + strategy.name() + " strategy has no replicas to fail (use mirrored or multiworker)");
-  // With every replica driven by this process's one thread there is no one left to notice.
-  EMBER_CHECK(!hang || dp->spans_processes(), ArgumentError,
-              "inject_fault: a hang needs another process to notice it (multiworker)");
+  // With every replica driven by this process's one thread, only a replica deadline notices.
+  EMBER_CHECK(!hang || dp->spans_processes() || dp->has_replica_deadline(), ArgumentError,
+              "inject_fault: a hang needs another process or a replica deadline to notice it (multiworker, or "
+              "mirrored on CPUs)");
   dp->fault = FaultPlan{member, step, hang};
 }
 

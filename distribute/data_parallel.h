@@ -16,6 +16,7 @@
 #include "communicator.h"
 #include "fault_injection.h"
 #include "strategy.h"
+#include "watchdog.h"
 
 namespace ember::detail {
 
@@ -29,11 +30,12 @@ void weight_gradients(Tensor& grads, int64_t shard, int64_t global);
 // THE step. Local replica i (global member gradients.rank() + i, on devices[i]) computes its
 // gradients on shards[i] (adding loss and hits to sums[i]) and weights them by its share of
 // the `global` rows; then ONE all-reduce over every local replica's gradients; then every
-// replica's optimizer step. A failure in replica i's part throws
-// Error("replica <member> (<device>) failed at step <step>: ...").
+// replica's optimizer step. With a `watchdog`, each replica's part runs under its deadline. A failure in replica i's
+// part throws Error("replica <member> (<device>) failed at step <step>: ...").
 void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, std::span<const Device> devices,
                         std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
-                        Communicator& gradients, int64_t step, const FaultPlan& fault);
+                        Communicator& gradients, int64_t step, const FaultPlan& fault,
+                        ReplicaWatchdog* watchdog = nullptr);
 
 // Evaluation sums (loss * n, correct, n) over this member's shard of `data` (batches built on
 // the model's device), all-reduced over `comm`, a host communicator with one member here.
@@ -49,6 +51,9 @@ struct DataParallelConfig {
   // Across processes (MPI): epoch metrics and evaluation are reduced over it, and a failure
   // aborts it (ending every rank). Null: every replica is in this process.
   std::shared_ptr<Communicator> world;
+  // Mirrored CPU replicas: each replica's part of a step must finish within this, or the
+  // ReplicaWatchdog ends the job naming it (0: no deadline).
+  std::chrono::milliseconds replica_timeout{0};
 };
 
 class DataParallelStrategy final : public Strategy {
@@ -59,6 +64,7 @@ class DataParallelStrategy final : public Strategy {
   int num_replicas() const override;
   int rank() const override { return config_.world ? config_.world->rank() : 0; }
   bool spans_processes() const { return config_.world != nullptr; }
+  bool has_replica_deadline() const { return config_.replica_timeout.count() > 0; }
   void build(const ModelRecipe& recipe) override;
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation) override;
   EvalResult evaluate(const Dataset& data, int64_t batch_size) override;

@@ -7,7 +7,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace ember::detail {
 
@@ -36,8 +38,12 @@ class MpiCommunicator : public Communicator {
       EMBER_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
       owns_mpi_ = true;
     }
+    int level = 0;
+    EMBER_MPI_CHECK(MPI_Query_thread(&level));
     EMBER_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     EMBER_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    // The watchdogs' own channel: only where MPI lets a second thread call it.
+    if (level >= MPI_THREAD_MULTIPLE) EMBER_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &side_));
     watchdog_ = std::thread([this] { watch(); });
   }
   ~MpiCommunicator() override {
@@ -47,6 +53,7 @@ class MpiCommunicator : public Communicator {
     }
     cv_.notify_all();
     watchdog_.join();
+    if (side_ != MPI_COMM_NULL) MPI_Comm_free(&side_);
     int finalized = 0;
     if (owns_mpi_ && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) MPI_Finalize();
   }
@@ -83,6 +90,7 @@ class MpiCommunicator : public Communicator {
       std::lock_guard lock(c_.mu_);
       c_.in_flight_ = what;
       c_.since_ = std::chrono::steady_clock::now();
+      ++c_.entered_;
     }
     ~Guard() {
       std::lock_guard lock(c_.mu_);
@@ -96,16 +104,88 @@ class MpiCommunicator : public Communicator {
                 std::string("MPI ") + what + ": expects an f32 cpu buffer under 2^31 elements, got " + buf.str());
   }
 
+  // The watchdogs' exchange: a query (tag kQuery) is answered with {collectives entered, in
+  // one now, its step} (tag kReply).
+  static constexpr int kQuery = 7301, kReply = 7302;
+
+  // Answers the queries that came in (watchdog thread, mu_ held).
+  void answer_queries() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kQuery, side_, &flag, &st) != MPI_SUCCESS || !flag) return;
+      long long q = 0;
+      MPI_Recv(&q, 1, MPI_LONG_LONG, st.MPI_SOURCE, kQuery, side_, MPI_STATUS_IGNORE);
+      const long long state[3] = {static_cast<long long>(entered_), in_flight_ ? 1 : 0, static_cast<long long>(step_)};
+      MPI_Send(state, 3, MPI_LONG_LONG, st.MPI_SOURCE, kReply, side_);
+    }
+  }
+
+  // Asks every other rank's watchdog how far it got (waiting at most ~2 s, answering others'
+  // queries meanwhile) and says who is missing from this rank's collective.
+  std::string who_is_missing() {
+    if (side_ == MPI_COMM_NULL) return "another rank failed or hangs";
+    const int peers = size_ - 1;
+    std::vector<long long> replies(static_cast<size_t>(3 * size_), -1);
+    std::vector<MPI_Request> reqs;
+    static const long long q = 1;  // the query's payload: must outlive the freed send
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      MPI_Request r;
+      MPI_Isend(&q, 1, MPI_LONG_LONG, p, kQuery, side_, &r);
+      MPI_Request_free(&r);
+      MPI_Irecv(&replies[static_cast<size_t>(3 * p)], 3, MPI_LONG_LONG, p, kReply, side_, &r);
+      reqs.push_back(r);
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    int done = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      answer_queries();
+      MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!done)
+      for (MPI_Request& r : reqs) {
+        int got = 0;
+        MPI_Test(&r, &got, MPI_STATUS_IGNORE);
+        if (!got) {
+          MPI_Cancel(&r);
+          MPI_Request_free(&r);
+        }
+      }
+    std::string never, silent;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const long long* r = &replies[static_cast<size_t>(3 * p)];
+      if (r[0] < 0) {
+        silent += (silent.empty() ? "" : ", ") + std::to_string(p);
+      } else if (r[0] < entered_) {  // not yet in this collective
+        never += (never.empty() ? "" : ", ") + std::to_string(p) + " (at step " + std::to_string(r[2]) + ")";
+      }
+    }
+    std::string why;
+    if (!never.empty())
+      why = "rank" + std::string(never.find(',') != std::string::npos ? "s " : " ") + never +
+            " never reached it: hung or stuck in its own work";
+    if (!silent.empty())
+      why += (why.empty() ? "" : "; ") + std::string("rank") + (silent.find(',') != std::string::npos ? "s " : " ") +
+             silent + " did not answer: dead or its process stuck";
+    if (why.empty()) why = "all " + std::to_string(peers) + " other ranks are in it: the transport is stuck";
+    return why;
+  }
+
   void watch() {
     std::unique_lock lock(mu_);
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (side_ != MPI_COMM_NULL) answer_queries();
       if (in_flight_ && std::chrono::steady_clock::now() - since_ > timeout_) {
-        std::fprintf(stderr,
-                     "rank %d: %s stuck at step %lld for more than %lld s (another rank failed or hangs); "
-                     "ending all %d ranks\n",
-                     rank_, in_flight_, static_cast<long long>(step_),
-                     static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()), size_);
+        const std::string why = who_is_missing();
+        std::fprintf(stderr, "rank %d: %s at step %lld waited more than %lld s: %s; ending all %d ranks\n", rank_,
+                     in_flight_, static_cast<long long>(step_),
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()),
+                     why.c_str(), size_);
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 3);
       }
@@ -118,6 +198,8 @@ class MpiCommunicator : public Communicator {
   std::condition_variable cv_;
   bool stop_ = false;
   const char* in_flight_ = nullptr;
+  int64_t entered_ = 0;  // collectives entered so far (the watchdogs compare them)
+  MPI_Comm side_ = MPI_COMM_NULL;
   std::chrono::steady_clock::time_point since_;
   std::thread watchdog_;
 };

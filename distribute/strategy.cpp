@@ -36,13 +36,14 @@ class DefaultStrategy : public Strategy {
 
 std::unique_ptr<Strategy> make_default_strategy() { return std::make_unique<DefaultStrategy>(); }
 
-std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas, std::chrono::milliseconds /*timeout*/) {
+std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas, std::chrono::milliseconds timeout) {
   EMBER_CHECK(replicas >= 1 && replicas <= 256, ArgumentError,
               "mirrored: replicas must be in 1..256, got " + std::to_string(replicas));
   detail::DataParallelConfig c;
   c.kind = "mirrored";
   c.unit = "replicas";
   c.devices.assign(static_cast<size_t>(replicas), Device::cpu());
+  c.replica_timeout = timeout;
   c.connect = [replicas](const ModelRecipe& recipe, std::vector<Device>&) -> std::shared_ptr<Communicator> {
     EMBER_CHECK(recipe.device.is_cpu(), DeviceError,
                 "mirrored: these are CPU replicas, but the recipe asks for " + recipe.device.str() +

@@ -61,8 +61,9 @@ class Strategy {
 
 std::unique_ptr<Strategy> make_default_strategy();
 // N CPU replicas of this process, driven by one thread (each op uses every OpenMP thread);
-// gradients are summed on the host in replica order. `timeout` is kept for the interface: a
-// host sum never waits.
+// gradients are summed on the host in replica order. A host sum never waits, so `timeout` is
+// each replica's deadline for its part of a step: a replica that hangs past it ends the
+// process (exit code 3) with a message naming it (distribute/watchdog.h).
 std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas,
                                                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
 // One replica per GPU of this process: `gpus` are CUDA device indices (each at most once);

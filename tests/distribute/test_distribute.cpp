@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "distribute/data_parallel.h"
@@ -311,6 +312,33 @@ TEST(Mirrored, AStopMidEpochResumesBitForBit) {
   resumed->fit(d, o);
   EXPECT_EQ(resumed->model().params().to_vector(), straight->model().params().to_vector());
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+// The replica deadline: armed past its timeout it reports the replica and step (here to a
+// callback; in the job it ends the process), and disarmed in time it stays silent.
+TEST(ReplicaWatchdog, NamesTheReplicaThatOverranItsDeadline) {
+  std::mutex mu;
+  std::vector<std::string> fired;
+  {
+    detail::ReplicaWatchdog dog("mirrored", std::chrono::milliseconds(50), [&](const std::string& m) {
+      std::lock_guard lock(mu);
+      fired.push_back(m);
+    });
+    dog.arm(0, "cpu", 7);
+    dog.disarm();  // in time
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    {
+      std::lock_guard lock(mu);
+      EXPECT_TRUE(fired.empty());
+    }
+    dog.arm(1, "cpu", 8);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 6x the deadline
+    dog.disarm();
+  }
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_NE(fired[0].find("mirrored: replica 1 (cpu) has not finished its part of step 8 within 0.05 s"),
+            std::string::npos)
+      << fired[0];
 }
 
 TEST(DataParallel, ReportsMetricsStatsAndFaults) {
