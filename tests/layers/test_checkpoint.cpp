@@ -172,28 +172,35 @@ TEST_F(Checkpoint, FilesWithTheLegacyBatchesDoneKeyStillLoad) {
   EXPECT_TRUE(st.extra.empty());
 }
 
-TEST_F(Checkpoint, ResumeEqualsAnUninterruptedRunBitForBit) {
-  const Dataset train = synthetic(100, 3);
+// The resume tests' model (small_cnn, Adam) and options (2 epochs of batches of 16, seed 5).
+Sequential adam_cnn(uint64_t seed) {
+  Sequential m = small_cnn();
+  m.build(Shape{1, 8, 8}, seed);
+  m.compile(std::make_unique<Adam>());
+  return m;
+}
+
+FitOptions resume_options() {
   FitOptions fo;
   fo.verbose = 0;
   fo.batch_size = 16;
   fo.seed = 5;
   fo.epochs = 2;
-  Sequential straight = small_cnn();
-  straight.build(Shape{1, 8, 8}, 5);
-  straight.compile(std::make_unique<Adam>());
-  straight.fit(train, fo);
+  return fo;
+}
 
-  Sequential first = small_cnn();
-  first.build(Shape{1, 8, 8}, 5);
-  first.compile(std::make_unique<Adam>());
+TEST_F(Checkpoint, ResumeEqualsAnUninterruptedRunBitForBit) {
+  const Dataset train = synthetic(100, 3);  // 7 batches of 16 per epoch
+  FitOptions fo = resume_options();
+  Sequential straight = adam_cnn(5);
+  straight.fit(train, fo);  // 2 epochs, uninterrupted
+
+  Sequential first = adam_cnn(5);
   fo.epochs = 1;
   first.fit(train, fo);
   first.save(path("e1.safetensors"), TrainingState{.epochs_done = 1, .seed = 5, .batch_size = 16});
 
-  Sequential resumed = small_cnn();
-  resumed.build(Shape{1, 8, 8}, 99);  // different init: everything must come from the file
-  resumed.compile(std::make_unique<Adam>());
+  Sequential resumed = adam_cnn(99);  // different init: everything must come from the file
   const TrainingState st = resumed.load(path("e1.safetensors"));
   fo.epochs = 2;
   fo.initial_epoch = st.epochs_done;
@@ -207,19 +214,11 @@ TEST_F(Checkpoint, ResumeEqualsAnUninterruptedRunBitForBit) {
 // uninterrupted run's, bit for bit (weights, Adam moments and step count).
 TEST_F(Checkpoint, AStopMidEpochResumesAtTheNextBatchBitForBit) {
   const Dataset train = synthetic(100, 3);  // 7 batches of 16 per epoch
-  FitOptions fo;
-  fo.verbose = 0;
-  fo.batch_size = 16;
-  fo.seed = 5;
-  fo.epochs = 2;
-  Sequential straight = small_cnn();
-  straight.build(Shape{1, 8, 8}, 5);
-  straight.compile(std::make_unique<Adam>());
-  straight.fit(train, fo);
+  FitOptions fo = resume_options();
+  Sequential straight = adam_cnn(5);
+  straight.fit(train, fo);  // 2 epochs, uninterrupted
 
-  Sequential first = small_cnn();
-  first.build(Shape{1, 8, 8}, 5);
-  first.compile(std::make_unique<Adam>());
+  Sequential first = adam_cnn(5);
   int polls = 0;
   fo.stop_requested = [&polls] { return ++polls == 10; };  // after step 10: epoch 2, batch 3 of 7
   const History h = first.fit(train, fo);
