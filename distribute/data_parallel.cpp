@@ -51,7 +51,7 @@ void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, s
     const int member = gradients.rank() + static_cast<int>(i);
     Sequential& m = *replicas[i];
     try {
-      if (watchdog) watchdog->arm(member, devices[i].str(), step);
+      if (watchdog) watchdog->arm(member, devices[i], step);
       maybe_fail(fault, member, step);
       const int64_t rows = shards[i].x.dim(0);
       if (rows > 0) m.compute_gradients(shards[i].x, shards[i].y, sums[i]);
@@ -236,9 +236,9 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
   hooks.evaluate = [&](const Dataset& d, int64_t bs) { return on_world([&] { return evaluate(d, bs); }); };
   hooks.totals_on_host =
       std::all_of(config_.devices.begin(), config_.devices.end(), [](const Device& d) { return d.is_cpu(); });
+  Tensor flag = Tensor::empty(Shape{1}, DType::F32, Device::cpu());  // reused every step
   if (config_.world)  // every rank stops at the same step: one flag summed over the world per step
     hooks.agree_stop = [&](bool mine) {
-      Tensor flag = Tensor::empty(Shape{1}, DType::F32, Device::cpu());
       flag.f32()[0] = mine ? 1.0f : 0.0f;
       on_world([&] {
         config_.world->all_reduce_sum(flag);

@@ -21,11 +21,11 @@ ReplicaWatchdog::~ReplicaWatchdog() {
   thread_.join();
 }
 
-void ReplicaWatchdog::arm(int member, const std::string& device, int64_t step) {
+void ReplicaWatchdog::arm(int member, Device device, int64_t step) {
   std::lock_guard lock(mu_);
   armed_ = true;
   member_ = member;
-  if (device_ != device) device_ = device;
+  device_ = device;
   step_ = step;
   since_ = std::chrono::steady_clock::now();
 }
@@ -44,7 +44,7 @@ void ReplicaWatchdog::watch() {
     if (!armed_ || std::chrono::steady_clock::now() - since_ <= timeout_) continue;
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", std::chrono::duration<double>(timeout_).count());
-    const std::string msg = kind_ + ": replica " + std::to_string(member_) + " (" + device_ +
+    const std::string msg = kind_ + ": replica " + std::to_string(member_) + " (" + device_.str() +
                             ") has not finished its part of step " + std::to_string(step_) + " within " + seconds +
                             " s (--collective-timeout): it hangs; ending the job";
     armed_ = false;

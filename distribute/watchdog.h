@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "../core/device.h"
+
 namespace ember::detail {
 
 class ReplicaWatchdog {
@@ -25,7 +27,7 @@ class ReplicaWatchdog {
   ReplicaWatchdog(const ReplicaWatchdog&) = delete;
   ReplicaWatchdog& operator=(const ReplicaWatchdog&) = delete;
 
-  void arm(int member, const std::string& device, int64_t step);  // a mutex and a clock read
+  void arm(int member, Device device, int64_t step);  // a mutex and a clock read (no string)
   void disarm();
 
  private:
@@ -38,7 +40,7 @@ class ReplicaWatchdog {
   std::condition_variable cv_;
   bool stop_ = false, armed_ = false;
   int member_ = -1;
-  std::string device_;
+  Device device_;
   int64_t step_ = -1;
   std::chrono::steady_clock::time_point since_;
   std::thread thread_;

@@ -86,11 +86,18 @@ void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& save
 
 void keep_optimizer_state(Sequential& model, SavedOptimizerState saved) { model.saved_optimizer_ = std::move(saved); }
 
-void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device) {
-  check_optimizer_state(opt, saved);
+namespace {
+// `saved` into `opt`, checked already (check_optimizer_state).
+void apply_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device) {
   for (const auto& [name, t] : saved.tensors)  // the state lives where the parameters do
     opt.set_state(name, device.is_cpu() ? t : t.to(device));
   opt.set_iterations(saved.iterations);
+}
+}  // namespace
+
+void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device) {
+  check_optimizer_state(opt, saved);
+  apply_optimizer_state(opt, saved, device);
 }
 }  // namespace detail
 
@@ -179,7 +186,7 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
   // Everything checked: now change the model.
   for (auto& [name, p] : model.named_params()) p.copy_from(by_name.at(name));
   if (restore_now) {
-    detail::restore_optimizer_state(*opt, saved, model.device());
+    detail::apply_optimizer_state(*opt, saved, model.device());  // checked above
   } else if (!opt && saved_name) {
     detail::keep_optimizer_state(model, std::move(saved));  // for compile()
   }

@@ -141,6 +141,22 @@ TEST_F(Parity, AccumulatedLossAndAccuracyMatchTheCpu) {
   EXPECT_NEAR(g.loss_sum, c.loss_sum, 1e-5 * c.loss_sum);  // double sums of float row losses
   EXPECT_EQ(g.correct, c.correct);
   EXPECT_GT(c.correct, 0);  // a sum that stayed 0 would not be tested by the line above
+  EXPECT_EQ(g.finite_batches, 3);
+  EXPECT_EQ(c.finite_batches, 3);
+  // Two NaN batches: both count the 3 finite batches before the first; the second adds none.
+  Tensor nan_logits = test::random_tensor(Shape{4, 10}, 31);
+  nan_logits.f32()[7] = std::numeric_limits<float>::quiet_NaN();
+  for (const Tensor* z : {&nan_logits, &nan_logits}) {
+    cl.forward(*z, labels({1, 2, 3, 4}), cs);
+    gl.forward(z->to(kGpu), labels({1, 2, 3, 4}).to(kGpu), gs);
+  }
+  const MetricSums::Values cn = cs.read(), gn = gs.read();
+  EXPECT_FALSE(cn.finite());
+  EXPECT_FALSE(gn.finite());
+  EXPECT_EQ(cn.finite_batches, 3);
+  EXPECT_EQ(gn.finite_batches, 3);
+  gs.reset();
+  cs.reset();
   // A bad label is reported at the next read, and reset clears it.
   std::vector<int32_t> bad(5, 1);
   bad[2] = 10;

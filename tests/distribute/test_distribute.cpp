@@ -324,14 +324,14 @@ TEST(ReplicaWatchdog, NamesTheReplicaThatOverranItsDeadline) {
       std::lock_guard lock(mu);
       fired.push_back(m);
     });
-    dog.arm(0, "cpu", 7);
+    dog.arm(0, Device::cpu(), 7);
     dog.disarm();  // in time
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
     {
       std::lock_guard lock(mu);
       EXPECT_TRUE(fired.empty());
     }
-    dog.arm(1, "cpu", 8);
+    dog.arm(1, Device::cpu(), 8);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 6x the deadline
     dog.disarm();
   }
