@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,6 +28,42 @@ namespace {
     }                                                                                                             \
   } while (0)
 
+// MPI_Init waits for every rank of the job (a host unreachable, a rank that never starts or
+// never calls MPI): bounded by the collective timeout too. Ends the process (exit 3) when the
+// deadline passes before the guard is destroyed.
+class InitDeadline {
+ public:
+  explicit InitDeadline(std::chrono::milliseconds timeout)
+      : thread_([this, timeout] {
+          std::unique_lock lock(mu_);
+          if (cv_.wait_for(lock, timeout, [this] { return done_; })) return;
+          const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+          if (!rank) rank = std::getenv("PMI_RANK");
+          std::fprintf(stderr,
+                       "rank %s: MPI_Init waited more than %g s (--collective-timeout) for the other ranks: a host "
+                       "unreachable or a rank that never started MPI; ending this rank\n",
+                       rank ? rank : "?", static_cast<double>(timeout.count()) / 1000);
+          std::fflush(stderr);
+          std::_Exit(3);
+        }) {}
+  ~InitDeadline() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  InitDeadline(const InitDeadline&) = delete;
+  InitDeadline& operator=(const InitDeadline&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
 class MpiCommunicator : public Communicator {
  public:
   explicit MpiCommunicator(std::chrono::milliseconds timeout) {
@@ -34,6 +71,7 @@ class MpiCommunicator : public Communicator {
     int initialized = 0;
     EMBER_MPI_CHECK(MPI_Initialized(&initialized));
     if (!initialized) {
+      InitDeadline deadline(timeout);
       int provided = 0;
       EMBER_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
       owns_mpi_ = true;

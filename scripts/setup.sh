@@ -12,6 +12,7 @@ PACKAGES=(
   libspdlog-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev                  # tests
   libopenmpi-dev openmpi-bin    # multi-process training
+  iproute2                      # the two-host MPI test (network namespaces joined by a veth pair)
   clang libclang-rt-14-dev      # libFuzzer target for the IDX reader
   libomp-14-dev                 # clang's OpenMP runtime: the fuzz build finds OpenMP_CXX with clang
   dataset-fashion-mnist         # Fashion-MNIST

@@ -1,6 +1,7 @@
 // The train_mnist app, run as a user runs it: bad flags exit 2 with one line, missing data
 // exits 1 naming the file, and a short run on synthetic MNIST-format data learns.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -14,9 +15,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -348,6 +354,19 @@ TEST_F(TrainMnistStrategies, AHungRankIsNamedByTheWatchdogAndTheJobEnds) {
       << m.output;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));  // not the injected hour
 }
+
+// MPI_Init waits for every rank; here rank 1 is a program that never calls MPI (mpirun's MPMD
+// form), so it would wait for ever: the collective timeout bounds it, naming the phase.
+TEST_F(TrainMnistStrategies, AStartThatNeverCompletesEndsWithinTheTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const AppRun m = run_raw(mpirun(1) + " --strategy multiworker --threads 1 --collective-timeout 2" + common() +
+                           " : -np 1 sleep 600");
+  EXPECT_EQ(m.code, 3) << m.output;
+  EXPECT_NE(m.output.find("rank 0: MPI_Init waited more than 2 s (--collective-timeout) for the other ranks"),
+            std::string::npos)
+      << m.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));  // not sleep's 600 s
+}
 #endif
 
 // GPU replicas at world size 1 (any single GPU): mirrored over NCCL and multiworker over NCCL
@@ -394,7 +413,8 @@ namespace {
 // train_mnist started in the background, its stdout and stderr in one pipe.
 class Child {
  public:
-  explicit Child(const std::string& args) {
+  // Runs train_mnist with `args`, or `args` as a whole shell command line when `whole_command`.
+  explicit Child(const std::string& args, bool whole_command = false) {
     int fds[2];
     if (pipe(fds) != 0) return;
     pid_ = fork();
@@ -403,7 +423,7 @@ class Child {
       dup2(fds[1], 2);
       close(fds[0]);
       close(fds[1]);
-      const std::string cmd = "exec " + train_mnist_bin() + " " + args;  // exec: the pid is the app's
+      const std::string cmd = whole_command ? args : "exec " + train_mnist_bin() + " " + args;  // exec: pid = app
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -417,16 +437,22 @@ class Child {
       waitpid(pid_, nullptr, 0);
     }
   }
-  // Reads output until it holds `needle` or the app closes its output; whether it was seen.
-  bool wait_for(const std::string& needle) {
+  // Reads output until it holds `needle`, the app closes its output or `limit` passes; whether it
+  // was seen.
+  bool wait_for(const std::string& needle, std::chrono::seconds limit = std::chrono::seconds(300)) {
+    const auto until = std::chrono::steady_clock::now() + limit;
     std::array<char, 4096> buf{};
     while (output_.find(needle) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      pollfd p{out_, POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
       const ssize_t n = read(out_, buf.data(), buf.size());
       if (n <= 0) return false;
       output_.append(buf.data(), static_cast<size_t>(n));
     }
     return true;
   }
+  const std::string& output() const { return output_; }
   void signal(int sig) const { kill(pid_, sig); }
   // Whether the app still runs (an exited one stays a zombie until finish() reaps it).
   bool running() const {
@@ -518,6 +544,45 @@ TEST_F(TrainMnistSignals, ASecondSignalExitsAtOnce) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/never.st"));
 }
 
+// The output paths pass the checks before the first step, then change during training: the final
+// save fails, but the trained model is kept beside the asked path, or in the temporary folder when
+// that folder is gone, and the error (exit 1) says where. The kept file is the finished model.
+TEST_F(TrainMnistSignals, AFailedFinalSaveKeepsTheModelAndSaysWhere) {
+  ASSERT_EQ(run("--epochs 2 --quiet --save " + dir_ + "/straight.st" + common()).code, 0);
+  const std::string tmp = dir_ + "/tmp";
+  std::filesystem::create_directories(tmp);
+  std::filesystem::create_directories(dir_ + "/out");
+  // Trains to the end, changing the file system (`meddle`) once epoch 2 has begun; the file the
+  // error says the model was kept in, which must start with `kept_as`.
+  const auto train_and_meddle = [&](const std::function<void()>& meddle, const std::string& kept_as) {
+    Child c("TMPDIR=" + tmp + " exec " + train_mnist_bin() + " --epochs 2 --save " + dir_ + "/out/final.st" + common(),
+            true);
+    EXPECT_TRUE(c.wait_for("Epoch 2/2")) << c.output();
+    meddle();
+    const AppRun r = c.finish();
+    EXPECT_EQ(r.code, 1) << r.output;
+    const std::string said = "the trained model was saved to ";
+    const size_t at = r.output.find(said + kept_as);
+    if (at == std::string::npos) {
+      ADD_FAILURE() << r.output;
+      return std::string();
+    }
+    return r.output.substr(at + said.size(), r.output.find(" instead", at) - at - said.size());
+  };
+  // The target became a folder: kept beside it.
+  const std::string beside = train_and_meddle([&] { std::filesystem::create_directories(dir_ + "/out/final.st"); },
+                                              dir_ + "/out/final.st.rescued-");
+  EXPECT_TRUE(all_values(dir_ + "/straight.st") == all_values(beside)) << beside;
+  std::filesystem::remove(dir_ + "/out/final.st");
+  // Its folder is gone: kept in the temporary folder, and nothing else left there.
+  const std::string in_tmp =
+      train_and_meddle([&] { std::filesystem::remove_all(dir_ + "/out"); }, tmp + "/final.st.rescued-");
+  EXPECT_TRUE(all_values(dir_ + "/straight.st") == all_values(in_tmp)) << in_tmp;
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp)) ++files;
+  EXPECT_EQ(files, 1u);
+}
+
 // A NaN loss ends the run (exit 1) naming the step; nothing of the diverged model is saved.
 TEST_F(TrainMnistSignals, ANonFiniteLossStopsTheRunNamingTheStepAndSavesNothing) {
   ASSERT_EQ(run("--epochs 1 --quiet --limit-train 320 --save " + dir_ + "/e1.st" + common()).code, 0);
@@ -533,5 +598,130 @@ TEST_F(TrainMnistSignals, ANonFiniteLossStopsTheRunNamingTheStepAndSavesNothing)
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/out.st"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/ck/epoch-002.safetensors"));
 }
+
+#ifdef EMBER_MPIEXEC
+// Two hosts on this machine: network namespaces A and B joined by a veth pair (10.231.7.1 and
+// .2), each with its own hostname. mpirun runs in A and starts rank 1's daemon in B through an
+// rsh agent (what ssh does on a cluster); MPI talks TCP over the veth (btl tcp,self: no shared
+// memory between the "hosts"). Needs root and iproute2; skipped with the reason otherwise.
+class TwoHostsOverTcp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "network namespaces need root";
+    dir_ = ember::test::temp_dir("hosts");
+    ember::test::write_synthetic_mnist(dir_, 320, 64, false);
+    const std::string id = std::to_string(getpid());
+    a_ = "ember" + id + "a";
+    b_ = "ember" + id + "b";
+    const std::string va = "ve" + id + "a", vb = "ve" + id + "b";
+    // Short TCP retransmission in both hosts: the launcher's own link to a cut host gives up in
+    // ~3 s instead of ~15 min (Ember's ranks end on their own either way; see docs/usage.md).
+    const AppRun made = run_raw(
+        "set -e; command -v ip >/dev/null || { echo 'no ip command (iproute2)'; exit 1; }; "
+        "ip netns add " +
+        a_ + "; ip netns add " + b_ + "; ip link add " + va + " netns " + a_ + " type veth peer name " + vb +
+        " netns " + b_ + "; ip -n " + a_ + " addr add 10.231.7.1/24 dev " + va + "; ip -n " + b_ +
+        " addr add 10.231.7.2/24 dev " + vb + "; for n in " + a_ + " " + b_ +
+        "; do ip -n $n link set lo up; ip netns exec $n sh -c 'echo 3 > /proc/sys/net/ipv4/tcp_retries2'; done; "
+        "ip -n " +
+        a_ + " link set " + va + " up; ip -n " + b_ + " link set " + vb + " up");
+    made_ = true;
+    if (made.code != 0) GTEST_SKIP() << "cannot make two network namespaces here: " << made.output;
+    va_ = va;
+    std::ofstream(dir_ + "/hosts") << "10.231.7.1 slots=1\n10.231.7.2 slots=1\n";
+    std::ofstream agent(dir_ + "/agent.sh");
+    agent << "#!/bin/sh\n"
+             "# rsh agent: [options] HOST COMMAND... runs COMMAND in HOST's namespace under its hostname\n"
+             "while [ \"${1#-}\" != \"$1\" ]; do shift; done\n"
+             "case \"$1\" in 10.231.7.1) ns="
+          << a_ << " name=hosta ;; 10.231.7.2) ns=" << b_
+          << " name=hostb ;; *) echo \"agent: unknown host $1\" >&2; exit 1 ;; esac\n"
+             "shift\n"
+             "echo \"$ns: $*\" >> "
+          << dir_
+          << "/agent.log\n"
+             "exec ip netns exec \"$ns\" unshare --uts sh -c \"echo $name > /proc/sys/kernel/hostname; $*\"\n";
+    agent.close();
+    std::filesystem::permissions(dir_ + "/agent.sh", std::filesystem::perms::owner_all);
+  }
+  void TearDown() override {
+    if (made_)
+      run_raw("for n in " + a_ + " " + b_ + "; do ip netns pids $n 2>/dev/null | xargs -r kill -9; done; sleep 0.2; " +
+              "ip netns del " + a_ + "; ip netns del " + b_);
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  // mpirun in host A, one rank per host, MPI and the launcher over the veth only. The launcher's
+  // keepalive (10 s) is set above the ranks' own detection (--collective-timeout 3 + 2 s), so that
+  // the ranks, not the launcher, name what happened.
+  std::string mpirun_two_hosts(const std::string& args) const {
+    return "exec ip netns exec " + a_ + " unshare --uts sh -c 'echo hosta > /proc/sys/kernel/hostname; exec " +
+           EMBER_MPIEXEC + " --allow-run-as-root --hostfile " + dir_ + "/hosts --mca plm_rsh_agent " + dir_ +
+           "/agent.sh --mca btl tcp,self --mca btl_tcp_if_include 10.231.7.0/24 --mca oob_tcp_if_include "
+           "10.231.7.0/24 --mca oob_tcp_keepalive_time 10 --mca oob_tcp_keepalive_intvl 1 --mca "
+           "oob_tcp_keepalive_probes 2 --output-filename " +
+           dir_ + "/ranks --bind-to none -np 2 " + train_mnist_bin() + " --strategy multiworker --threads 1 " + args +
+           "'";
+  }
+  // The pids of train_mnist processes in host B.
+  std::vector<std::string> ranks_in_b() const {
+    std::vector<std::string> pids;
+    std::istringstream in(run_raw("ip netns pids " + b_).output);
+    for (std::string pid; in >> pid;) {
+      std::ifstream comm("/proc/" + pid + "/comm");
+      std::string name;
+      if (std::getline(comm, name) && name == "train_mnist") pids.push_back(pid);
+    }
+    return pids;
+  }
+  std::string common() const { return " --device cpu --batch-size 32 --seed 4 --data-dir " + dir_; }
+  std::string dir_, a_, b_, va_;
+  bool made_ = false;
+};
+
+TEST_F(TwoHostsOverTcp, MultiWorkerAcrossTwoHostsEqualsDefault) {
+  ASSERT_EQ(run("--quiet --epochs 1 --steps 40 --save " + dir_ + "/default.st" + common()).code, 0);
+  Child c(mpirun_two_hosts("--epochs 1 --steps 40 --save " + dir_ + "/hosts.st" + common()), true);
+  const AppRun m = c.finish();
+  ASSERT_EQ(m.code, 0) << m.output;
+  EXPECT_NE(m.output.find("2 ranks, MPI"), std::string::npos) << m.output;
+  std::ifstream log(dir_ + "/agent.log");
+  const std::string launched((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const size_t in_b = launched.find(b_ + ": ");  // rank 1's daemon ran in B
+  EXPECT_TRUE(in_b != std::string::npos && launched.find("orted", in_b) != std::string::npos) << launched;
+  EXPECT_LE(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/hosts.st")), kAppReplicaTolerance);
+}
+
+// The link cut mid-run: each rank's watchdog ends its own process within --collective-timeout
+// (+ 2 s asking the peers), naming the rank that went silent, and the whole job ends.
+TEST_F(TwoHostsOverTcp, CuttingTheLinkEndsTheJobNamingTheRank) {
+  Child c(mpirun_two_hosts("--epochs 100000 --collective-timeout 3" + common()), true);
+  ASSERT_TRUE(c.wait_for("Epoch 4/", std::chrono::seconds(120))) << c.output();
+  ASSERT_EQ(ranks_in_b().size(), 1u);
+  ASSERT_EQ(run_raw("ip -n " + a_ + " link set " + va_ + " down").code, 0);
+  const auto cut = std::chrono::steady_clock::now();
+  const auto since_cut = [&] { return std::chrono::steady_clock::now() - cut; };
+  EXPECT_TRUE(c.wait_for("rank 1 did not answer", std::chrono::seconds(30))) << c.output();
+  EXPECT_LT(since_cut(), std::chrono::seconds(10));  // 3 s + 2 s + scheduling
+  EXPECT_NE(c.output().find("rank 0: all_reduce at step"), std::string::npos) << c.output();
+  while (!ranks_in_b().empty() && since_cut() < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(ranks_in_b().empty()) << "rank 1 still runs 30 s after the cut";
+  EXPECT_LT(since_cut(), std::chrono::seconds(10));  // rank 1 ended by its own watchdog
+  const AppRun r = c.finish();
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_LT(since_cut(), std::chrono::seconds(30));  // and the launcher gave up on host B
+  std::printf("cut: rank 0 named rank 1, rank 1 ended, mpirun ended within %.1f s of the cut\n",
+              std::chrono::duration<double>(since_cut()).count());
+  // Rank 1 named rank 0 in its own output (kept in B by --output-filename: its link was cut).
+  std::string rank1;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_ + "/ranks"))
+    if (e.path().filename() == "stderr" && e.path().parent_path().filename() == "rank.1") {
+      std::ifstream f(e.path());
+      rank1.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+  EXPECT_NE(rank1.find("rank 1: all_reduce at step"), std::string::npos) << rank1;
+  EXPECT_NE(rank1.find("rank 0 did not answer"), std::string::npos) << rank1;
+}
+#endif
 
 }  // namespace
