@@ -583,6 +583,38 @@ TEST_F(TrainMnistSignals, AFailedFinalSaveKeepsTheModelAndSaysWhere) {
   EXPECT_EQ(files, 1u);
 }
 
+#ifdef EMBER_MPIEXEC
+// Ctrl-C under mpirun: mpirun sends the ranks SIGTERM (and SIGKILL 1 s later, OpenMPI's
+// odls_base_sigkill_timeout); they agree on one step to stop at, rank 0 saves a resumable
+// checkpoint in time, and resuming it under mpirun continues bit for bit. (mpirun stops
+// forwarding output once signalled, so the saying line does not reach the terminal.)
+TEST_F(TrainMnistSignals, SigintToMpirunSavesAResumableCheckpoint) {
+  // 500 steps per epoch over 2 ranks: forwarded output lags, a signal sent at "Epoch 2/3" still
+  // lands inside epoch 2.
+  const std::string big = dir_ + "/big";
+  std::filesystem::create_directories(big);
+  ember::test::write_synthetic_mnist(big, 16000, 100, false);
+  const std::string mpi = mpirun(2) +
+                          " --strategy multiworker --threads 1 --epochs 3 --device cpu --batch-size 32 "
+                          "--seed 7 --data-dir " +
+                          big;
+  ASSERT_EQ(run_raw(mpi + " --quiet --save " + dir_ + "/straight.st").code, 0);
+  Child c("exec " + mpi + " --save " + dir_ + "/int.st", true);
+  ASSERT_TRUE(c.wait_for("Epoch 2/3")) << c.output();
+  c.signal(SIGINT);
+  const AppRun r = c.finish();
+  EXPECT_NE(r.code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/int.st")) << r.output;
+  const std::map<std::string, std::string> meta = ember::read_safetensors(dir_ + "/int.st").metadata;
+  EXPECT_EQ(meta.at("epochs_done"), "1");
+  ASSERT_TRUE(meta.contains("batches_done"));
+  EXPECT_GT(std::stoi(meta.at("batches_done")), 0);
+  const AppRun resumed = run_raw(mpi + " --quiet --resume " + dir_ + "/int.st --save " + dir_ + "/resumed.st");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_TRUE(all_values(dir_ + "/straight.st") == all_values(dir_ + "/resumed.st"));
+}
+#endif
+
 // A NaN loss ends the run (exit 1) naming the step; nothing of the diverged model is saved.
 TEST_F(TrainMnistSignals, ANonFiniteLossStopsTheRunNamingTheStepAndSavesNothing) {
   ASSERT_EQ(run("--epochs 1 --quiet --limit-train 320 --save " + dir_ + "/e1.st" + common()).code, 0);
