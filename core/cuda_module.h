@@ -18,7 +18,7 @@ namespace ember::detail {
 // The version of this table's layout and of every folder's op table reached through it. The
 // module and libember must agree on it exactly: a module built from other sources is refused
 // with a message naming both versions, never called through a mismatched table.
-inline constexpr uint32_t kCudaModuleAbi = 5;  // 5: MetricSums slot 3 counts finite batches; 4: twin signatures
+inline constexpr uint32_t kCudaModuleAbi = 6;  // 6: host_syncs; 5: MetricSums slot 3 counts finite batches
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op
@@ -35,7 +35,8 @@ struct CudaModuleApi {
   void (*deallocate)(int device, void* p) noexcept;
   void (*set_memory_policy)(int device, const MemoryPolicy& policy);
   CachingAllocator::Stats (*memory_stats)(int device);
-  // Synchronous copy of `bytes`; a device of -1 means host memory.
+  // Copy of `bytes`; a device of -1 means host memory. Waited for when the host or two GPUs are
+  // involved; within one GPU, ordered on its stream without a host wait.
   void (*copy)(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
   // Tensor::fill and in-place scaling of an f32 tensor on its device's stream.
   void (*fill)(Tensor& t, float value);
@@ -44,6 +45,8 @@ struct CudaModuleApi {
   void (*zero)(Tensor& t);
   // Blocks until every op queued on `device` is done (and reports an asynchronous error).
   void (*synchronize)(int device);
+  // How many times the host has waited for `device` (synchronize and copies with the host).
+  int64_t (*host_syncs)(int device);
   // The op table of the folder `owner` ("layers", "optim", "data", "nccl"); null when the
   // module has none of that name (e.g. "nccl" in a build without NCCL).
   const void* (*ops)(const char* owner);

@@ -74,6 +74,11 @@ void synchronize(Device device) {
   detail::require_cuda_module("synchronize " + device.str()).synchronize(device.index);
 }
 
+int64_t gpu_host_syncs(Device device) {
+  if (device.is_cpu()) return 0;
+  return detail::require_cuda_module("host syncs of " + device.str()).host_syncs(device.index);
+}
+
 void set_allow_tf32(bool on) { g_allow_tf32 = on; }
 bool allow_tf32() { return g_allow_tf32; }
 void set_gpu_deterministic(bool on) { g_gpu_deterministic = on; }

@@ -59,6 +59,12 @@ CachingAllocator::Stats gpu_memory_stats(int device);
 // asynchronous GPU error: what a timing must call before it stops the clock.
 void synchronize(Device device);
 
+// How many times the host has waited for the GPU `device` so far in this process: every
+// synchronize() and every copy that involves host memory (reading a loss, uploading data).
+// The training step makes none: `fit` waits only where it reads its totals (progress, epoch
+// end). 0 for the CPU; DeviceError without a usable GPU.
+int64_t gpu_host_syncs(Device device);
+
 // GPU math, read by the GPU ops when they pick a kernel (set them before training):
 //  - TF32 (off by default, so that float32 results match the CPU path to ~1e-6): lets cuBLAS
 //    GEMMs and cuDNN convolutions on Ampere and newer round their inputs to TF32 on tensor

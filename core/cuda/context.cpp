@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "../runtime.h"
 #include "check.h"
@@ -27,8 +28,45 @@ Handle create_bound(CreateFn create, BindFn bind, DestroyFn destroy) {
 }
 }  // namespace
 
+cudaError_t probe_kernel_image();
+
+namespace {
+std::string gpu_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "cuda:" + std::to_string(device);
+  return "cuda:" + std::to_string(device) + " (" + prop.name + ", sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ")";
+}
+
+// The first use of a GPU: its primary context is made here, so this is where a GPU another
+// process holds, or one this build has no code for, shows; each is named for what it is.
+void open_device(int device) {
+  const cudaError_t set = cudaSetDevice(device);
+  if (set == cudaErrorDevicesUnavailable)
+    throw DeviceError(gpu_name(device) +
+                      " is unavailable: it is in exclusive-process mode and another process holds it (" +
+                      cudaGetErrorName(set) + ")");
+  if (set != cudaSuccess)
+    throw DeviceError(gpu_name(device) + " could not be opened: " + cudaGetErrorName(set) + ": " +
+                      cudaGetErrorString(set));
+  const cudaError_t image = probe_kernel_image();
+  (void)cudaGetLastError();
+  if (image == cudaErrorNoKernelImageForDevice || image == cudaErrorInvalidDeviceFunction ||
+      image == cudaErrorInvalidPtx || image == cudaErrorUnsupportedPtxVersion) {
+    cudaDeviceProp prop{};
+    (void)cudaGetDeviceProperties(&prop, device);
+    throw DeviceError(gpu_name(device) + " has no code in this build (" + cudaGetErrorName(image) +
+                      "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
+                      std::to_string(prop.minor));
+  }
+  if (image != cudaSuccess)
+    throw DeviceError(gpu_name(device) + " could not be used: " + cudaGetErrorName(image) + ": " +
+                      cudaGetErrorString(image));
+}
+}  // namespace
+
 Context::Context(int device) : device_(device) {
-  EMBER_CUDA_CHECK(cudaSetDevice(device));
+  open_device(device);
   EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
 
@@ -67,16 +105,28 @@ Context::~Context() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-void Context::synchronize() const { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Context::synchronize() const {
+  host_syncs_.fetch_add(1, std::memory_order_relaxed);
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 Context& context(int device) {
   static std::mutex mu;
   static std::array<std::unique_ptr<Context>, 64>* contexts = new std::array<std::unique_ptr<Context>, 64>();
   EMBER_CHECK(device >= 0 && device < 64, DeviceError, "no cuda:" + std::to_string(device));
-  std::lock_guard lock(mu);
-  auto& c = (*contexts)[static_cast<size_t>(device)];
-  if (!c) c = std::make_unique<Context>(device);
-  return *c;
+  Context* ctx = nullptr;
+  {
+    std::lock_guard lock(mu);
+    auto& c = (*contexts)[static_cast<size_t>(device)];
+    if (!c) c = std::make_unique<Context>(device);
+    ctx = c.get();
+  }
+  // Every op reaches its stream and handles through here: the device is made current first, or
+  // a launch on another device's stream fails (the thread's device may be any: a copy's guard,
+  // NCCL, the user's code). cudaGetDevice is a thread-local read; the set happens on a change.
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != device) EMBER_CUDA_CHECK(cudaSetDevice(device));
+  return *ctx;
 }
 
 Context& context_of(const Tensor& t) {

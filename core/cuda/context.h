@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -27,8 +29,11 @@ class Context {
   // or cuDNN cannot start, and report that failure only to the ops that need them.
   cublasHandle_t blas();
   cudnnHandle_t dnn();
-  // Blocks the host until the stream's work is done (and reports an asynchronous error).
+  // Blocks the host until the stream's work is done (and reports an asynchronous error);
+  // counted in host_syncs().
   void synchronize() const;
+  // How many times the host has waited for this device (synchronize(), copies with the host).
+  int64_t host_syncs() const { return host_syncs_.load(std::memory_order_relaxed); }
 
  private:
   int device_;
@@ -37,9 +42,11 @@ class Context {
   cublasHandle_t blas_ = nullptr;
   bool blas_tf32_ = false;  // the math mode blas_ is set to
   cudnnHandle_t dnn_ = nullptr;
+  mutable std::atomic<int64_t> host_syncs_{0};
 };
 
-// The context of `device`, created on first use (thread-safe).
+// The context of `device`, created on first use (thread-safe), with `device` made current on the
+// calling thread: every op gets its stream and handles here, so each runs on its own GPU.
 Context& context(int device);
 // The context of a CUDA tensor's device (DeviceError for a tensor elsewhere).
 Context& context_of(const Tensor& t);

@@ -120,13 +120,16 @@ void copy(void* dst, int dst_device, const void* src, int src_device, size_t byt
   if (bytes == 0) return;
   const int device = dst_device >= 0 ? dst_device : src_device;
   DeviceGuard g(device);
-  // On the device's own stream, so the copy is ordered after the kernels that produced the data
-  // (the context's stream does not synchronise with the legacy default stream), then waited for.
-  // Unified addressing lets the runtime tell host from device pointers (cudaMemcpyDefault).
-  Context& ctx = context(device);
   if (src_device >= 0 && src_device != device) context(src_device).synchronize();  // producer on another GPU
+  // On the device's own stream, so the copy is ordered after the kernels that produced the data
+  // (the context's stream does not synchronise with the legacy default stream). Unified
+  // addressing lets the runtime tell host from device pointers (cudaMemcpyDefault).
+  Context& ctx = context(device);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream()));
-  ctx.synchronize();
+  // Within one GPU the copy stays in stream order, like a kernel: no host wait (the caching
+  // allocator is stream-ordered, so neither buffer can be reused before the copy ran). With the
+  // host, or another GPU, the copy is waited for: the caller reads or frees the memory next.
+  if (src_device < 0 || dst_device < 0 || src_device != dst_device) ctx.synchronize();
 }
 
 const CudaStatus* status() { return &probed_status(); }
@@ -155,6 +158,7 @@ void fill_core_entries(::ember::detail::CudaModuleApi& api) {
     if (bytes > 0) EMBER_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, bytes, context_of(t).stream()));
   };
   api.synchronize = [](int device) { context(device).synchronize(); };
+  api.host_syncs = [](int device) -> int64_t { return context(device).host_syncs(); };
 }
 
 }  // namespace ember::cuda

@@ -1,5 +1,6 @@
-// A one-line kernel whose only job is to tell whether this build has code the GPU can run
-// (SASS for its architecture, or PTX the driver can JIT).
+// A one-line kernel whose only job is to tell whether this build has code the current GPU can
+// run (SASS for its architecture, or PTX the driver can JIT): asked once per GPU, when its
+// context is made (cuda::Context), never by the status probe.
 #include <cuda_runtime.h>
 
 namespace ember::cuda {
@@ -8,10 +9,8 @@ __global__ void probe_kernel(int* out) {
   if (out) *out = 1;
 }
 
-// cudaSuccess when a kernel image for `device` exists; otherwise the CUDA error.
-cudaError_t probe_kernel_image(int device) {
-  cudaError_t err = cudaSetDevice(device);
-  if (err != cudaSuccess) return err;
+// cudaSuccess when a kernel image for the current device exists; otherwise the CUDA error.
+cudaError_t probe_kernel_image() {
   cudaFuncAttributes attr{};
   return cudaFuncGetAttributes(&attr, probe_kernel);
 }

@@ -2,6 +2,7 @@
 // build has code for them. Every failure becomes a reason in words, never a crash.
 #include <cuda_runtime.h>
 
+#include "../cuda_arch.h"
 #include "../runtime.h"
 #include "check.h"
 
@@ -10,7 +11,6 @@ const CudaStatus& probed_status();
 }
 
 namespace ember::cuda {
-cudaError_t probe_kernel_image(int device);
 
 namespace detail {
 std::string with_device(const std::string& why) {
@@ -62,17 +62,25 @@ CudaStatus probe() {
     (void)cudaGetLastError();
     return s;
   }
+  // Properties and attributes only: no context is created on any GPU here (cudaSetDevice or a
+  // kernel query would put one, hundreds of MB, on every visible GPU of every process, and fail
+  // on an exclusive-process GPU another process holds). Whether this build has code for a GPU is
+  // decided from its architecture list; the first use of a GPU confirms it (cuda::Context).
   std::string unsupported;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    const cudaError_t image = cuda::probe_kernel_image(i);
-    if (image != cudaSuccess) {
-      unsupported +=
-          std::string(unsupported.empty() ? "" : "; ") + "cuda:" + std::to_string(i) + " (" + prop.name + ", sm_" +
-          std::to_string(prop.major) + std::to_string(prop.minor) + ") has no code in this build (" + describe(image) +
-          "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) + std::to_string(prop.minor);
+    if (const cudaError_t e = cudaGetDeviceProperties(&prop, i); e != cudaSuccess) {
+      unsupported += std::string(unsupported.empty() ? "" : "; ") + "cuda:" + std::to_string(i) +
+                     ": its properties could not be read (" + describe(e) + ")";
       (void)cudaGetLastError();
+      continue;
+    }
+    if (::ember::detail::arch_coverage(EMBER_CUDA_ARCHS, prop.major, prop.minor) == ::ember::detail::ArchCoverage::No) {
+      unsupported += std::string(unsupported.empty() ? "" : "; ") + "cuda:" + std::to_string(i) + " (" + prop.name +
+                     ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+                     ") has no code in this build (built for " + EMBER_CUDA_ARCHS +
+                     "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
+                     std::to_string(prop.minor);
       continue;
     }
     GpuInfo g;

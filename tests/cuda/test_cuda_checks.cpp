@@ -1,11 +1,13 @@
 // The CUDA-library check macros (CUDA builds only): each turns a failing call into its typed
 // error naming the statement, the file and the library's own words. The calls chosen fail the
 // same way with or without a GPU, so this runs on every machine that builds CUDA.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "core/cuda/check.h"
+#include "ember.h"
 #ifdef EMBER_WITH_NCCL
 #include "core/cuda/nccl_check.h"
 #endif
@@ -28,6 +30,45 @@ TEST(CudaChecks, CudaErrorNamesStatementFileAndReason) {
   EXPECT_NE(m.find("cudaSetDevice(100000)"), std::string::npos) << m;
   EXPECT_NE(m.find("test_cuda_checks.cpp"), std::string::npos) << m;
   EXPECT_NE(m.find("CUDA error: cuda"), std::string::npos) << m;  // cudaErrorInvalidDevice / NoDevice / ...
+}
+
+// The status probe reads properties only: no primary context on any GPU (each costs hundreds
+// of MB, and a busy exclusive-process GPU would refuse it), and the thread's device unchanged.
+// The driver API is asked through dlopen: the test binary does not link libcuda.
+TEST(CudaStatus, TheProbeCreatesNoContextAndLeavesTheCurrentDevice) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) GTEST_SKIP() << "no libcuda.so.1";
+  using Init = int (*)(unsigned);
+  using Get = int (*)(int*, int);
+  using State = int (*)(int, unsigned*, int*);
+  const auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
+  const auto get = reinterpret_cast<Get>(dlsym(lib, "cuDeviceGet"));
+  const auto state = reinterpret_cast<State>(dlsym(lib, "cuDevicePrimaryCtxGetState"));
+  ASSERT_TRUE(init && get && state);
+  int before = -1, after = -2;
+  (void)cudaGetDevice(&before);
+  const ember::CudaStatus& st = ember::cuda_status();
+  (void)cudaGetDevice(&after);
+  if (!st.usable) GTEST_SKIP() << "no usable GPU: " << st.reason;
+  EXPECT_EQ(after, before);
+  ASSERT_EQ(init(0), 0);
+  for (const ember::GpuInfo& g : st.gpus) {
+    int dev = -1, active = -1;
+    unsigned flags = 0;
+    ASSERT_EQ(get(&dev, g.index), 0);
+    ASSERT_EQ(state(dev, &flags, &active), 0);
+    EXPECT_EQ(active, 0) << "the probe made a context on cuda:" << g.index;
+  }
+  // The first tensor on cuda:0 opens that GPU, and only that one.
+  ember::Tensor t = ember::Tensor::zeros(ember::Shape{4}, ember::DType::F32, ember::Device::cuda(0));
+  for (const ember::GpuInfo& g : st.gpus) {
+    int dev = -1, active = -1;
+    unsigned flags = 0;
+    ASSERT_EQ(get(&dev, g.index), 0);
+    ASSERT_EQ(state(dev, &flags, &active), 0);
+    EXPECT_EQ(active, g.index == 0 ? 1 : 0) << "cuda:" << g.index;
+  }
+  dlclose(lib);
 }
 
 TEST(CudaChecks, CudnnBadParam) {

@@ -96,5 +96,31 @@ TEST(CudaTraining, FitOnTheGpuMatchesFitOnTheCpu) {
   std::filesystem::remove_all(dir);
 }
 
+// The step makes no host synchronisation: fit waits for the GPU only where it reads its totals
+// (here, with no progress bar, at the epoch's end) and where it uploads the data set. So a fit of
+// 20 steps waits exactly as often as one of 10; one wait per step would add 10.
+TEST(CudaTraining, FitWaitsForTheGpuOnlyWhereItReadsItsTotals) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  const std::string dir = test::temp_dir("gpu_syncs");
+  test::write_synthetic_mnist(dir, 320, 32, false);
+  const MnistData data = load_mnist(dir);
+  Sequential m;
+  apps::add_reference_cnn(m);
+  m.build(Shape{1, 28, 28}, 5);
+  m.compile(std::make_unique<Adam>());
+  m.to(Device::cuda(0));
+  m.fit(data.train, {.epochs = 1, .batch_size = 32, .seed = 7, .verbose = 0});  // warm: handles, plans, blocks
+  const auto waits = [&](int64_t batch) {
+    const int64_t before = gpu_host_syncs(Device::cuda(0));
+    m.fit(data.train, {.epochs = 1, .batch_size = batch, .seed = 7, .verbose = 0});
+    return gpu_host_syncs(Device::cuda(0)) - before;
+  };
+  const int64_t ten_steps = waits(32), twenty_steps = waits(16);
+  EXPECT_EQ(twenty_steps, ten_steps);
+  EXPECT_LE(ten_steps, 6) << "more host waits per epoch than the upload and the totals need";
+  EXPECT_GT(ten_steps, 0);  // the counter counts (the epoch's totals are read)
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ember
