@@ -162,7 +162,7 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
     if (saved_opt.contains("iterations")) {
       const json& it = saved_opt["iterations"];
       if (!it.is_number_integer() || it.get<int64_t>() < 0)
-        bad(path, "optimizer iterations must be a non-negative integer, got " + it.dump());
+        bad(path, "metadata 'optimizer': 'iterations' must be a non-negative integer, got " + it.dump());
       saved.iterations = it.get<int64_t>();
     }
   }

@@ -73,7 +73,12 @@ TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
                            "--lr 1e39",
                            "--lr inf",
                            "--collective-timeout nan",
+                           "--collective-timeout 0",
+                           "--collective-timeout -1",
                            "--gpu-memory-fraction inf",
+                           "--gpu-memory-fraction 0",
+                           "--gpu-memory-fraction 1.5",
+                           "--lr 1e308",
                            "--save ''",
                            "--history ''",
                            "--checkpoint-dir ''",
@@ -82,7 +87,49 @@ TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
     const AppRun r = run(args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
+    EXPECT_LT(r.output.size(), 200u) << args << ": " << r.output;  // e.g. no 309-digit DBL_MAX
   }
+  // A number out of range is named with its range.
+  EXPECT_NE(run("--gpu-memory-fraction 1.5").output.find("expected a finite number in [1e-06, 1], got 1.5"),
+            std::string::npos);
+}
+
+// More threads than cores works, with a warning that says why it will be slower.
+TEST(TrainMnist, MoreThreadsThanCoresWarns) {
+  const std::string dir = ember::test::temp_dir("threads");
+  ember::test::write_synthetic_mnist(dir, 64, 32, /*gzip=*/false);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const AppRun r = run("--device cpu --quiet --epochs 1 --batch-size 32 --threads " + std::to_string(cores + 1) +
+                       " --data-dir " + dir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: --threads " + std::to_string(cores + 1) + " is more than the " +
+                          std::to_string(cores) + " cores here"),
+            std::string::npos)
+      << r.output;
+  std::filesystem::remove_all(dir);
+}
+
+// The data checks before the first step: a training split that is empty, and test images of
+// another size than the training images, are named (exit 1) before anything trains.
+TEST(TrainMnist, BadSplitsAreNamedBeforeTraining) {
+  namespace fs = std::filesystem;
+  const std::string dir = ember::test::temp_dir("splits");
+  ember::test::write_synthetic_mnist(dir, 64, 32, /*gzip=*/false);
+  ember::test::write_file(dir + "/t10k-images-idx3-ubyte",
+                          ember::test::idx_bytes({32, 20, 20}, std::vector<uint8_t>(32 * 20 * 20, 7)));
+  const AppRun sizes = run("--device cpu --epochs 1 --data-dir " + dir);
+  EXPECT_EQ(sizes.code, 1) << sizes.output;
+  EXPECT_NE(sizes.output.find("the test images in " + dir + " are (1, 20, 20) but the training images (1, 28, 28)"),
+            std::string::npos)
+      << sizes.output;
+  EXPECT_EQ(sizes.output.find("Epoch 1/1"), std::string::npos) << sizes.output;
+  ember::test::write_synthetic_mnist(dir, 0, 32, /*gzip=*/false);
+  const AppRun empty = run("--device cpu --epochs 1 --data-dir " + dir);
+  EXPECT_EQ(empty.code, 1) << empty.output;
+  EXPECT_NE(empty.output.find(dir + "/train-images-idx3-ubyte: the train set holds no images"), std::string::npos)
+      << empty.output;
+  EXPECT_EQ(empty.output.find("Epoch 1/1"), std::string::npos) << empty.output;
+  fs::remove_all(dir);
 }
 
 // Every output path is checked before the first step: a special file is refused (and left as
@@ -100,7 +147,10 @@ TEST(TrainMnist, OutputPathsAreCheckedBeforeTrainingAndSpecialFilesAreNeverRepla
       {"--history " + dir + "/folder", "is a directory"},
       {"--save " + dir + "/missing/m.safetensors", "does not exist"},
       {"--history /proc/ember-test.json", "cannot create a file"},
-      {"--resume " + dir + "/fifo", "not a regular file"}};  // would block in open() for ever
+      {"--resume " + dir + "/fifo", "not a regular file"},  // would block in open() for ever
+      {"--resume " + dir + "/folder", "not a regular file"},
+      {"--checkpoint-dir " + dir + "/a-file", "is not a folder"}};
+  std::ofstream(dir + "/a-file") << "not a folder";
   if (node) cases.emplace_back("--save " + dir + "/null", "is a device node");
   for (const auto& [args, needle] : cases) {
     const AppRun r = run(base + args);
@@ -110,6 +160,7 @@ TEST(TrainMnist, OutputPathsAreCheckedBeforeTrainingAndSpecialFilesAreNeverRepla
   }
   EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
   EXPECT_TRUE(fs::is_directory(dir + "/folder"));
+  EXPECT_TRUE(fs::is_regular_file(dir + "/a-file"));
   if (node) {
     EXPECT_TRUE(fs::is_character_file(dir + "/null"));
   }
@@ -495,6 +546,13 @@ TEST_F(TrainMnistSignals, SigintFinishesTheStepSavesAResumableCheckpointAndExits
   const AppRun r = c.finish();
   EXPECT_EQ(r.code, 130) << r.output;
   EXPECT_NE(r.output.find("stopped by SIGINT at epoch 2, step "), std::string::npos) << r.output;
+  {  // one line: where it stopped, what was saved and how to go on
+    const size_t at = r.output.find("train_mnist: stopped by SIGINT");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(line.find("saved a resumable checkpoint to"), std::string::npos) << line;
+    EXPECT_NE(line.find("(continue with --resume"), std::string::npos) << line;
+  }
   EXPECT_NE(r.output.find("/125: saved a resumable checkpoint to " + dir_ + "/ck/interrupted.safetensors and " + dir_ +
                           "/int.st"),
             std::string::npos)
@@ -615,20 +673,45 @@ TEST_F(TrainMnistSignals, SigintToMpirunSavesAResumableCheckpoint) {
 }
 #endif
 
-// A NaN loss ends the run (exit 1) naming the step; nothing of the diverged model is saved.
-TEST_F(TrainMnistSignals, ANonFiniteLossStopsTheRunNamingTheStepAndSavesNothing) {
+// The app's own metadata is checked like the library's: a best accuracy that is not a number is
+// named (file and key), not read as 0 or thrown as a raw parse error.
+TEST_F(TrainMnistSignals, ABadBestAccuracyInACheckpointIsNamed) {
   ASSERT_EQ(run("--epochs 1 --quiet --limit-train 320 --save " + dir_ + "/e1.st" + common()).code, 0);
   ember::SafeTensors st = ember::read_safetensors(dir_ + "/e1.st");
+  st.metadata["best_val_accuracy"] = "0.9x";
+  ember::write_safetensors(dir_ + "/bad.st", st);
+  const AppRun r = run("--epochs 2 --limit-train 320 --resume " + dir_ + "/bad.st" + common());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("checkpoint " + dir_ + "/bad.st: metadata 'best_val_accuracy' is not a number: '0.9x'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("Epoch 2/2"), std::string::npos) << r.output;
+}
+
+// A NaN loss ends the run (exit 1) naming the step; nothing of the diverged model is saved.
+TEST_F(TrainMnistSignals, ANonFiniteLossStopsTheRunNamingTheStepAndSavesNothing) {
+  const std::string ck = dir_ + "/ck";
+  ASSERT_EQ(run("--epochs 1 --quiet --limit-train 320 --checkpoint-dir " + ck + common()).code, 0);
+  const auto bytes = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const std::string good = bytes(ck + "/epoch-001.safetensors"), best = bytes(ck + "/best.safetensors");
+  ASSERT_FALSE(good.empty());
+  ember::SafeTensors st = ember::read_safetensors(ck + "/epoch-001.safetensors");
   for (auto& [name, t] : st.tensors)
     if (name == "dense_1/bias") t.f32()[0] = std::numeric_limits<float>::quiet_NaN();
   ember::write_safetensors(dir_ + "/nan.st", st);
   const AppRun r = run("--epochs 3 --limit-train 320 --resume " + dir_ + "/nan.st --save " + dir_ +
-                       "/out.st --checkpoint-dir " + dir_ + "/ck" + common());
+                       "/out.st --checkpoint-dir " + ck + common());
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("the loss became NaN at epoch 2, step 1/10"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("nothing was saved"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/out.st"));
-  EXPECT_FALSE(std::filesystem::exists(dir_ + "/ck/epoch-002.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(ck + "/epoch-002.safetensors"));
+  // The good checkpoints already there stay as they were: none is replaced by the diverged model.
+  EXPECT_TRUE(bytes(ck + "/epoch-001.safetensors") == good);
+  EXPECT_TRUE(bytes(ck + "/best.safetensors") == best);
 }
 
 #ifdef EMBER_MPIEXEC

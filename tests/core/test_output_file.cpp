@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -87,6 +89,36 @@ TEST_F(OutputFile, AFailedWriteLeavesTheOldFileAndNoTemporary) {
                IoError);
   EXPECT_EQ(slurp(path("f")), "old");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1) << "a temporary was left";
+}
+
+// A real save killed with SIGKILL half-way: the old file stays whole, the orphaned temporary
+// (nothing can remove it at SIGKILL) is removed by the next save to that path.
+TEST_F(OutputFile, ASaveKilledHalfWayLeavesTheOldFileAndItsTemporaryGoesNextTime) {
+  write_text(path("f"), "old");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // writes 1 MiB at a time, slowly, for ever: killed while writing
+    write_file_atomically(path("f"), "output file", [&](int fd) {
+      const std::string chunk(1 << 20, 'x');
+      for (;;) {
+        write_all(fd, chunk.data(), chunk.size(), path("f"));
+        usleep(10000);
+      }
+    });
+    _exit(0);
+  }
+  const std::string tmp = path(".f.tmp." + std::to_string(child));
+  for (int i = 0; i < 500 && !(fs::exists(tmp) && fs::file_size(tmp) > 0); ++i) usleep(10000);
+  ASSERT_TRUE(fs::exists(tmp)) << "the child's temporary never appeared";
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(slurp(path("f")), "old");
+  EXPECT_TRUE(fs::exists(tmp));  // orphaned: its process is dead
+  write_text(path("f"), "new");
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_EQ(slurp(path("f")), "new");
 }
 
 TEST_F(OutputFile, TemporariesOfDeadProcessesAreRemovedByTheNextSave) {

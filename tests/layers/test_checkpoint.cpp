@@ -1,6 +1,7 @@
 // Checkpoints: safetensors round trip, metadata, resume == uninterrupted (bit for bit),
 // every kind of bad file as a CheckpointError that leaves the model untouched, atomic writes.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -382,6 +383,36 @@ TEST_F(Checkpoint, TheReaderRejectsOverlapsHolesTrailingBytesAndSpecialFiles) {
   }
 }
 
+// The reader allocates what the header promises only after checking it against the file's size:
+// a 100-byte file whose header promises a 1 GiB tensor, and a 1 GiB (sparse) file holding an
+// 8-byte tensor and trailing bytes, are both refused with peak memory growing < 64 MiB.
+TEST_F(Checkpoint, TheReaderAllocatesOnlyWhatTheFileHolds) {
+  const auto peak_rss_mib = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
+  };
+  const double before = peak_rss_mib();
+  write_bytes(path("lying.safetensors"),
+              raw_file(R"({"w":{"dtype":"F32","shape":[268435456],"data_offsets":[0,1073741824]}})", 16));
+  try {
+    read_safetensors(path("lying.safetensors"));
+    ADD_FAILURE();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path("lying.safetensors")), std::string::npos) << e.what();
+  }
+  write_bytes(path("sparse.safetensors"), raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8));
+  fs::resize_file(path("sparse.safetensors"), size_t{1} << 30);
+  try {
+    read_safetensors(path("sparse.safetensors"));
+    ADD_FAILURE();
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("trailing bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(peak_rss_mib() - before, 64.0);
+}
+
 TEST_F(Checkpoint, TheLoaderRejectsPartialOptimizerStateAndOutOfRangeIntegers) {
   Sequential a = trained_cnn(32);  // 2 Adam steps
   a.save(path("good.safetensors"));
@@ -417,6 +448,12 @@ TEST_F(Checkpoint, TheLoaderRejectsPartialOptimizerStateAndOutOfRangeIntegers) {
     SafeTensors st = good;
     st.metadata[key] = value;
     expect_bad(st, needle);
+    try {  // named as a checkpoint error of this file, at this key
+      target.load(path("bad.safetensors"));
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(path("bad.safetensors")), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'" + key + "'"), std::string::npos) << e.what();
+    }
   }
   target.load(path("good.safetensors"));  // and the good file still loads
   EXPECT_EQ(target.params().to_vector(), a.params().to_vector());
