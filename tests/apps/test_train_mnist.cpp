@@ -550,6 +550,7 @@ TEST_F(TrainMnistSignals, SigintFinishesTheStepSavesAResumableCheckpointAndExits
     const size_t at = r.output.find("train_mnist: stopped by SIGINT");
     ASSERT_NE(at, std::string::npos) << r.output;
     const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_TRUE(at == 0 || r.output[at - 1] == '\n') << "the progress line was left open: " << r.output;
     EXPECT_NE(line.find("saved a resumable checkpoint to"), std::string::npos) << line;
     EXPECT_NE(line.find("(continue with --resume"), std::string::npos) << line;
   }
