@@ -8,6 +8,7 @@
 
 #include "../../core/cuda/check.h"
 #include "../../core/runtime.h"
+#include "algo_choice.h"
 #include "cudnn_desc.h"
 #include "pad.h"
 #include "plan_cache.h"
@@ -25,6 +26,7 @@ struct Plan {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t workspace = 0;
+  bool deterministic = false;  // all three algorithms give the same bits run to run
 };
 
 int i32(int64_t v) { return static_cast<int>(v); }
@@ -33,14 +35,29 @@ int i32(int64_t v) { return static_cast<int>(v); }
 // bottom/right. Such convolutions run as a VALID one on an explicitly padded input (pad.h).
 bool asymmetric(const Conv2dShape& g) { return g.pad_top != g.pad_bottom || g.pad_left != g.pad_right; }
 
-// The best algorithm cuDNN found (perf[] is sorted by time), or with `gpu_deterministic()` the
-// fastest deterministic one that works.
+// The workspace a convolution may take: at most 512 MiB and half of what the GPU has free (the
+// caching allocator serves it; its cap, when set, is checked when it is allocated).
+size_t workspace_budget() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    (void)cudaGetLastError();
+    free = size_t{1} << 30;
+  }
+  return std::min<size_t>(size_t{512} << 20, free / 2);
+}
+
+// The fastest algorithm that works and fits (algo_choice.h); with gpu_deterministic() the
+// fastest deterministic one, and an error naming the shape when there is none (never a silent
+// fall back to one that sums with atomics).
 template <class Perf>
-auto pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape& g) {
-  EMBER_CHECK(found > 0, CudnnError, std::string("conv2d (cuda): no ") + what + " algorithm for " + g.str());
-  for (int i = 0; i < found && gpu_deterministic(); ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) return perf[i].algo;
-  return perf[0].algo;
+Perf pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape& g) {
+  const bool deterministic = gpu_deterministic();
+  const auto chosen = choose_algo(perf, found, deterministic, workspace_budget());
+  EMBER_CHECK(chosen.has_value(), CudnnError,
+              std::string("conv2d (cuda): no ") + (deterministic ? "deterministic " : "") + what +
+                  " algorithm that cuDNN can run within the workspace budget for " + g.str() + " (of " +
+                  std::to_string(found) + " listed)");
+  return *chosen;
 }
 
 std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
@@ -65,15 +82,20 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
   EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
-  p->fwd = pick_algo(fwd, found, "forward", g);
+  const auto f = pick_algo(fwd, found, "forward", g);
+  p->fwd = f.algo;
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
   EMBER_CUDNN_CHECK(
       cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
-  p->bwd_data = pick_algo(bd, found, "backward-data", g);
+  const auto d = pick_algo(bd, found, "backward-data", g);
+  p->bwd_data = d.algo;
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
   EMBER_CUDNN_CHECK(
       cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
-  p->bwd_filter = pick_algo(bf, found, "backward-filter", g);
+  const auto w = pick_algo(bf, found, "backward-filter", g);
+  p->bwd_filter = w.algo;
+  p->deterministic = f.determinism == CUDNN_DETERMINISTIC && d.determinism == CUDNN_DETERMINISTIC &&
+                     w.determinism == CUDNN_DETERMINISTIC;
   size_t a = 0, b = 0, c = 0;
   EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->conv, p->y, p->fwd, &a));
   EMBER_CUDNN_CHECK(
@@ -169,7 +191,7 @@ std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
   return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + "cuDNN fwd algo " +
          std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " + std::to_string(static_cast<int>(p.bwd_data)) +
          ", bwd-filter algo " + std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " +
-         std::to_string(p.workspace) + " bytes";
+         std::to_string(p.workspace) + " bytes" + (p.deterministic ? ", deterministic" : ", not deterministic");
 }
 
 }  // namespace ember::cuda

@@ -1,4 +1,4 @@
-// Softmax cross-entropy kernels: one thread per row (K is small: 10 for MNIST), then a
+// Softmax cross-entropy kernels: a thread per row, grid-stride (K is small: 10 for MNIST), then a
 // single-block reduction of the row losses in double, like the CPU path's double sum.
 #include "../../core/cuda/check.h"
 #include "softmax_xent.h"
@@ -31,16 +31,17 @@ __device__ double softmax_row(const float* __restrict__ zi, float* __restrict__ 
 __global__ void xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ probs,
                           double* __restrict__ row_loss, double* __restrict__ row_ok, double* __restrict__ bad,
                           int64_t n, int64_t k) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float* zi = z + i * k;
-  const int32_t label = y[i];
-  int64_t best = 0;
-  const double sum = softmax_row(zi, probs + i * k, k, &best);
-  const bool valid = label >= 0 && label < k;
-  if (!valid) *bad = 1.0;
-  row_loss[i] = valid ? log(sum) - static_cast<double>(zi[label] - zi[best]) : 0.0;
-  if (row_ok) row_ok[i] = valid && best == label ? 1.0 : 0.0;
+  // Grid-stride: the grid is capped (blocks()), so one thread may own several rows.
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float* zi = z + i * k;
+    const int32_t label = y[i];
+    int64_t best = 0;
+    const double sum = softmax_row(zi, probs + i * k, k, &best);
+    const bool valid = label >= 0 && label < k;
+    if (!valid) *bad = 1.0;
+    row_loss[i] = valid ? log(sum) - static_cast<double>(zi[label] - zi[best]) : 0.0;
+    if (row_ok) row_ok[i] = valid && best == label ? 1.0 : 0.0;
+  }
 }
 
 __global__ void reduce_mean(const double* __restrict__ row_loss, int64_t n, double* __restrict__ out) {
@@ -94,12 +95,14 @@ __global__ void xent_backward(const float* __restrict__ p, const int32_t* __rest
 
 __global__ void correct_rows(const float* __restrict__ z, const int32_t* __restrict__ y, int64_t n, int64_t k,
                              unsigned long long* __restrict__ correct) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  int64_t best = 0;
-  for (int64_t j = 1; j < k; ++j)
-    if (z[i * k + j] > z[i * k + best]) best = j;  // first maximum wins, as on the CPU
-  if (best == y[i]) atomicAdd(correct, 1ull);
+  unsigned long long hits = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < k; ++j)
+      if (z[i * k + j] > z[i * k + best]) best = j;  // first maximum wins, as on the CPU
+    if (best == y[i]) ++hits;
+  }
+  if (hits) atomicAdd(correct, hits);
 }
 
 void check(const Tensor& logits, const Tensor& labels, const Context& ctx) {

@@ -8,6 +8,7 @@
 
 #include "core/cuda/check.h"
 #include "ember.h"
+#include "layers/cuda/algo_choice.h"
 #ifdef EMBER_WITH_NCCL
 #include "core/cuda/nccl_check.h"
 #endif
@@ -69,6 +70,34 @@ TEST(CudaStatus, TheProbeCreatesNoContextAndLeavesTheCurrentDevice) {
     EXPECT_EQ(active, g.index == 0 ? 1 : 0) << "cuda:" << g.index;
   }
   dlclose(lib);
+}
+
+// The cuDNN algorithm rule, on made-up lists (no GPU needed): never an entry that failed, never
+// one needing more workspace than the budget, and in deterministic mode never a
+// nondeterministic one, even when it is the only fast one left.
+TEST(CudnnAlgoChoice, SkipsFailedOversizedAndNondeterministicEntries) {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  const auto entry = [](cudnnConvolutionBwdFilterAlgo_t algo, cudnnStatus_t status, size_t memory,
+                        cudnnDeterminism_t det) {
+    Perf p{};
+    p.algo = algo;
+    p.status = status;
+    p.memory = memory;
+    p.determinism = det;
+    return p;
+  };
+  const Perf list[] = {
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_STATUS_SUCCESS, size_t{1} << 32, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_STATUS_SUCCESS, 1024, CUDNN_DETERMINISTIC)};
+  const size_t budget = size_t{512} << 20;
+  EXPECT_EQ(ember::cuda::choose_algo(list, 4, false, budget)->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  EXPECT_EQ(ember::cuda::choose_algo(list, 4, true, budget)->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
+  EXPECT_EQ(ember::cuda::choose_algo(list, 4, false, size_t{1} << 33)->algo,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING);                    // fits a larger budget
+  EXPECT_FALSE(ember::cuda::choose_algo(list, 3, true, budget).has_value());  // none deterministic: refused
+  EXPECT_FALSE(ember::cuda::choose_algo(list, 0, false, budget).has_value());
 }
 
 TEST(CudaChecks, CudnnBadParam) {

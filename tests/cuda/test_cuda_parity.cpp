@@ -121,6 +121,24 @@ TEST_F(Parity, SoftmaxCrossEntropyAndAccuracy) {
   EXPECT_THROW(cuda::softmax_xent_forward(ctx(), zg, labels(bad).to(kGpu), pg), ArgumentError);
 }
 
+// More rows than the capped grid has threads (4096 blocks x 256 = 2^20): every row is still
+// computed (the kernels stride over the grid), none left as the allocator's old contents.
+TEST_F(Parity, SoftmaxCrossEntropyCoversRowsBeyondTheGrid) {
+  const int64_t n = (int64_t{1} << 20) + 37;
+  const Tensor z = test::random_tensor(Shape{n, 2}, 5, -3.0f, 3.0f);
+  std::vector<int32_t> lv(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) lv[static_cast<size_t>(i)] = static_cast<int32_t>((i * 31) % 2);
+  const Tensor y = labels(lv);
+  Tensor p = Tensor::empty(z.shape());
+  const float loss = cpu::softmax_xent_forward(z, y, p);
+  const Tensor zg = z.to(kGpu), yg = y.to(kGpu);
+  Tensor pg = nan_on_gpu(z.shape());
+  const float loss_g = cuda::softmax_xent_forward(ctx(), zg, yg, pg);
+  EXPECT_NEAR(loss_g, loss, 1e-5 * std::max(1.0f, loss));
+  EXPECT_LE(rel_error(pg.to_vector(), p.to_vector()), 1e-6);  // the last rows too (NaN otherwise)
+  EXPECT_EQ(cuda::count_correct(ctx(), zg, yg), cpu::count_correct(z, y));
+}
+
 TEST_F(Parity, AccumulatedLossAndAccuracyMatchTheCpu) {
   // The training step's device-side sums (no host sync) against the CPU's over three batches,
   // one of them a smaller last batch; NaN-prefilled probabilities must all be written.
@@ -293,6 +311,34 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
     EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-4) << label;
     EXPECT_FALSE(cuda::conv2d_kernel_info(ctx(), g).empty());
   }
+}
+
+// Deterministic mode picks algorithms that say so (or fails naming the shape): two backward
+// passes give the same bits, and the plan reports all three as deterministic.
+TEST_F(Parity, DeterministicConvolutionsGiveTheSameBitsTwice) {
+  set_gpu_deterministic(true);
+  const Conv2dShape g = conv_geometry(9, 8, 3, 3, 1, Padding::Same);
+  const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 31).to(kGpu),
+               w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 32, -0.3f, 0.3f).to(kGpu),
+               b = test::random_tensor(Shape{g.k}, 33).to(kGpu),
+               dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 34).to(kGpu);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    Tensor y = nan_on_gpu(dy.shape()), dx = nan_on_gpu(x.shape()), dw = nan_on_gpu(w.shape()),
+           db = nan_on_gpu(b.shape());
+    cuda::conv2d_forward(ctx(), g, x, w, b, y);
+    cuda::conv2d_backward(ctx(), g, x, w, y, dy, &dx, dw, db, false);
+    std::vector<float> all = y.to_vector(), v = dx.to_vector(), u = dw.to_vector();
+    all.insert(all.end(), v.begin(), v.end());
+    all.insert(all.end(), u.begin(), u.end());
+    if (run == 0)
+      first = all;
+    else
+      EXPECT_TRUE(all == first) << "deterministic mode gave other bits on the second run";
+  }
+  const std::string info = cuda::conv2d_kernel_info(ctx(), g);
+  EXPECT_NE(info.find(", deterministic"), std::string::npos) << info;
+  set_gpu_deterministic(false);
 }
 
 // 2x2/2 tiling; VALID that leaves the last row/column out; SAME 3x3/1 (cuDNN pads 1); SAME
