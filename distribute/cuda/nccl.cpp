@@ -20,7 +20,9 @@
 #ifdef EMBER_WITH_NCCL
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "../../core/cuda/context.h"
 #include "../../core/cuda/nccl_check.h"
@@ -32,7 +34,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Comm;
+// The communicators ncclCommInitAll made together: within a process, all must be aborted when
+// one is (NVIDIA/nccl#863); destroying the others would wait for ever on the aborted one.
+struct Clique {
+  std::vector<Comm*> members;
+};
+
 struct Comm {
+  std::shared_ptr<Clique> clique;  // null for one made from a unique id (one per process)
   ncclComm_t comm = nullptr;
   int device = 0;
   bool nonblocking = false;
@@ -51,10 +61,31 @@ void make_events(Comm& c) {
   EMBER_CUDA_CHECK(cudaEventCreate(&c.done));
 }
 
-void abort_comm(Comm& c) noexcept {
+void abort_one(Comm& c) noexcept {
   if (c.comm && !c.aborted) {
+    cudaSetDevice(c.device);
     ncclCommAbort(c.comm);
     c.aborted = true;
+  }
+}
+
+// Aborts `c` and every communicator of its clique: after a failure or a timeout, the others'
+// kernels still wait for the aborted one, and only an abort (not a destroy) ends them.
+void abort_comm(Comm& c) noexcept {
+  if (!c.clique) return abort_one(c);
+  const std::shared_ptr<Clique> keep = c.clique;
+  for (Comm* m : keep->members) abort_one(*m);
+}
+
+// Runs `body`; when it throws, every communicator of `comms` (and of their cliques) is aborted
+// first, so that no member is left waiting for one that gave up.
+template <typename Body>
+void aborting_all_on_error(const std::vector<void*>& comms, Body&& body) {
+  try {
+    body();
+  } catch (...) {
+    for (void* p : comms) abort_comm(*as_comm(p));
+    throw;
   }
 }
 
@@ -128,11 +159,11 @@ void check_buffers(const std::vector<void*>& comms, const std::vector<Tensor*>& 
   }
 }
 
-// Queues `op(comm, buffer, stream)` for every member inside one group, framed by the events.
+// Queues `op(comm, buffer, stream)` for every member inside one group, framed by the events
+// (buffers checked by the caller, check_buffers).
 template <typename Op>
 void grouped(const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int64_t timeout_ms, const char* what,
              Op op) {
-  check_buffers(comms, bufs, what);
   for (void* p : comms) wait_done(*as_comm(p), timeout_ms);  // bounded run-ahead: one collective
   for (void* p : comms) {
     Comm& c = *as_comm(p);
@@ -168,8 +199,10 @@ void init_all(const std::vector<int>& devices, std::vector<void*>* out) {
   for (int d : devices) context(d);  // the streams exist before the communicators use them
   EMBER_NCCL_CHECK(ncclCommInitAll(raw.data(), static_cast<int>(devices.size()), devices.data()));
   out->clear();
+  auto clique = std::make_shared<Clique>();
   for (size_t i = 0; i < devices.size(); ++i) {
     auto c = std::make_unique<Comm>();
+    c->clique = clique;
     c->comm = raw[i];
     c->device = devices[i];
     try {
@@ -178,6 +211,7 @@ void init_all(const std::vector<int>& devices, std::vector<void*>* out) {
       for (size_t j = i; j < raw.size(); ++j) ncclCommDestroy(raw[j]);
       throw;
     }
+    clique->members.push_back(c.get());
     out->push_back(c.release());
   }
 }
@@ -235,6 +269,7 @@ void destroy(void* p) noexcept {
   }
   if (c->start) cudaEventDestroy(c->start);
   if (c->done) cudaEventDestroy(c->done);
+  if (c->clique) std::erase(c->clique->members, c);  // a later abort of the others must not reach it
   delete c;
 }
 
@@ -251,18 +286,26 @@ const ::ember::detail::NcclOps* nccl_ops_table() {
       if (p) abort_comm(*as_comm(p));
     };
     api.all_reduce_sum = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int64_t timeout_ms) {
-      grouped(comms, bufs, timeout_ms, "all_reduce", [](Comm& c, Tensor& t, cudaStream_t s) {
-        return ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, c.comm, s);
+      check_buffers(comms, bufs, "all_reduce");  // a wrong call aborts nothing
+      aborting_all_on_error(comms, [&] {
+        grouped(comms, bufs, timeout_ms, "all_reduce", [](Comm& c, Tensor& t, cudaStream_t s) {
+          return ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, c.comm, s);
+        });
       });
     };
     api.broadcast = [](const std::vector<void*>& comms, const std::vector<Tensor*>& bufs, int root,
                        int64_t timeout_ms) {
-      grouped(comms, bufs, timeout_ms, "broadcast", [root](Comm& c, Tensor& t, cudaStream_t s) {
-        return ncclBroadcast(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, root, c.comm, s);
+      check_buffers(comms, bufs, "broadcast");
+      aborting_all_on_error(comms, [&] {
+        grouped(comms, bufs, timeout_ms, "broadcast", [root](Comm& c, Tensor& t, cudaStream_t s) {
+          return ncclBroadcast(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, root, c.comm, s);
+        });
       });
     };
     api.wait = [](const std::vector<void*>& comms, int64_t timeout_ms) {
-      for (void* p : comms) wait_done(*as_comm(p), timeout_ms);
+      aborting_all_on_error(comms, [&] {
+        for (void* p : comms) wait_done(*as_comm(p), timeout_ms);
+      });
     };
     api.busy_seconds = [](void* p) { return as_comm(p)->busy_seconds; };
     return api;

@@ -10,10 +10,12 @@
 #include <mutex>
 #include <thread>
 
+#include "core/cuda_module.h"
 #include "distribute/data_parallel.h"
 #include "distribute/fault_injection.h"
 #include "distribute/local_communicator.h"
 #include "distribute/nccl_communicator.h"
+#include "distribute/nccl_ops.h"
 #include "idx_fixtures.h"
 #include "test_util.h"
 
@@ -425,6 +427,34 @@ TEST(Nccl, AllReduceAndBroadcastOverEveryLocalGpu) {
   comm->wait();
   for (int r = 0; r < n; ++r) EXPECT_EQ(bufs[static_cast<size_t>(r)].to_vector(), root.to_vector()) << r;
   EXPECT_GE(comm->busy_seconds(), 0.0);
+}
+
+// One member of a two-GPU clique waits for a collective the other never joins: the wait gives up
+// within its timeout and aborts the whole clique, so destroying both returns (destroying the
+// other one of a half-aborted clique would wait for ever). Needs two GPUs.
+TEST(Nccl, ATimeoutAbortsTheWholeCliqueAndDestroyReturns) {
+  if (usable_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << usable_gpus() << " usable";
+  const auto* ops =
+      static_cast<const detail::NcclOps*>(detail::require_cuda_module("NCCL test").ops(detail::NcclOps::kOwner));
+  ASSERT_NE(ops, nullptr);
+  const int d0 = cuda_status().gpus[0].index, d1 = cuda_status().gpus[1].index;
+  std::vector<void*> comms;
+  ops->init_all({d0, d1}, &comms);
+  Tensor b = Tensor::zeros(Shape{1024}, DType::F32, Device::cuda(d0));
+  std::vector<Tensor*> bufs{&b};
+  ops->all_reduce_sum({comms[0]}, bufs, 1000);  // member 1 never joins
+  EXPECT_THROW(ops->wait({comms[0]}, 1000), CollectiveError);
+  std::atomic<bool> done{false};
+  std::thread([&] {
+    ops->destroy(comms[0]);
+    ops->destroy(comms[1]);
+    done = true;
+  }).detach();
+  for (int i = 0; i < 300 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!done) {
+    ADD_FAILURE() << "destroying the clique hangs after a timeout";
+    std::_Exit(1);  // the hung thread cannot be joined
+  }
 }
 
 // The multi-process path (non-blocking communicators from a unique id, as MultiWorker builds
