@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "error.h"
 
@@ -104,14 +105,16 @@ void* CachingAllocator::allocate(size_t bytes) {
   const auto over_limit = [&] {
     return policy_.limit_bytes && stats_.in_use + stats_.cached + size > policy_.limit_bytes;
   };
-  if (over_limit()) release_cached_locked();
+  // Under the cap, cached blocks are given back largest first, only until the request fits:
+  // each free is a device-wide synchronisation, and the small blocks the step reuses stay.
+  while (over_limit() && !free_.empty()) release_largest_locked();
   if (over_limit()) out_of_memory(size, "the request exceeds the memory limit");
   void* p = raw_alloc_(size);
-  if (!p) {
-    release_cached_locked();
+  while (!p && !free_.empty()) {  // the device itself is full: the same, one block at a time
+    release_largest_locked();
     p = raw_alloc_(size);
-    if (!p) out_of_memory(size, "the device has no more memory");
   }
+  if (!p) out_of_memory(size, "the device has no more memory");
   ++stats_.raw_allocs;
   stats_.in_use += size;
   stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
@@ -139,6 +142,14 @@ void CachingAllocator::deallocate(void* p) noexcept {
 void CachingAllocator::release_cached() noexcept {
   std::lock_guard lock(mu_);
   release_cached_locked();
+}
+
+void CachingAllocator::release_largest_locked() noexcept {
+  const auto it = std::prev(free_.end());
+  raw_free_(it->second);
+  ++stats_.raw_frees;
+  stats_.cached -= it->first;
+  free_.erase(it);
 }
 
 void CachingAllocator::release_cached_locked() noexcept {

@@ -57,6 +57,7 @@ class CachingAllocator {
 
  private:
   void release_cached_locked() noexcept;
+  void release_largest_locked() noexcept;  // gives the largest cached block back (free_ not empty)
   [[noreturn]] void out_of_memory(size_t request, const char* why) const;
 
   std::string device_;

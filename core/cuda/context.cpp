@@ -134,10 +134,13 @@ Context& context_of(const Tensor& t) {
   return context(t.device().index);
 }
 
+bool is_nchw(const Context& ctx, const Tensor& t, const Shape& shape) {
+  return t.shape() == shape && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
+         t.device() == Device::cuda(ctx.device());
+}
+
 void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what) {
-  EMBER_CHECK(t.shape() == shape && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
-                  t.device() == Device::cuda(ctx.device()),
-              ShapeError,
+  EMBER_CHECK(is_nchw(ctx, t, shape), ShapeError,
               op + ": " + what + " must be an f32 NCHW tensor of shape " + shape.str() +
                   " on cuda:" + std::to_string(ctx.device()) + ", got " + t.str());
 }

@@ -51,6 +51,8 @@ Context& context(int device);
 // The context of a CUDA tensor's device (DeviceError for a tensor elsewhere).
 Context& context_of(const Tensor& t);
 
+// Whether `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device.
+bool is_nchw(const Context& ctx, const Tensor& t, const Shape& shape);
 // Checks that `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device; the
 // ShapeError names the op, the argument and what was given: "<op>: <what> must be ...".
 void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what);

@@ -52,7 +52,9 @@ Plan& plan_for(const Pool2dShape& g) {
 }
 
 void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Pool2dShape& g) {
-  check_nchw(ctx, t, s, "maxpool2d (cuda) for " + g.str(), what);
+  // The message (a shape's str(), ~20 allocations) is built only when the check fails: this runs
+  // several times per op per step.
+  if (!is_nchw(ctx, t, s)) check_nchw(ctx, t, s, "maxpool2d (cuda) for " + g.str(), what);
 }
 }  // namespace
 

@@ -98,6 +98,26 @@ TEST(CachingAllocator, ReleasesTheCacheToFitUnderTheCapOrTheDevice) {
   EXPECT_THROW(grow.allocate(64 * 1024), OutOfMemoryError);  // larger than the device
 }
 
+// Under the cap only as much of the cache goes as the request needs, largest blocks first: the
+// small blocks a training step reuses stay cached (each free is a device-wide sync on a GPU).
+TEST(CachingAllocator, UnderTheCapFreesTheLargestCachedBlocksOnlyUntilTheRequestFits) {
+  FakeDevice dev;
+  CachingAllocator capped("fake:0", dev.alloc(), dev.free(), MemoryPolicy::limit("20KiB"));
+  void* big = capped.allocate(8192);
+  void* small1 = capped.allocate(1024);
+  void* small2 = capped.allocate(1024);
+  capped.deallocate(big);
+  capped.deallocate(small1);
+  capped.deallocate(small2);             // cached: 8 + 1 + 1 KiB
+  void* p = capped.allocate(12 * 1024);  // 10 + 12 > 20 KiB: the 8 KiB block alone is enough to go
+  EXPECT_EQ(capped.stats().raw_frees, 1u);
+  EXPECT_EQ(capped.stats().cached, 2048u);
+  const size_t hits = capped.stats().cache_hits;
+  capped.deallocate(capped.allocate(1024));  // a small block is still there for the step
+  EXPECT_EQ(capped.stats().cache_hits, hits + 1);
+  capped.deallocate(p);
+}
+
 TEST(MemoryPolicy, ParsesLimitsAndFractions) {
   EXPECT_EQ(MemoryPolicy::limit("4096").limit_bytes, 4096u);
   EXPECT_EQ(MemoryPolicy::limit("512MiB").limit_bytes, 512u << 20);

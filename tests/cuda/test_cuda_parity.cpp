@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "core/cuda/elementwise.h"
 #include "data/cuda/gather.h"
@@ -232,30 +234,33 @@ TEST_F(Parity, GatherFromADeviceDatasetEqualsTheCpuGather) {
 }
 
 TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
-  const int64_t n = 37, in = 131, out = 29;
-  const Tensor x = test::random_tensor(Shape{n, in}, 5), w = test::random_tensor(Shape{out, in}, 6, -0.2f, 0.2f),
-               b = test::random_tensor(Shape{out}, 7);
-  Tensor y = Tensor::empty(Shape{n, out}), dy = test::random_tensor(Shape{n, out}, 8);
-  Tensor dx = Tensor::empty(x.shape()), dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
-  Tensor dz = Tensor::empty(dy.shape());
-  cpu::dense_forward(x, w, b, true, y);
-  cpu::dense_backward(x, w, y, dy, true, dz, &dx, dw, db);
+  // Fewer columns than a column-sum block (29 < 32), rows not a multiple of its 16 thread rows;
+  // then a batch of 1024 over 70 outputs (3 blocks, the last partial).
+  for (const auto& [n, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{37, 131, 29}, {1024, 64, 70}}) {
+    const Tensor x = test::random_tensor(Shape{n, in}, 5), w = test::random_tensor(Shape{out, in}, 6, -0.2f, 0.2f),
+                 b = test::random_tensor(Shape{out}, 7);
+    Tensor y = Tensor::empty(Shape{n, out}), dy = test::random_tensor(Shape{n, out}, 8);
+    Tensor dx = Tensor::empty(x.shape()), dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
+    Tensor dz = Tensor::empty(dy.shape());
+    cpu::dense_forward(x, w, b, true, y);
+    cpu::dense_backward(x, w, y, dy, true, dz, &dx, dw, db);
 
-  const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu);
-  Tensor yg = nan_on_gpu(y.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
-         dbg = nan_on_gpu(b.shape()), dzg = nan_on_gpu(dy.shape());
-  const Tensor dyg = dy.to(kGpu);
-  cuda::dense_forward(ctx(), xg, wg, bg, true, yg);
-  cuda::dense_backward(ctx(), xg, wg, yg, dyg, true, dzg, &dxg, dwg, dbg);
-  ctx().synchronize();
-  // Sums of up to 131 products in another order (cuBLAS vs oneDNN): ~1e-6 relative; 1e-5 is
-  // far below what a transposed operand or a missing bias would give (O(1)).
-  EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-5);
-  EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-5);
-  EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-5);
-  EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-5);
-  EXPECT_EQ(dzg.to_vector(), dz.to_vector());  // a mask: exact
-  EXPECT_EQ(dyg.to_vector(), dy.to_vector());  // dy is read only
+    const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu);
+    Tensor yg = nan_on_gpu(y.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
+           dbg = nan_on_gpu(b.shape()), dzg = nan_on_gpu(dy.shape());
+    const Tensor dyg = dy.to(kGpu);
+    cuda::dense_forward(ctx(), xg, wg, bg, true, yg);
+    cuda::dense_backward(ctx(), xg, wg, yg, dyg, true, dzg, &dxg, dwg, dbg);
+    ctx().synchronize();
+    // Sums of up to 131 products, or 1024 rows, in another order (cuBLAS vs oneDNN, a tree vs a
+    // loop): ~1e-6 relative; 1e-5 is far below a transposed operand or a missing bias (O(1)).
+    EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-5) << n;
+    EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-5) << n;
+    EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-5) << n;
+    EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-5) << n;
+    EXPECT_EQ(dzg.to_vector(), dz.to_vector()) << n;  // a mask: exact
+    EXPECT_EQ(dyg.to_vector(), dy.to_vector()) << n;  // dy is read only
+  }
 }
 
 // A geometry as the layers build it (Keras' SAME/VALID along each axis).
