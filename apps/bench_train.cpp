@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
     }
     const Device device = resolve_device(Device::parse(device_name), /*strict=*/true);
     set_allow_tf32(tf32);
-    // On a GPU the clock stops after the step's work is done: every step ends with a host
-    // read of the loss (train_step's float result synchronises), so no extra sync is needed.
+    // The step fit() runs: train_step adding to device-side MetricSums, no host read inside it.
+    // On a GPU the work is only queued, so each timed step ends with synchronize(device): the
+    // clock stops when the device is done, one wait per step (PyTorch's reference does the same).
     std::printf("bench_train: reference CNN, %s%s, %d threads, data: %s\n", device.str().c_str(),
                 device.is_cuda() ? (tf32 ? " (TF32 allowed)" : " (FP32 math)") : "", num_threads(),
                 train.name().c_str());
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
           loader.next(b);
         }
       };
+      MetricSums sums(device);
       for (const char* mode : {"step", "data"}) {
         const bool with_data = mode[0] == 'd';
         const bench::Stats s = bench::time_ms(
@@ -84,12 +86,12 @@ int main(int argc, char** argv) {
               if (with_data) {
                 next();
                 if (b.x.dim(0) != batch) next();  // keep the batch size fixed (skip an epoch's last)
-                model.train_step(b.x, b.y);
+                model.train_step(b.x, b.y, sums);
               } else {
-                model.train_step(x, y);
+                model.train_step(x, y, sums);
               }
             },
-            warmup, steps);
+            warmup, steps, [&] { synchronize(device); });
         const double ips = static_cast<double>(batch) / (s.median / 1e3);
         std::printf("%6lld %6s %10.3f %10.3f %12.0f %9.1f\n", static_cast<long long>(batch), mode, s.median, s.min, ips,
                     flop / s.median / 1e6);
