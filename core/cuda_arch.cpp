@@ -24,12 +24,11 @@ ArchCoverage arch_coverage(std::string_view archs, int major, int minor) {
       variant = entry.back();
       entry.remove_suffix(1);
     }
-    int code = 0;
     bool digits = entry.size() >= 2 && entry.size() <= 4;
-    for (const char c : entry) {
-      if (c < '0' || c > '9') digits = false;
-      code = code * 10 + (c - '0');
-    }
+    for (const char c : entry) digits = digits && c >= '0' && c <= '9';
+    int code = 0;
+    if (digits)
+      for (const char c : entry) code = code * 10 + (c - '0');  // at most 4 digits: no overflow
     if (!digits) {
       unknown = true;  // "all", "all-major", "native", or something this parser does not know
       continue;
