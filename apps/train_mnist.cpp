@@ -76,7 +76,8 @@ struct Args {
   std::string inject_fault;  // "REPLICA:STEP[:hang]", for tests of failure handling
   std::string gpu_memory_limit;
   double gpu_memory_fraction = 0;
-  bool allow_tf32 = false;
+  bool allow_tf32 = false;  // --allow-tf32: TF32 even with --deterministic
+  bool no_tf32 = false;     // --no-tf32: FP32 math
   bool deterministic = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
 };
@@ -305,7 +306,9 @@ int run(const Args& a) {
   set_num_threads(a.threads);
   enable_flush_to_zero();
   const Device device = choose_device(a);
-  set_allow_tf32(a.allow_tf32);
+  // TF32 as TensorFlow: on (Ampere and newer), off for --deterministic runs (the same bits as
+  // another FP32 run, closest to the CPU) unless asked for, off with --no-tf32.
+  set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic));
   set_gpu_deterministic(a.deterministic);
   if (device.is_cuda()) {
     // Every GPU this process may use gets the policy: mirrored replicas sit on several, and a
@@ -370,8 +373,9 @@ int run(const Args& a) {
   }
   if (!quiet) {
     std::printf("%s", model.summary().c_str());
-    std::printf("Training on %s with %d thread%s, strategy %s: %lld images, %lld test images\n", device.str().c_str(),
-                num_threads(), num_threads() == 1 ? "" : "s", strategy->name().c_str(),
+    const char* math = !device.is_cuda() ? "" : allow_tf32() ? " (TF32 math)" : " (FP32 math)";
+    std::printf("Training on %s%s with %d thread%s, strategy %s: %lld images, %lld test images\n", device.str().c_str(),
+                math, num_threads(), num_threads() == 1 ? "" : "s", strategy->name().c_str(),
                 static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()));
     std::fflush(stdout);
   }
@@ -510,8 +514,10 @@ int main(int argc, char** argv) {
       });
   app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card (0, 1]")
       ->check(finite_in(1e-6, 1.0));
-  app.add_flag("--allow-tf32", a.allow_tf32,
-               "GPU: let cuBLAS/cuDNN use TF32 tensor cores (faster; ~1e-3 relative rounding instead of FP32's)");
+  auto* tf32 = app.add_flag("--allow-tf32", a.allow_tf32,
+                            "GPU: TF32 tensor cores in cuBLAS/cuDNN (the default on Ampere and newer, as in "
+                            "TensorFlow; ~1e-3 relative rounding), also with --deterministic");
+  app.add_flag("--no-tf32", a.no_tf32, "GPU: FP32 math throughout (the default with --deterministic)")->excludes(tf32);
   app.add_flag("--deterministic", a.deterministic,
                "GPU: only deterministic cuDNN algorithms (the same bits every run)");
   app.add_option("--inject-fault", a.inject_fault,

@@ -65,7 +65,7 @@ CachingAllocator::Stats gpu_memory_stats(int device) {
 }
 
 namespace {
-std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_allow_tf32{true};  // as TensorFlow on Ampere and newer
 std::atomic<bool> g_gpu_deterministic{false};
 }  // namespace
 

@@ -66,10 +66,10 @@ void synchronize(Device device);
 int64_t gpu_host_syncs(Device device);
 
 // GPU math, read by the GPU ops when they pick a kernel (set them before training):
-//  - TF32 (off by default, so that float32 results match the CPU path to ~1e-6): lets cuBLAS
-//    GEMMs and cuDNN convolutions on Ampere and newer round their inputs to TF32 on tensor
-//    cores (~10-bit mantissa; several times the FP32 throughput; what PyTorch does for
-//    convolutions by default). Train with it, compare against the CPU without it.
+//  - TF32 (on by default, as TensorFlow does): lets cuBLAS GEMMs and cuDNN convolutions on
+//    Ampere and newer round their inputs to TF32 on tensor cores (~10-bit mantissa, ~1e-3
+//    relative; several times the FP32 throughput; no effect on older GPUs). Turn it off to
+//    compare with the CPU path to ~1e-6 (every parity test does), or for FP32 benchmarks.
 //  - Deterministic (off by default): cuDNN backward algorithms that give the same bits run to
 //    run (the default ones may sum with atomics in any order).
 void set_allow_tf32(bool on);

@@ -35,6 +35,7 @@ class OnGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+    set_allow_tf32(false);  // compared with the CPU: FP32 math (TF32 is on by default)
   }
 };
 

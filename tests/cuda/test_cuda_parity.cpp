@@ -39,6 +39,7 @@ class Parity : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+    set_allow_tf32(false);  // parity with the CPU is checked in FP32 (TF32 is on by default)
   }
   cuda::Context& ctx() { return cuda::context(0); }
   // A device tensor full of NaN: whatever the op does not write stays NaN.

@@ -380,7 +380,12 @@ TEST(DataParallel, ReportsMetricsStatsAndFaults) {
 
 // --- GPU replicas (NCCL) ---------------------------------------------------------------------
 
-int usable_gpus() { return cuda_available() ? static_cast<int>(cuda_status().gpus.size()) : 0; }
+// The usable GPUs; GPU math set to FP32 (TF32 is on by default), so that replicas compare
+// within the CPU tolerances.
+int usable_gpus() {
+  set_allow_tf32(false);
+  return cuda_available() ? static_cast<int>(cuda_status().gpus.size()) : 0;
+}
 
 TEST(Nccl, WithoutAGpuGpuReplicasSayWhy) {
   if (cuda_available()) GTEST_SKIP() << "a GPU is usable here: the no-GPU messages cannot be produced";

@@ -14,6 +14,7 @@ namespace {
 
 TEST(CudaTraining, StepsOnTheGpuMatchTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);  // compared with the CPU in FP32
   const std::string dir = test::temp_dir("gpu_train");
   test::write_synthetic_mnist(dir, 256, 128, false);
   const MnistData data = load_mnist(dir);
@@ -64,6 +65,7 @@ TEST(CudaTraining, StepsOnTheGpuMatchTheCpu) {
 // metrics summed there): its history and parameters must match fit() on the CPU.
 TEST(CudaTraining, FitOnTheGpuMatchesFitOnTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);  // compared with the CPU in FP32
   const std::string dir = test::temp_dir("gpu_fit");
   test::write_synthetic_mnist(dir, 320, 96, false);
   const MnistData data = load_mnist(dir);
@@ -101,6 +103,7 @@ TEST(CudaTraining, FitOnTheGpuMatchesFitOnTheCpu) {
 // 20 steps waits exactly as often as one of 10; one wait per step would add 10.
 TEST(CudaTraining, FitWaitsForTheGpuOnlyWhereItReadsItsTotals) {
   if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);  // compared with the CPU in FP32
   const std::string dir = test::temp_dir("gpu_syncs");
   test::write_synthetic_mnist(dir, 320, 32, false);
   const MnistData data = load_mnist(dir);
