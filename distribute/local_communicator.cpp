@@ -128,8 +128,19 @@ class HostGroup : public Communicator {
     check(bufs, "all_reduce");
     const int64_t len = bufs[0]->numel();
     const size_t n = bufs.size();
+    // GPU members (several replicas on one GPU, where NCCL cannot have two ranks): staged
+    // through host copies, summed in the same order, copied back. Slow (two waits per step),
+    // and meant for checking the replica logic on a one-GPU machine, not for speed.
+    const bool on_gpu = !bufs[0]->device().is_cpu();
+    if (on_gpu) {
+      staging_.resize(n);
+      for (size_t r = 0; r < n; ++r) {
+        if (!staging_[r].defined() || staging_[r].numel() != len) staging_[r] = Tensor::empty(Shape{len});
+        staging_[r].copy_from(*bufs[r]);
+      }
+    }
     std::vector<float*> b(n);
-    for (size_t r = 0; r < n; ++r) b[r] = bufs[r]->f32();
+    for (size_t r = 0; r < n; ++r) b[r] = on_gpu ? staging_[r].f32() : bufs[r]->f32();
       // Each element summed in member order (the same bits as LocalCommunicator), elements split
       // over the OpenMP threads.
 #pragma omp parallel for schedule(static) if (len > 65536)
@@ -138,6 +149,8 @@ class HostGroup : public Communicator {
       for (size_t r = 1; r < n; ++r) s += b[r][i];
       for (size_t r = 0; r < n; ++r) b[r][i] = s;
     }
+    if (on_gpu)
+      for (size_t r = 0; r < n; ++r) bufs[r]->copy_from(staging_[r]);
   }
   void do_broadcast(std::span<Tensor* const> bufs, int root) override {
     check(bufs, "broadcast");
@@ -148,10 +161,14 @@ class HostGroup : public Communicator {
  private:
   static void check(std::span<Tensor* const> bufs, const char* what) {
     for (const Tensor* t : bufs)
-      EMBER_CHECK(t->dtype() == DType::F32 && t->device().is_cpu() && t->numel() == bufs[0]->numel(), ArgumentError,
-                  std::string("host sum ") + what + ": expects f32 cpu buffers of one size, got " + t->str());
+      EMBER_CHECK(t->dtype() == DType::F32 && t->device().is_cpu() == bufs[0]->device().is_cpu() &&
+                      t->numel() == bufs[0]->numel(),
+                  ArgumentError,
+                  std::string("host sum ") + what +
+                      ": expects f32 buffers of one size, all on the cpu or all on GPUs, got " + t->str());
   }
   int n_;
+  std::vector<Tensor> staging_;  // host copies of GPU members' buffers, reused every step
 };
 }  // namespace
 

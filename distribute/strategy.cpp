@@ -55,8 +55,11 @@ std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas, std::chrono::
 
 std::unique_ptr<Strategy> make_mirrored_gpu_strategy(const std::vector<int>& gpus, std::chrono::milliseconds timeout) {
   EMBER_CHECK(!gpus.empty(), ArgumentError, "mirrored: no GPUs given");
-  EMBER_CHECK(std::set<int>(gpus.begin(), gpus.end()).size() == gpus.size(), ArgumentError,
-              "mirrored: a GPU is listed twice (NCCL needs one replica per GPU)");
+  EMBER_CHECK(gpus.size() <= 256, ArgumentError, "mirrored: at most 256 replicas, got " + std::to_string(gpus.size()));
+  // A GPU listed more than once holds that many replicas. NCCL cannot have two ranks on one GPU,
+  // so then the gradients are summed on the host (slow; for checking the replica logic on a
+  // one-GPU machine: the batch split, per-replica devices, the reduction and Adam).
+  const bool shared_gpu = std::set<int>(gpus.begin(), gpus.end()).size() != gpus.size();
   const CudaStatus& st = cuda_status();
   EMBER_CHECK(st.usable, DeviceError, "mirrored on GPUs: no usable GPU (" + st.reason + ")");
   for (int g : gpus)
@@ -68,7 +71,8 @@ std::unique_ptr<Strategy> make_mirrored_gpu_strategy(const std::vector<int>& gpu
   c.kind = "mirrored";
   c.unit = "replicas";
   for (int g : gpus) c.devices.push_back(Device::cuda(g));
-  c.connect = [gpus, timeout](const ModelRecipe&, std::vector<Device>&) -> std::shared_ptr<Communicator> {
+  c.connect = [gpus, timeout, shared_gpu](const ModelRecipe&, std::vector<Device>&) -> std::shared_ptr<Communicator> {
+    if (shared_gpu) return make_host_group(static_cast<int>(gpus.size()));
     return detail::NcclCommunicator::create_local(gpus, timeout);
   };
   return std::make_unique<detail::DataParallelStrategy>(std::move(c));

@@ -66,9 +66,11 @@ std::unique_ptr<Strategy> make_default_strategy();
 // process (exit code 3) with a message naming it (distribute/watchdog.h).
 std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas,
                                                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
-// One replica per GPU of this process: `gpus` are CUDA device indices (each at most once);
-// gradients are summed by one grouped NCCL all-reduce per step. Throws DeviceError without
-// NCCL or without those GPUs.
+// One replica per entry of `gpus` (CUDA device indices): with each GPU once, gradients are
+// summed by one grouped NCCL all-reduce per step; a GPU listed N times holds N replicas (all on
+// its one stream), and then the gradients are summed on the host through copies (slow: meant
+// to check the replica logic on a one-GPU machine). Throws DeviceError without NCCL (distinct
+// GPUs) or without those GPUs.
 std::unique_ptr<Strategy> make_mirrored_gpu_strategy(const std::vector<int>& gpus,
                                                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
 // One replica per MPI process, on the CPU (MPI_Allreduce) or on a GPU (NCCL, its unique id sent
