@@ -79,6 +79,7 @@ struct Args {
   bool allow_tf32 = false;  // --allow-tf32: TF32 even with --deterministic
   bool no_tf32 = false;     // --no-tf32: FP32 math
   bool deterministic = false;
+  bool cudnn_find = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
 };
 
@@ -310,6 +311,7 @@ int run(const Args& a) {
   // another FP32 run, closest to the CPU) unless asked for, off with --no-tf32.
   set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic));
   set_gpu_deterministic(a.deterministic);
+  set_cudnn_find(a.cudnn_find);
   if (device.is_cuda()) {
     // Every GPU this process may use gets the policy: mirrored replicas sit on several, and a
     // multiworker rank picks its GPU by local rank.
@@ -520,6 +522,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-tf32", a.no_tf32, "GPU: FP32 math throughout (the default with --deterministic)")->excludes(tf32);
   app.add_flag("--deterministic", a.deterministic,
                "GPU: only deterministic cuDNN algorithms (the same bits every run)");
+  app.add_flag("--cudnn-find", a.cudnn_find,
+               "GPU: time every cuDNN convolution algorithm once per shape and take the fastest (as PyTorch's "
+               "cudnn.benchmark) instead of cuDNN's heuristic choice");
   app.add_option("--inject-fault", a.inject_fault,
                  "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden

@@ -67,6 +67,7 @@ CachingAllocator::Stats gpu_memory_stats(int device) {
 namespace {
 std::atomic<bool> g_allow_tf32{true};  // as TensorFlow on Ampere and newer
 std::atomic<bool> g_gpu_deterministic{false};
+std::atomic<bool> g_cudnn_find{false};
 }  // namespace
 
 void synchronize(Device device) {
@@ -83,6 +84,8 @@ void set_allow_tf32(bool on) { g_allow_tf32 = on; }
 bool allow_tf32() { return g_allow_tf32; }
 void set_gpu_deterministic(bool on) { g_gpu_deterministic = on; }
 bool gpu_deterministic() { return g_gpu_deterministic; }
+void set_cudnn_find(bool on) { g_cudnn_find = on; }
+bool cudnn_find() { return g_cudnn_find; }
 
 void set_num_threads(int n) {
   if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));

@@ -72,10 +72,15 @@ int64_t gpu_host_syncs(Device device);
 //    compare with the CPU path to ~1e-6 (every parity test does), or for FP32 benchmarks.
 //  - Deterministic (off by default): cuDNN backward algorithms that give the same bits run to
 //    run (the default ones may sum with atomics in any order).
+//  - cuDNN find (off by default, as PyTorch's cudnn.benchmark): the first use of each
+//    convolution shape times every algorithm (cudnnFind*, a few ms and a host wait once per
+//    shape) instead of taking cuDNN's heuristic guess; the same selection rules apply.
 void set_allow_tf32(bool on);
 bool allow_tf32();
 void set_gpu_deterministic(bool on);
 bool gpu_deterministic();
+void set_cudnn_find(bool on);
+bool cudnn_find();
 
 // Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
 // (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.

@@ -27,6 +27,7 @@ struct Plan {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t workspace = 0;
   bool deterministic = false;  // all three algorithms give the same bits run to run
+  bool found = false;          // chosen from cudnnFind's timings (else the heuristics' guess)
 };
 
 int i32(int64_t v) { return static_cast<int>(v); }
@@ -78,22 +79,38 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   EMBER_CHECK(out_h == g.p && out_w == g.q, ShapeError,
               "conv2d (cuda): cuDNN computes a different output size for " + g.str());
 
+  // cuDNN's heuristics, or with cudnn_find() every algorithm timed on this GPU (once per shape:
+  // it allocates its own buffers and waits for the device); either list goes through the same
+  // rule (algo_choice.h).
   constexpr int kMax = 8;
+  const bool find = cudnn_find();
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
+  if (find)
+    EMBER_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
+  else
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
   const auto f = pick_algo(fwd, found, "forward", g);
   p->fwd = f.algo;
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
-  EMBER_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
+  if (find)
+    EMBER_CUDNN_CHECK(
+        cudnnFindConvolutionBackwardDataAlgorithm(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
+  else
+    EMBER_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
   const auto d = pick_algo(bd, found, "backward-data", g);
   p->bwd_data = d.algo;
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
-  EMBER_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
+  if (find)
+    EMBER_CUDNN_CHECK(
+        cudnnFindConvolutionBackwardFilterAlgorithm(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
+  else
+    EMBER_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
   const auto w = pick_algo(bf, found, "backward-filter", g);
   p->bwd_filter = w.algo;
+  p->found = find;
   p->deterministic = f.determinism == CUDNN_DETERMINISTIC && d.determinism == CUDNN_DETERMINISTIC &&
                      w.determinism == CUDNN_DETERMINISTIC;
   size_t a = 0, b = 0, c = 0;
@@ -108,11 +125,23 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
 
 Plan& plan_for(Context& ctx, const Conv2dShape& g) {
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool, bool>;
+                         int64_t, bool, bool, bool>;
   static auto* cache = new PlanCache<Key, Plan>();
-  const Key key{
-      ctx.device(),        g.n,         g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left,
-      gpu_deterministic(), allow_tf32()};
+  const Key key{ctx.device(),
+                g.n,
+                g.c,
+                g.h,
+                g.w,
+                g.k,
+                g.r,
+                g.s,
+                g.stride_h,
+                g.stride_w,
+                g.pad_top,
+                g.pad_left,
+                gpu_deterministic(),
+                allow_tf32(),
+                cudnn_find()};
   return cache->get(key, [&] { return make_plan(ctx, g); });
 }
 
@@ -193,7 +222,8 @@ std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
   return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + "cuDNN fwd algo " +
          std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " + std::to_string(static_cast<int>(p.bwd_data)) +
          ", bwd-filter algo " + std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " +
-         std::to_string(p.workspace) + " bytes" + (p.deterministic ? ", deterministic" : ", not deterministic");
+         std::to_string(p.workspace) + " bytes" + (p.deterministic ? ", deterministic" : ", not deterministic") +
+         (p.found ? ", timed by cudnnFind" : ", by cuDNN's heuristics");
 }
 
 }  // namespace ember::cuda

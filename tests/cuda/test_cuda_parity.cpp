@@ -291,32 +291,36 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       {"same 3x3", conv_geometry(9, 8, 3, 3, 1, Padding::Same)},
       {"same 2x2 (pads 0/1)", conv_geometry(9, 8, 2, 2, 1, Padding::Same)},
       {"same 3x3 stride 2 (pads 1/1 and 0/1)", conv_geometry(9, 8, 3, 3, 2, Padding::Same)}};
-  for (const auto& [label, g] : cases) {
-    const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21),
-                 w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
-                 b = test::random_tensor(Shape{g.k}, 23), dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 24);
-    // CPU reference (NHWC inside), compared in logical order.
-    const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
-    Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
-    Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
-    Tensor dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
-    cpu::conv2d_forward(g, xn, w, b, y);
-    cpu::conv2d_backward(g, xn, w, y, dyn, &dx, dw, db);
+  // cuDNN's heuristic choice, then every algorithm timed (cudnnFind): both must match the CPU.
+  for (const bool find : {false, true})
+    for (const auto& [label, g] : cases) {
+      set_cudnn_find(find);
+      const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21),
+                   w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
+                   b = test::random_tensor(Shape{g.k}, 23), dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 24);
+      // CPU reference (NHWC inside), compared in logical order.
+      const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
+      Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+      Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+      Tensor dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
+      cpu::conv2d_forward(g, xn, w, b, y);
+      cpu::conv2d_backward(g, xn, w, y, dyn, &dx, dw, db);
 
-    const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to(kGpu);
-    Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
-           dbg = nan_on_gpu(b.shape());
-    cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg);
-    cuda::conv2d_backward(ctx(), g, xg, wg, yg, dyg, &dxg, dwg, dbg, false);
-    ctx().synchronize();
-    // Sums of <= 36 products (forward, dx) or 3*9*8 = 216 (dw, db) in other orders, and cuDNN
-    // may pick FFT/Winograd: 1e-4 relative is still 1000x below a wrong index or a lost bias.
-    EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-4) << label;
-    EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-4) << label;
-    EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-4) << label;
-    EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-4) << label;
-    EXPECT_FALSE(cuda::conv2d_kernel_info(ctx(), g).empty());
-  }
+      const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to(kGpu);
+      Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
+             dbg = nan_on_gpu(b.shape());
+      cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg);
+      cuda::conv2d_backward(ctx(), g, xg, wg, yg, dyg, &dxg, dwg, dbg, false);
+      ctx().synchronize();
+      // Sums of <= 36 products (forward, dx) or 3*9*8 = 216 (dw, db) in other orders, and cuDNN
+      // may pick FFT/Winograd: 1e-4 relative is still 1000x below a wrong index or a lost bias.
+      EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-4) << label;
+      EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-4) << label;
+      EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-4) << label;
+      EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-4) << label;
+      EXPECT_NE(cuda::conv2d_kernel_info(ctx(), g).find(find ? "cudnnFind" : "heuristics"), std::string::npos) << label;
+    }
+  set_cudnn_find(false);
 }
 
 // Deterministic mode picks algorithms that say so (or fails naming the shape): two backward
