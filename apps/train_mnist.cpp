@@ -80,6 +80,7 @@ struct Args {
   bool no_tf32 = false;     // --no-tf32: FP32 math
   bool deterministic = false;
   bool cudnn_find = false;
+  bool fused_conv = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
 };
 
@@ -312,6 +313,7 @@ int run(const Args& a) {
   set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic));
   set_gpu_deterministic(a.deterministic);
   set_cudnn_find(a.cudnn_find);
+  set_fused_conv(a.fused_conv);
   if (device.is_cuda()) {
     // Every GPU this process may use gets the policy: mirrored replicas sit on several, and a
     // multiworker rank picks its GPU by local rank.
@@ -525,6 +527,8 @@ int main(int argc, char** argv) {
   app.add_flag("--cudnn-find", a.cudnn_find,
                "GPU: time every cuDNN convolution algorithm once per shape and take the fastest (as PyTorch's "
                "cudnn.benchmark) instead of cuDNN's heuristic choice");
+  app.add_flag("--fused-conv", a.fused_conv,
+               "GPU: each convolution's forward as one cuDNN call (convolution + bias + ReLU; unverified on a GPU)");
   app.add_option("--inject-fault", a.inject_fault,
                  "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden

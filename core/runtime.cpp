@@ -68,6 +68,7 @@ namespace {
 std::atomic<bool> g_allow_tf32{true};  // as TensorFlow on Ampere and newer
 std::atomic<bool> g_gpu_deterministic{false};
 std::atomic<bool> g_cudnn_find{false};
+std::atomic<bool> g_fused_conv{false};
 }  // namespace
 
 void synchronize(Device device) {
@@ -86,6 +87,8 @@ void set_gpu_deterministic(bool on) { g_gpu_deterministic = on; }
 bool gpu_deterministic() { return g_gpu_deterministic; }
 void set_cudnn_find(bool on) { g_cudnn_find = on; }
 bool cudnn_find() { return g_cudnn_find; }
+void set_fused_conv(bool on) { g_fused_conv = on; }
+bool fused_conv() { return g_fused_conv; }
 
 void set_num_threads(int n) {
   if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));

@@ -81,6 +81,11 @@ void set_gpu_deterministic(bool on);
 bool gpu_deterministic();
 void set_cudnn_find(bool on);
 bool cudnn_find();
+//  - Fused convolutions (off by default until verified on a GPU): Conv2D's forward as one cuDNN
+//    call (cudnnConvolutionBiasActivationForward: convolution, bias and ReLU) instead of three
+//    launches; it uses the IMPLICIT_PRECOMP_GEMM algorithm, the only one cuDNN fuses ReLU with.
+void set_fused_conv(bool on);
+bool fused_conv();
 
 // Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
 // (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.

@@ -28,6 +28,11 @@ struct Plan {
   size_t workspace = 0;
   bool deterministic = false;  // all three algorithms give the same bits run to run
   bool found = false;          // chosen from cudnnFind's timings (else the heuristics' guess)
+  // The fused forward (fused_conv()): convolution + bias + activation in one call, with the one
+  // algorithm cuDNN fuses ReLU with, and its workspace.
+  bool fused = false;
+  ActivationDesc relu, identity;
+  size_t fused_workspace = 0;
 };
 
 int i32(int64_t v) { return static_cast<int>(v); }
@@ -120,12 +125,20 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   EMBER_CUDNN_CHECK(
       cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p->x, p->y, p->conv, p->w, p->bwd_filter, &c));
   p->workspace = std::max({a, b, c});
+  p->fused = fused_conv();
+  if (p->fused) {
+    EMBER_CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    EMBER_CUDNN_CHECK(
+        cudnnSetActivationDescriptor(p->identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        ctx.dnn(), p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &p->fused_workspace));
+  }
   return p;
 }
 
 Plan& plan_for(Context& ctx, const Conv2dShape& g) {
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool, bool, bool>;
+                         int64_t, bool, bool, bool, bool>;
   static auto* cache = new PlanCache<Key, Plan>();
   const Key key{ctx.device(),
                 g.n,
@@ -141,7 +154,8 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
                 g.pad_left,
                 gpu_deterministic(),
                 allow_tf32(),
-                cudnn_find()};
+                cudnn_find(),
+                fused_conv()};
   return cache->get(key, [&] { return make_plan(ctx, g); });
 }
 
@@ -171,8 +185,18 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
     return;
   }
   Plan& p = plan_for(ctx, g);
-  Tensor ws = workspace(p, ctx.device());
   const float one = 1.0f, zero = 0.0f;
+  if (p.fused) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
+    Tensor ws = p.fused_workspace ? Tensor::empty(Shape{static_cast<int64_t>((p.fused_workspace + 3) / 4)}, DType::F32,
+                                                  Device::cuda(ctx.device()))
+                                  : Tensor();
+    EMBER_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
+        ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+        ws.defined() ? ws.raw() : nullptr, p.fused_workspace, &zero, p.y, mp(y), p.bias, cp(b),
+        g.relu ? p.relu : p.identity, p.y, mp(y)));
+    return;
+  }
+  Tensor ws = workspace(p, ctx.device());
   EMBER_CUDNN_CHECK(cudnnConvolutionForward(ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.conv, p.fwd,
                                             ws.defined() ? ws.raw() : nullptr, p.workspace, &zero, p.y, mp(y)));
   EMBER_CUDNN_CHECK(cudnnAddTensor(ctx.dnn(), &one, p.bias, cp(b), &one, p.y, mp(y)));
@@ -223,7 +247,8 @@ std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
          std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " + std::to_string(static_cast<int>(p.bwd_data)) +
          ", bwd-filter algo " + std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " +
          std::to_string(p.workspace) + " bytes" + (p.deterministic ? ", deterministic" : ", not deterministic") +
-         (p.found ? ", timed by cudnnFind" : ", by cuDNN's heuristics");
+         (p.found ? ", timed by cudnnFind" : ", by cuDNN's heuristics") +
+         (p.fused ? ", forward fused (conv + bias + activation, implicit precomp GEMM)" : "");
 }
 
 }  // namespace ember::cuda

@@ -40,6 +40,8 @@ using FilterDesc = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDes
 using ConvDesc =
     CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 using PoolDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+using ActivationDesc =
+    CudnnDescriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 
 // A tensor descriptor for a row-major (NCHW) f32 tensor.
 inline TensorDesc nchw_desc(int n, int c, int h, int w) {

@@ -291,10 +291,12 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       {"same 3x3", conv_geometry(9, 8, 3, 3, 1, Padding::Same)},
       {"same 2x2 (pads 0/1)", conv_geometry(9, 8, 2, 2, 1, Padding::Same)},
       {"same 3x3 stride 2 (pads 1/1 and 0/1)", conv_geometry(9, 8, 3, 3, 2, Padding::Same)}};
-  // cuDNN's heuristic choice, then every algorithm timed (cudnnFind): both must match the CPU.
-  for (const bool find : {false, true})
+  // cuDNN's heuristic choice, every algorithm timed (cudnnFind), and the fused forward
+  // (convolution + bias + ReLU in one call): each must match the CPU.
+  for (const char* mode : {"heuristics", "cudnnFind", "forward fused"})
     for (const auto& [label, g] : cases) {
-      set_cudnn_find(find);
+      set_cudnn_find(mode[0] == 'c');
+      set_fused_conv(mode[0] == 'f');
       const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21),
                    w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
                    b = test::random_tensor(Shape{g.k}, 23), dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 24);
@@ -314,13 +316,14 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       ctx().synchronize();
       // Sums of <= 36 products (forward, dx) or 3*9*8 = 216 (dw, db) in other orders, and cuDNN
       // may pick FFT/Winograd: 1e-4 relative is still 1000x below a wrong index or a lost bias.
-      EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-4) << label;
+      EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-4) << label << ", " << mode;
       EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-4) << label;
       EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-4) << label;
       EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-4) << label;
-      EXPECT_NE(cuda::conv2d_kernel_info(ctx(), g).find(find ? "cudnnFind" : "heuristics"), std::string::npos) << label;
+      EXPECT_NE(cuda::conv2d_kernel_info(ctx(), g).find(mode), std::string::npos) << label << ", " << mode;
     }
   set_cudnn_find(false);
+  set_fused_conv(false);
 }
 
 // Deterministic mode picks algorithms that say so (or fails naming the shape): two backward
