@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   using namespace ember;
   std::string images = "20,40,60,80,100,200", csv, devices = "cpu,gpu";
   int repeats = 10, threads = 0;
+  bool tf32 = false;
   CLI::App app{"Conv2D(32, 8x8) training step on N random 128x128x3 images (medians).", "bench_conv"};
   app.option_defaults()->always_capture_default();
   app.add_option("--images", images, "Comma-separated image counts N");
@@ -42,11 +43,13 @@ int main(int argc, char** argv) {
         }
       });
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
+  app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math (else FP32, as the CPU)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     set_num_threads(threads);
     enable_flush_to_zero();
     check_cpu_support();
+    set_allow_tf32(tf32);  // explicit: the library's default is TF32
     std::vector<Device> targets;
     for (const Device& d : parse_devices(devices)) {
       if (d.is_cuda() && !cuda_available())
@@ -54,7 +57,8 @@ int main(int argc, char** argv) {
       else
         targets.push_back(resolve_device(d, /*strict=*/true));
     }
-    std::printf("bench_conv: Conv2D 32x8x8 on 128x128x3, %d CPU threads\n", num_threads());
+    std::printf("bench_conv: Conv2D 32x8x8 on 128x128x3, %d CPU threads, GPU math %s\n", num_threads(),
+                tf32 ? "TF32" : "FP32");
     std::printf("%8s %6s %10s %10s %10s\n", "device", "N", "median ms", "min ms", "GFLOP/s");
     std::vector<std::string> rows;
     for (int64_t n : bench::parse_list(images)) {

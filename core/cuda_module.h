@@ -18,7 +18,7 @@ namespace ember::detail {
 // The version of this table's layout and of every folder's op table reached through it. The
 // module and libember must agree on it exactly: a module built from other sources is refused
 // with a message naming both versions, never called through a mismatched table.
-inline constexpr uint32_t kCudaModuleAbi = 6;  // 6: host_syncs; 5: MetricSums slot 3 counts finite batches
+inline constexpr uint32_t kCudaModuleAbi = 7;  // 7: open; 6: host_syncs; 5: MetricSums slot 3
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op
@@ -47,6 +47,9 @@ struct CudaModuleApi {
   void (*synchronize)(int device);
   // How many times the host has waited for `device` (synchronize and copies with the host).
   int64_t (*host_syncs)(int device);
+  // Opens `device` (its context: where a GPU another process holds in exclusive mode, or one the
+  // build has no code for, shows); DeviceError saying which. Soft placement calls it.
+  void (*open)(int device);
   // The op table of the folder `owner` ("layers", "optim", "data", "nccl"); null when the
   // module has none of that name (e.g. "nccl" in a build without NCCL).
   const void* (*ops)(const char* owner);

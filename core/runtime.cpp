@@ -6,6 +6,7 @@
 #include <pmmintrin.h>
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "cuda_module.h"
@@ -32,11 +33,19 @@ Device resolve_device(Device requested, bool strict) {
   std::string why;
   if (!st.usable) {
     why = st.reason;
-  } else if (requested.index >= st.device_count) {
-    why = "there is no " + requested.str() + " (this machine has " + std::to_string(st.device_count) + " usable GPU" +
-          (st.device_count == 1 ? "" : "s") + ")";
+  } else if (std::none_of(st.gpus.begin(), st.gpus.end(),
+                          [&](const GpuInfo& g) { return g.index == requested.index; })) {
+    why = "there is no usable " + requested.str() + " (this machine has " + std::to_string(st.device_count) +
+          " usable GPU" + (st.device_count == 1 ? "" : "s") + ")";
   } else {
-    return requested;
+    // Opened here, so that a GPU another process holds (exclusive mode) or one this build has no
+    // code for falls back (or fails, strict) now, not at the first op.
+    try {
+      detail::require_cuda_module("place on " + requested.str()).open(requested.index);
+      return requested;
+    } catch (const DeviceError& e) {
+      why = e.what();
+    }
   }
   if (strict) throw DeviceError("cannot place on " + requested.str() + ": " + why);
   detail::logger().warn("{} requested but {}; running on cpu (soft placement; --strict-placement makes this an error)",

@@ -110,7 +110,9 @@ std::string DataParallelStrategy::name() const {
     return config_.kind + " (" + std::to_string(d.size()) + " cpu replicas)";
   std::string list;
   for (const Device& x : d) list += (list.empty() ? "" : ",") + x.str();
-  return config_.kind + " (" + std::to_string(d.size()) + " replicas on " + list + ", NCCL)";
+  // NCCL, or the host sum when a GPU holds several replicas (known once built).
+  return config_.kind + " (" + std::to_string(d.size()) + " replicas on " + list + ", " +
+         (gradients_ ? gradients_->name() : std::string("NCCL")) + ")";
 }
 
 int DataParallelStrategy::num_replicas() const {

@@ -129,7 +129,7 @@ class HostGroup : public Communicator {
     const int64_t len = bufs[0]->numel();
     const size_t n = bufs.size();
     // GPU members (several replicas on one GPU, where NCCL cannot have two ranks): staged
-    // through host copies, summed in the same order, copied back. Slow (two waits per step),
+    // through host copies, summed in the same order, copied back. Slow (two host waits per member per step),
     // and meant for checking the replica logic on a one-GPU machine, not for speed.
     const bool on_gpu = !bufs[0]->device().is_cpu();
     if (on_gpu) {

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -29,20 +30,22 @@ namespace {
   } while (0)
 
 // MPI_Init waits for every rank of the job (a host unreachable, a rank that never starts or
-// never calls MPI): bounded by the collective timeout too. Ends the process (exit 3) when the
-// deadline passes before the guard is destroyed.
+// never calls MPI): bounded by the collective timeout too (at least 10 s). Ends the process
+// (exit 3) when the deadline passes before the guard is destroyed.
 class InitDeadline {
  public:
+  // At least 10 s (a start-up across hosts may take longer than a short collective timeout),
+  // at most a day (a "no limit" value must not overflow the wait).
   explicit InitDeadline(std::chrono::milliseconds timeout)
-      : thread_([this, timeout] {
+      : timeout_(std::clamp<std::chrono::milliseconds>(timeout, std::chrono::seconds(10), std::chrono::hours(24))),
+        rank_(launcher_rank()),
+        thread_([this] {
           std::unique_lock lock(mu_);
-          if (cv_.wait_for(lock, timeout, [this] { return done_; })) return;
-          const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-          if (!rank) rank = std::getenv("PMI_RANK");
+          if (cv_.wait_for(lock, timeout_, [this] { return done_; })) return;
           std::fprintf(stderr,
-                       "rank %s: MPI_Init waited more than %g s (--collective-timeout) for the other ranks: a host "
-                       "unreachable or a rank that never started MPI; ending this rank\n",
-                       rank ? rank : "?", static_cast<double>(timeout.count()) / 1000);
+                       "rank %s: MPI_Init waited more than %g s (--collective-timeout, at least 10 s) for the other "
+                       "ranks: a host unreachable or a rank that never started MPI; ending this rank\n",
+                       rank_.c_str(), static_cast<double>(timeout_.count()) / 1000);
           std::fflush(stderr);
           std::_Exit(3);
         }) {}
@@ -58,6 +61,14 @@ class InitDeadline {
   InitDeadline& operator=(const InitDeadline&) = delete;
 
  private:
+  // The rank as the launcher set it (read here, before MPI_Init may change the environment).
+  static std::string launcher_rank() {
+    for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+      if (const char* v = std::getenv(name)) return v;
+    return "?";
+  }
+  const std::chrono::milliseconds timeout_;
+  const std::string rank_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -59,6 +59,10 @@ void open_device(int device) {
                       "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
                       std::to_string(prop.minor));
   }
+  if (image == cudaErrorDevicesUnavailable)  // before CUDA 12 the context is made here, not at cudaSetDevice
+    throw DeviceError(gpu_name(device) +
+                      " is unavailable: it is in exclusive-process mode and another process holds it (" +
+                      cudaGetErrorName(image) + ")");
   if (image != cudaSuccess)
     throw DeviceError(gpu_name(device) + " could not be used: " + cudaGetErrorName(image) + ": " +
                       cudaGetErrorString(image));

@@ -51,6 +51,10 @@ Context& context(int device);
 // The context of a CUDA tensor's device (DeviceError for a tensor elsewhere).
 Context& context_of(const Tensor& t);
 
+// Bytes the device's caching allocator may still hand out under its memory cap (its cached
+// blocks can be given back to fit); SIZE_MAX without a cap (memory.cpp).
+size_t allocator_headroom(int device);
+
 // Whether `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device.
 bool is_nchw(const Context& ctx, const Tensor& t, const Shape& shape);
 // Checks that `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device; the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
@@ -137,6 +138,13 @@ void versions(std::vector<LibraryVersion>* out) { *out = probed_versions(); }
 
 }  // namespace
 
+size_t allocator_headroom(int device) {
+  CachingAllocator& a = allocator(device);
+  const size_t limit = a.policy().limit_bytes, in_use = a.stats().in_use;
+  if (limit == 0) return SIZE_MAX;
+  return limit > in_use ? limit - in_use : 0;
+}
+
 void fill_core_entries(::ember::detail::CudaModuleApi& api) {
   api.status = status;
   api.versions = versions;
@@ -159,6 +167,7 @@ void fill_core_entries(::ember::detail::CudaModuleApi& api) {
   };
   api.synchronize = [](int device) { context(device).synchronize(); };
   api.host_syncs = [](int device) -> int64_t { return context(device).host_syncs(); };
+  api.open = [](int device) { context(device); };
 }
 
 }  // namespace ember::cuda

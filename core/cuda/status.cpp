@@ -75,6 +75,13 @@ CudaStatus probe() {
       (void)cudaGetLastError();
       continue;
     }
+    int mode = cudaComputeModeDefault;  // an attribute query: no context either
+    if (cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, i) != cudaSuccess) (void)cudaGetLastError();
+    if (mode == cudaComputeModeProhibited) {
+      unsupported += std::string(unsupported.empty() ? "" : "; ") + "cuda:" + std::to_string(i) + " (" + prop.name +
+                     ") is in compute-prohibited mode (no process may use it)";
+      continue;
+    }
     if (::ember::detail::arch_coverage(EMBER_CUDA_ARCHS, prop.major, prop.minor) == ::ember::detail::ArchCoverage::No) {
       unsupported += std::string(unsupported.empty() ? "" : "; ") + "cuda:" + std::to_string(i) + " (" + prop.name +
                      ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +

@@ -41,24 +41,24 @@ int i32(int64_t v) { return static_cast<int>(v); }
 // bottom/right. Such convolutions run as a VALID one on an explicitly padded input (pad.h).
 bool asymmetric(const Conv2dShape& g) { return g.pad_top != g.pad_bottom || g.pad_left != g.pad_right; }
 
-// The workspace a convolution may take: at most 512 MiB and half of what the GPU has free (the
-// caching allocator serves it; its cap, when set, is checked when it is allocated).
-size_t workspace_budget() {
+// The workspace a convolution may take: at most 512 MiB, half of what the GPU has free, and
+// half of what the allocator may still hand out under a memory cap (it serves the workspace).
+size_t workspace_budget(int device) {
   size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
     (void)cudaGetLastError();
     free = size_t{1} << 30;
   }
-  return std::min<size_t>(size_t{512} << 20, free / 2);
+  return std::min({size_t{512} << 20, free / 2, allocator_headroom(device) / 2});
 }
 
 // The fastest algorithm that works and fits (algo_choice.h); with gpu_deterministic() the
 // fastest deterministic one, and an error naming the shape when there is none (never a silent
 // fall back to one that sums with atomics).
 template <class Perf>
-Perf pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape& g) {
+Perf pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape& g, int device) {
   const bool deterministic = gpu_deterministic();
-  const auto chosen = choose_algo(perf, found, deterministic, workspace_budget());
+  const auto chosen = choose_algo(perf, found, deterministic, workspace_budget(device));
   EMBER_CHECK(chosen.has_value(), CudnnError,
               std::string("conv2d (cuda): no ") + (deterministic ? "deterministic " : "") + what +
                   " algorithm that cuDNN can run within the workspace budget for " + g.str() + " (of " +
@@ -95,7 +95,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
     EMBER_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
   else
     EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
-  const auto f = pick_algo(fwd, found, "forward", g);
+  const auto f = pick_algo(fwd, found, "forward", g, ctx.device());
   p->fwd = f.algo;
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
   if (find)
@@ -104,7 +104,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   else
     EMBER_CUDNN_CHECK(
         cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
-  const auto d = pick_algo(bd, found, "backward-data", g);
+  const auto d = pick_algo(bd, found, "backward-data", g, ctx.device());
   p->bwd_data = d.algo;
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
   if (find)
@@ -113,7 +113,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   else
     EMBER_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
-  const auto w = pick_algo(bf, found, "backward-filter", g);
+  const auto w = pick_algo(bf, found, "backward-filter", g, ctx.device());
   p->bwd_filter = w.algo;
   p->found = find;
   p->deterministic = f.determinism == CUDNN_DETERMINISTIC && d.determinism == CUDNN_DETERMINISTIC &&

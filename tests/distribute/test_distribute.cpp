@@ -446,6 +446,11 @@ TEST(Nccl, ATimeoutAbortsTheWholeCliqueAndDestroyReturns) {
   std::vector<void*> comms;
   ops->init_all({d0, d1}, &comms);
   Tensor b = Tensor::zeros(Shape{1024}, DType::F32, Device::cuda(d0));
+  Tensor b1 = Tensor::zeros(Shape{1024}, DType::F32, Device::cuda(d1));
+  // One collective with both members first: NCCL connects peers at the first collective, which
+  // a one-sided call could wait for inside ncclGroupEnd, before any timeout runs.
+  ops->all_reduce_sum(comms, {&b, &b1}, 10000);
+  ops->wait(comms, 10000);
   std::vector<Tensor*> bufs{&b};
   ops->all_reduce_sum({comms[0]}, bufs, 1000);  // member 1 never joins
   EXPECT_THROW(ops->wait({comms[0]}, 1000), CollectiveError);
@@ -513,8 +518,6 @@ TEST(MirroredGpu, TwoGpusEqualOneOnTheSameGlobalBatch) {
   EXPECT_LE(worst, kReplicaTolerance);
 }
 
-// GPU replicas against CPU replicas: the same training within the CPU-vs-GPU tolerance of
-// test_cuda_training (different kernels, same mathematics).
 // The multi-replica logic on a one-GPU machine: three replicas on one GPU (the batch split, a
 // device per replica, the host-staged sum, Adam on each) equal one replica on the same global
 // batch within the replica tolerance (each replica's cuDNN/cuBLAS sums cover its shard, so the
@@ -538,6 +541,8 @@ TEST(MirroredGpu, ReplicasSharingOneGpuEqualOneReplica) {
   EXPECT_LE(max_diff(shared, cpu), 1e-4);  // as MatchesMirroredOnTheCpu, over more steps
 }
 
+// GPU replicas against CPU replicas: the same training within the CPU-vs-GPU tolerance of
+// test_cuda_training (different kernels, same mathematics).
 TEST(MirroredGpu, MatchesMirroredOnTheCpu) {
   if (usable_gpus() < 1) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
   const Dataset d = classes_dataset(200, 3);
