@@ -739,15 +739,15 @@ class TwoHostsOverTcp : public ::testing::Test {
     const std::string va = "ve" + id + "a", vb = "ve" + id + "b";
     // Short TCP retransmission in both hosts: the launcher's own link to a cut host gives up in
     // ~3 s instead of ~15 min (Ember's ranks end on their own either way; see docs/usage.md).
+    // In braces, so that run_raw's 2>&1 takes every command's stderr into the skip reason.
     const AppRun made = run_raw(
-        "set -e; command -v ip >/dev/null || { echo 'no ip command (iproute2)'; exit 1; }; "
-        "ip netns add " +
-        a_ + "; ip netns add " + b_ + "; ip link add " + va + " netns " + a_ + " type veth peer name " + vb +
-        " netns " + b_ + "; ip -n " + a_ + " addr add 10.231.7.1/24 dev " + va + "; ip -n " + b_ +
-        " addr add 10.231.7.2/24 dev " + vb + "; for n in " + a_ + " " + b_ +
+        "{ set -e; command -v ip >/dev/null || { echo 'no ip command (iproute2)'; exit 1; }; ip netns add " + a_ +
+        "; ip netns add " + b_ + "; ip link add " + va + " netns " + a_ + " type veth peer name " + vb + " netns " +
+        b_ + "; ip -n " + a_ + " addr add 10.231.7.1/24 dev " + va + "; ip -n " + b_ + " addr add 10.231.7.2/24 dev " +
+        vb + "; for n in " + a_ + " " + b_ +
         "; do ip -n $n link set lo up; ip netns exec $n sh -c 'echo 3 > /proc/sys/net/ipv4/tcp_retries2'; done; "
         "ip -n " +
-        a_ + " link set " + va + " up; ip -n " + b_ + " link set " + vb + " up");
+        a_ + " link set " + va + " up; ip -n " + b_ + " link set " + vb + " up; }");
     made_ = true;
     if (made.code != 0) GTEST_SKIP() << "cannot make two network namespaces here: " << made.output;
     va_ = va;
