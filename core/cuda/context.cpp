@@ -38,34 +38,30 @@ std::string gpu_name(int device) {
          std::to_string(prop.minor) + ")";
 }
 
-// The first use of a GPU: its primary context is made here, so this is where a GPU another
-// process holds, or one this build has no code for, shows; each is named for what it is.
+// The first use of a GPU: its primary context is made here (at cudaSetDevice since CUDA 12, at
+// the first call that needs it before), so this is where a GPU another process holds, or one
+// this build has no code for, shows; each is named for what it is.
 void open_device(int device) {
-  const cudaError_t set = cudaSetDevice(device);
-  if (set == cudaErrorDevicesUnavailable)
-    throw DeviceError(gpu_name(device) +
-                      " is unavailable: it is in exclusive-process mode and another process holds it (" +
-                      cudaGetErrorName(set) + ")");
-  if (set != cudaSuccess)
-    throw DeviceError(gpu_name(device) + " could not be opened: " + cudaGetErrorName(set) + ": " +
-                      cudaGetErrorString(set));
+  const auto fail = [device](const char* what, cudaError_t err) {
+    if (err == cudaErrorDevicesUnavailable)
+      throw DeviceError(gpu_name(device) +
+                        " is unavailable: it is in exclusive-process mode and another process holds it (" +
+                        cudaGetErrorName(err) + ")");
+    if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction || err == cudaErrorInvalidPtx ||
+        err == cudaErrorUnsupportedPtxVersion) {
+      cudaDeviceProp prop{};
+      (void)cudaGetDeviceProperties(&prop, device);
+      throw DeviceError(gpu_name(device) + " has no code in this build (" + cudaGetErrorName(err) +
+                        "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
+                        std::to_string(prop.minor));
+    }
+    throw DeviceError(gpu_name(device) + " could not be " + what + ": " + cudaGetErrorName(err) + ": " +
+                      cudaGetErrorString(err));
+  };
+  if (const cudaError_t set = cudaSetDevice(device); set != cudaSuccess) fail("opened", set);
   const cudaError_t image = probe_kernel_image();
   (void)cudaGetLastError();
-  if (image == cudaErrorNoKernelImageForDevice || image == cudaErrorInvalidDeviceFunction ||
-      image == cudaErrorInvalidPtx || image == cudaErrorUnsupportedPtxVersion) {
-    cudaDeviceProp prop{};
-    (void)cudaGetDeviceProperties(&prop, device);
-    throw DeviceError(gpu_name(device) + " has no code in this build (" + cudaGetErrorName(image) +
-                      "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
-                      std::to_string(prop.minor));
-  }
-  if (image == cudaErrorDevicesUnavailable)  // before CUDA 12 the context is made here, not at cudaSetDevice
-    throw DeviceError(gpu_name(device) +
-                      " is unavailable: it is in exclusive-process mode and another process holds it (" +
-                      cudaGetErrorName(image) + ")");
-  if (image != cudaSuccess)
-    throw DeviceError(gpu_name(device) + " could not be used: " + cudaGetErrorName(image) + ": " +
-                      cudaGetErrorString(image));
+  if (image != cudaSuccess) fail("used", image);
 }
 }  // namespace
 
