@@ -1,6 +1,7 @@
-// bench_train: the reference CNN's training step, per batch size, two ways:
+// bench_train: the reference CNN's training step, per batch size, two ways (three on a GPU):
 //   step  - forward, loss, backward and Adam on a batch already in memory (data excluded)
 //   data  - the same plus the DataLoader's gather and normalisation (data included)
+//   graph - (GPU) 'data' captured once as a CUDA graph, one replay per step (fit's cuda_graphs)
 // Median of --steps timed steps after --warmup; images/s and achieved GFLOP/s.
 //   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--csv out.csv]
 #include <cstdio>
@@ -79,11 +80,52 @@ int main(int argc, char** argv) {
         }
       };
       MetricSums sums(device);
-      for (const char* mode : {"step", "data"}) {
-        const bool with_data = mode[0] == 'd';
+      // "graph" (GPU): the 'data' step (gather included) captured once as a CUDA graph, each
+      // timed step one replay, as fit(cuda_graphs) runs it.
+      DataLoader graph_loader(train, {.batch_size = batch,
+                                      .shuffle = true,
+                                      .seed = 1,
+                                      .prefetch = false,
+                                      .device = device,
+                                      .defer_device_gather = device.is_cuda()});
+      Batch gb;
+      int64_t graph_epoch = 0;
+      graph_loader.start_epoch(0);
+      auto graph_next = [&] {  // the next full batch; a skipped short one still moves the cursor
+        for (;;) {
+          if (!graph_loader.next(gb)) {
+            graph_loader.start_epoch(++graph_epoch);
+            continue;
+          }
+          if (gb.x.dim(0) == batch) return;
+          gb.gather();
+        }
+      };
+      CudaGraph graph;
+      std::vector<const char*> modes{"step", "data"};
+      if (device.is_cuda()) {
+        modes.push_back("graph");
+        for (int i = 0; i < 2; ++i) {  // warm: plans, workspaces, optimizer state
+          graph_next();
+          gb.gather();
+          model.train_step(gb.x, gb.y, sums);
+        }
+        graph_next();
+        graph = CudaGraph::capture(device, [&] {
+          gb.gather();
+          model.train_step(gb.x, gb.y, sums);
+        });
+        graph.launch();
+      }
+      for (const char* mode : modes) {
+        const bool with_data = mode[0] == 'd', graphed = mode[0] == 'g';
         const bench::Stats s = bench::time_ms(
             [&] {
-              if (with_data) {
+              if (graphed) {
+                graph_next();
+                graph.launch();
+                model.optimizer()->count_step();
+              } else if (with_data) {
                 next();
                 if (b.x.dim(0) != batch) next();  // keep the batch size fixed (skip an epoch's last)
                 model.train_step(b.x, b.y, sums);

@@ -81,6 +81,7 @@ struct Args {
   bool deterministic = false;
   bool cudnn_find = false;
   bool fused_conv = false;
+  bool cuda_graphs = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
 };
 
@@ -314,6 +315,8 @@ int run(const Args& a) {
   set_gpu_deterministic(a.deterministic);
   set_cudnn_find(a.cudnn_find);
   set_fused_conv(a.fused_conv);
+  if (a.cuda_graphs && !device.is_cuda())
+    detail::logger().warn("--cuda-graphs has no effect: training runs on the CPU");
   if (device.is_cuda()) {
     // Every GPU this process may use gets the policy: mirrored replicas sit on several, and a
     // multiworker rank picks its GPU by local rank.
@@ -377,9 +380,11 @@ int run(const Args& a) {
   }
   if (!quiet) {
     std::printf("%s", model.summary().c_str());
-    const char* math = !device.is_cuda() ? "" : allow_tf32() ? " (TF32 math)" : " (FP32 math)";
+    const std::string math = !device.is_cuda() ? ""
+                                               : std::string(allow_tf32() ? " (TF32 math" : " (FP32 math") +
+                                                     (a.cuda_graphs ? ", CUDA graphs)" : ")");
     std::printf("Training on %s%s with %d thread%s, strategy %s: %lld images, %lld test images\n", device.str().c_str(),
-                math, num_threads(), num_threads() == 1 ? "" : "s", strategy->name().c_str(),
+                math.c_str(), num_threads(), num_threads() == 1 ? "" : "s", strategy->name().c_str(),
                 static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()));
     std::fflush(stdout);
   }
@@ -392,6 +397,7 @@ int run(const Args& a) {
   fit.stop_requested = [] { return g_stop_signal != 0; };
   const int64_t batches_per_epoch = (data.train.size() + a.batch_size - 1) / a.batch_size;
   fit.max_steps = a.steps;
+  fit.cuda_graphs = a.cuda_graphs;
   fit.verbose = quiet ? 0 : 1;
   if (a.log_device_placement && chief)
     std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
@@ -529,6 +535,9 @@ int main(int argc, char** argv) {
                "cudnn.benchmark) instead of cuDNN's heuristic choice");
   app.add_flag("--fused-conv", a.fused_conv,
                "GPU: each convolution's forward as one cuDNN call (convolution + bias + ReLU; unverified on a GPU)");
+  app.add_flag("--cuda-graphs", a.cuda_graphs,
+               "GPU: capture the training step once as a CUDA graph and replay it (one launch per step instead of "
+               "~20; the same bits; unverified on a GPU)");
   app.add_option("--inject-fault", a.inject_fault,
                  "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden
@@ -552,6 +561,17 @@ int main(int argc, char** argv) {
                  a.threads, cores);
   if (!a.gpus.empty() && a.strategy != "mirrored") {
     std::fprintf(stderr, "train_mnist: --gpus is for --strategy mirrored (see --help)\n");
+    return 2;
+  }
+  if (a.cuda_graphs && a.strategy != "default") {
+    std::fprintf(stderr,
+                 "train_mnist: --cuda-graphs captures the default strategy's step on one GPU; the %s strategy's steps "
+                 "run eagerly (leave out --cuda-graphs)\n",
+                 a.strategy.c_str());
+    return 2;
+  }
+  if (a.cuda_graphs && a.device == "cpu") {
+    std::fprintf(stderr, "train_mnist: --cuda-graphs needs a GPU, but --device is cpu\n");
     return 2;
   }
   try {

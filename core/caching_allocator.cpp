@@ -103,7 +103,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     return p;
   }
   const auto over_limit = [&] {
-    return policy_.limit_bytes && stats_.in_use + stats_.cached + size > policy_.limit_bytes;
+    return policy_.limit_bytes && stats_.in_use + stats_.cached + stats_.graph_held + size > policy_.limit_bytes;
   };
   // Under the cap, cached blocks are given back largest first, only until the request fits:
   // each free is a device-wide synchronisation, and the small blocks the step reuses stay.
@@ -131,6 +131,11 @@ void CachingAllocator::deallocate(void* p) noexcept {
   live_.erase(it);
   stats_.in_use -= size;
   try {
+    if (capturing_ || (graphs_ > 0 && graph_blocks_.erase(p) > 0)) {  // a graph may still use it
+      held_.emplace_back(size, p);
+      stats_.graph_held += size;
+      return;
+    }
     free_.emplace(size, p);
     stats_.cached += size;
   } catch (...) {  // no memory for the cache node: give the block back instead
@@ -159,6 +164,53 @@ void CachingAllocator::release_cached_locked() noexcept {
   }
   free_.clear();
   stats_.cached = 0;
+}
+
+void CachingAllocator::begin_capture() {
+  std::lock_guard lock(mu_);
+  EMBER_CHECK(!capturing_, Error, device_ + ": a graph capture is already under way");
+  held_.reserve(held_.size() + live_.size());  // frees during the capture need no allocation
+  capturing_ = true;
+}
+
+void CachingAllocator::end_capture() {
+  std::lock_guard lock(mu_);
+  capturing_ = false;
+  ++graphs_;
+  try {
+    for (const auto& [p, size] : live_) graph_blocks_.insert(p);
+    held_.reserve(held_.size() + graph_blocks_.size());  // their frees need no allocation
+  } catch (...) {
+    --graphs_;
+    throw;
+  }
+}
+
+void CachingAllocator::abort_capture() noexcept {
+  std::lock_guard lock(mu_);
+  capturing_ = false;
+  if (graphs_ == 0) return_held_locked();  // else they stay held with the live graphs' blocks
+}
+
+void CachingAllocator::return_held_locked() noexcept {
+  for (const auto& [size, p] : held_) {
+    try {
+      free_.emplace(size, p);
+      stats_.cached += size;
+    } catch (...) {  // no memory for the cache node: give the block back instead
+      raw_free_(p);
+      ++stats_.raw_frees;
+    }
+  }
+  stats_.graph_held = 0;
+  held_.clear();
+}
+
+void CachingAllocator::release_graph() noexcept {
+  std::lock_guard lock(mu_);
+  if (graphs_ == 0 || --graphs_ > 0) return;
+  graph_blocks_.clear();
+  if (!capturing_) return_held_locked();  // a capture under way keeps holding what it frees
 }
 
 CachingAllocator::Stats CachingAllocator::stats() const {

@@ -7,6 +7,11 @@
 // the device allocator after its first step. When a request would exceed the cap, or the
 // device refuses, cached blocks are released and the request retried once; if it still does
 // not fit, OutOfMemoryError names the request, the cap and the bytes in use and cached.
+//
+// CUDA graphs: a captured graph keeps using the addresses it was captured with, so while one
+// lives, every block it may touch (live at the end of its capture, or freed during it) is held
+// for it when freed, never handed to other work, until release_graph() (after the graph is
+// destroyed and its work done) returns them to the cache.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +21,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 namespace ember {
 
@@ -39,6 +46,7 @@ class CachingAllocator {
     size_t in_use = 0;  // bytes handed out (rounded sizes)
     size_t cached = 0;  // bytes held in the cache, free for reuse
     size_t peak_in_use = 0;
+    size_t graph_held = 0;  // bytes freed but held for a live graph (not reusable)
     size_t raw_allocs = 0, raw_frees = 0, cache_hits = 0;
   };
 
@@ -53,11 +61,22 @@ class CachingAllocator {
   Stats stats() const;
   const MemoryPolicy& policy() const { return policy_; }
 
+  // Graph capture (see above): begin_capture() when a capture starts; then end_capture() when it
+  // produced a graph (every block live now is the graph's too), or abort_capture() when it failed.
+  // release_graph() once per ended capture, when its graph is destroyed and no work of it is
+  // queued: with no graph left, the held blocks return to the cache.
+  void begin_capture();
+  void end_capture();
+  void abort_capture() noexcept;
+  void release_graph() noexcept;
+
   static constexpr size_t kGranularity = 512;  // every block is a multiple of this
 
  private:
   void release_cached_locked() noexcept;
-  void release_largest_locked() noexcept;  // gives the largest cached block back (free_ not empty)
+  void release_largest_locked() noexcept;
+  void
+  return_held_locked() noexcept;  // held_ back to the cache  // gives the largest cached block back (free_ not empty)
   [[noreturn]] void out_of_memory(size_t request, const char* why) const;
 
   std::string device_;
@@ -67,6 +86,10 @@ class CachingAllocator {
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;       // cached blocks by size
   std::unordered_map<void*, size_t> live_;  // handed-out blocks and their sizes
+  bool capturing_ = false;
+  int graphs_ = 0;                              // captures ended and not yet released
+  std::unordered_set<void*> graph_blocks_;      // live blocks a graph may use
+  std::vector<std::pair<size_t, void*>> held_;  // freed blocks kept for the graphs
   Stats stats_;
 };
 

@@ -2,6 +2,7 @@
 // ember.h includes this umbrella; a new public header of core/ is added here.
 #pragma once
 
+#include "cuda_graph.h"
 #include "device.h"
 #include "error.h"
 #include "log.h"

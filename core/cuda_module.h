@@ -18,7 +18,7 @@ namespace ember::detail {
 // The version of this table's layout and of every folder's op table reached through it. The
 // module and libember must agree on it exactly: a module built from other sources is refused
 // with a message naming both versions, never called through a mismatched table.
-inline constexpr uint32_t kCudaModuleAbi = 7;  // 7: open; 6: host_syncs; 5: MetricSums slot 3
+inline constexpr uint32_t kCudaModuleAbi = 8;  // 8: graphs, device step scalars; 7: open; 6: host_syncs
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op
@@ -50,6 +50,16 @@ struct CudaModuleApi {
   // Opens `device` (its context: where a GPU another process holds in exclusive mode, or one the
   // build has no code for, shows); DeviceError saying which. Soft placement calls it.
   void (*open)(int device);
+  // CUDA graphs of the work queued on `device`'s stream (core/cuda_graph.h). graph_begin starts
+  // capturing (the allocator holds what the graph may use); graph_end instantiates the graph
+  // (CudaError naming why when the capture failed; the capture is over either way);
+  // graph_abort ends a capture whose work threw; graph_destroy waits for the graph's queued
+  // replays, frees it and lets the allocator reuse its blocks.
+  void (*graph_begin)(int device);
+  void* (*graph_end)(int device);
+  void (*graph_abort)(int device) noexcept;
+  void (*graph_launch)(void* graph);
+  void (*graph_destroy)(void* graph) noexcept;
   // The op table of the folder `owner` ("layers", "optim", "data", "nccl"); null when the
   // module has none of that name (e.g. "nccl" in a build without NCCL).
   const void* (*ops)(const char* owner);

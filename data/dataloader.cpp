@@ -2,6 +2,7 @@
 // thread (gathering a batch is memory-bound and small next to a training step).
 #include "dataloader.h"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -94,13 +95,15 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   }
   order_ = epoch_order(epoch);
   next_batch_ = first_batch;
-  if (opt_.device.is_cuda()) {  // the order goes to the device once per epoch (checked here, once)
-    Tensor order = Tensor::empty(Shape{static_cast<int64_t>(order_.size())}, DType::I32, Device::cpu());
+  if (opt_.device.is_cuda()) {  // the order and cursor go to the device once per epoch (checked here)
+    const int64_t n = static_cast<int64_t>(order_.size());
+    Tensor order = Tensor::empty(Shape{n + 1}, DType::I32, Device::cpu());
     int32_t* o = order.data<int32_t>();
     for (size_t i = 0; i < order_.size(); ++i) {
       EMBER_CHECK(order_[i] >= 0 && order_[i] < dataset_.size(), Error, "DataLoader: bad sample index");
       o[i] = static_cast<int32_t>(order_[i]);
     }
+    o[n] = static_cast<int32_t>(std::min(first_batch * opt_.batch_size, n));  // the cursor
     ensure(device_order_, order.shape(), DType::I32, opt_.device);
     device_order_.copy_from(order);  // on the device's stream, after the last epoch's gathers
   }
@@ -116,7 +119,15 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   if (opt_.device.is_cuda()) {
     ensure(out.x, dataset_.sample_shape().with_batch(hi - lo), DType::F32, opt_.device);
     ensure(out.y, Shape{hi - lo}, DType::I32, opt_.device);
-    detail::data_cuda_ops().gather_batch(device_images_, device_labels_, device_order_, lo, hi - lo, out.x, out.y);
+    // The device cursor is at `begin` here: every gather advances it by one global batch.
+    out.gather = [this, shard_offset = lo - begin, count = hi - lo, x = out.x, y = out.y]() mutable {
+      detail::data_cuda_ops().gather_batch(device_images_, device_labels_, device_order_, shard_offset, count,
+                                           opt_.batch_size, x, y);
+    };
+    if (!opt_.defer_device_gather) {
+      out.gather();
+      out.gather = nullptr;
+    }
     return;
   }
   dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.x, out.y);
@@ -133,6 +144,9 @@ bool DataLoader::next(Batch& batch) {
     prefetched = std::exchange(ready_, false);
     if (prefetched) current_ = 1 - current_;
   }
+  // On a GPU, full batches always use buffer 0 and the short last one buffer 1: a captured
+  // step keeps reading the same addresses.
+  if (opt_.device.is_cuda()) current_ = next_batch_ + 1 == num_batches() && dataset_.size() % opt_.batch_size ? 1 : 0;
   if (!prefetched) gather_into(next_batch_, buffers_[current_]);
   batch = buffers_[current_];  // shallow: shares storage with the buffer
   ++next_batch_;

@@ -10,11 +10,15 @@
 //  - On a GPU (`device` cuda:N): the dataset is copied to the device once, as uint8, and each
 //    epoch's sample order once per epoch; every batch is then gathered and normalised there by
 //    a kernel queued on the device's stream (no host copy per step, no prefetch thread needed).
+//    The epoch's position (the cursor) lives on the device too and each gather advances it, so
+//    a CUDA graph of a step that includes the gather replays the next batch every time; full
+//    batches always land in the same buffers, the short last one in its own.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,6 +31,10 @@ struct Batch {
   Tensor x;                 // f32 (B, C, H, W), normalised
   Tensor y;                 // i32 (B)
   int64_t global_size = 0;  // samples in the whole global batch (all shards together)
+  // Set only by a loader with `defer_device_gather`: queues the gather of x and y on their GPU
+  // (until then they are allocated but not filled) and advances the loader's device cursor.
+  // Call it exactly once per batch, before x or y is read: a captured training step captures it.
+  std::function<void()> gather;
 };
 
 struct DataLoaderOptions {
@@ -37,6 +45,8 @@ struct DataLoaderOptions {
   int shard = 0;
   bool prefetch = true;           // CPU batches only
   Device device = Device::cpu();  // where the batches are built (see above)
+  // On a GPU: next() leaves the gather to the caller, as Batch::gather (see there).
+  bool defer_device_gather = false;
 };
 
 class DataLoader {
@@ -81,7 +91,8 @@ class DataLoader {
   bool ready_ = false, stop_ = false;
   std::exception_ptr error_;
   std::thread worker_;
-  // GPU batches: the dataset and this epoch's order (i32) on opt_.device.
+  // GPU batches: the dataset, and this epoch's order (i32, the sample indices then the cursor)
+  // on opt_.device.
   Tensor device_images_, device_labels_, device_order_;
 };
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "../core/cuda_graph.h"
 #include "../core/error.h"
 #include "../data/dataloader.h"
 #include "fit_loop.h"
@@ -32,12 +33,53 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
                   std::to_string(output_shape()[0]) + " logits");
 
   // On a GPU the dataset moves to the device once and batches are gathered there.
-  DataLoader loader(
-      train, {.batch_size = options.batch_size, .shuffle = options.shuffle, .seed = options.seed, .device = device_});
+  const bool graphs = options.cuda_graphs && device_.is_cuda();
+  DataLoader loader(train, {.batch_size = options.batch_size,
+                            .shuffle = options.shuffle,
+                            .seed = options.seed,
+                            .device = device_,
+                            .defer_device_gather = graphs});
   FitLoopHooks hooks;
   MetricSums sums(device_);
   hooks.begin_epoch = [&sums](int, int64_t) { sums.reset(); };
-  hooks.step = [this, &sums](const Batch& b) {
+  // With graphs: two eager full-size steps make every lazy choice (cuDNN plans, workspaces, the
+  // optimizer's state), the third is captured, the rest replay it. The learning rate is an
+  // argument of the captured update: a change means a new capture (after an eager step).
+  CudaGraph graph;
+  float graph_lr = 0;
+  int eager_full_steps = 0;
+  constexpr int kWarmupSteps = 2;
+  hooks.step = [&](const Batch& b) {
+    const bool full = b.x.dim(0) == options.batch_size;
+    if (graphs && full) {
+      if (graph.captured() && optimizer_->learning_rate() != graph_lr) {
+        graph.reset();
+        eager_full_steps = kWarmupSteps - 1;
+      }
+      bool counted = false;  // the capture ran step()'s host part once already
+      if (!graph.captured() && eager_full_steps >= kWarmupSteps) {
+        graph_lr = optimizer_->learning_rate();
+        counted = true;
+        try {
+          graph = CudaGraph::capture(device_, [&] {
+            b.gather();
+            train_step(b.x, b.y, sums);  // queued into the graph, not run
+          });
+        } catch (const Error& e) {
+          throw Error(std::string("cuda graphs: capturing the training step failed (train without graphs to go on): ") +
+                      e.what());
+        }
+      }
+      if (graph.captured()) {
+        graph.launch();
+        if (!counted) optimizer_->count_step();
+        return StepResult{.samples = b.x.dim(0)};
+      }
+      ++eager_full_steps;
+    } else if (graphs) {
+      eager_full_steps = 0;  // the layers now hold other shapes: warm up again before a capture
+    }
+    if (b.gather) b.gather();
     train_step(b.x, b.y, sums);  // queues the step; waits for nothing on a GPU
     return StepResult{.samples = b.x.dim(0)};
   };

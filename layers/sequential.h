@@ -68,6 +68,11 @@ struct FitOptions {
   // before on_epoch_end can checkpoint the diverged model.
   // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
   std::function<bool(const EpochLogs&)> on_epoch_end{};
+  // On a GPU: after two eager steps, capture the full-size training step (gather, forward,
+  // backward, Adam) as a CUDA graph and replay it with one launch per step (CudaGraph); the
+  // short last batch runs eagerly. The same bits as eager training. A learning rate changed
+  // between steps is seen (the graph is captured again). Ignored on the CPU.
+  bool cuda_graphs = false;
 };
 
 struct EvalResult {

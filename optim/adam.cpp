@@ -20,19 +20,42 @@ Adam::Adam(AdamOptions options) : opt_(options) {
 
 void Adam::step(Tensor& params, const Tensor& grads) {
   prepare(params, grads, {&m_, &v_});
+  if (detail::on_gpu(params)) {
+    // t and the step size live on the device and advance there (a replayed graph of the step
+    // sees the next values); the host count follows. Uploaded only when they differ: the first
+    // step, after a restored count, on another device.
+    if (!device_scalars_.defined() || device_scalars_.device() != params.device()) {
+      device_scalars_ = Tensor::empty(Shape{2}, DType::F64, params.device());
+      device_t_ = -1;
+    }
+    if (device_t_ != iterations_) {
+      Tensor host = Tensor::empty(Shape{2}, DType::F64, Device::cpu());
+      host.data<double>()[0] = static_cast<double>(iterations_);
+      host.data<double>()[1] = 0.0;
+      device_scalars_.copy_from(host);
+      device_t_ = iterations_;
+    }
+    const auto& ops = detail::optim_cuda_ops();
+    const int d = params.device().index;
+    auto* scalars = static_cast<double*>(device_scalars_.raw());
+    ops.adam_advance(d, scalars, static_cast<double>(opt_.learning_rate), opt_.beta1, opt_.beta2);
+    ops.adam_update(d, static_cast<float*>(params.raw()), static_cast<const float*>(grads.raw()),
+                    static_cast<float*>(m_.raw()), static_cast<float*>(v_.raw()), params.numel(), scalars, opt_.beta1,
+                    opt_.beta2, opt_.epsilon);
+    device_t_ = ++iterations_;
+    return;
+  }
   ++iterations_;
   const double t = static_cast<double>(iterations_);
   const double lr_t = opt_.learning_rate * std::sqrt(1.0 - std::pow(static_cast<double>(opt_.beta2), t)) /
                       (1.0 - std::pow(static_cast<double>(opt_.beta1), t));
-  if (detail::on_gpu(params)) {
-    detail::optim_cuda_ops().adam_update(params.device().index, static_cast<float*>(params.raw()),
-                                         static_cast<const float*>(grads.raw()), static_cast<float*>(m_.raw()),
-                                         static_cast<float*>(v_.raw()), params.numel(), static_cast<float>(lr_t),
-                                         opt_.beta1, opt_.beta2, opt_.epsilon);
-    return;
-  }
   cpu::adam_update(params.f32(), grads.f32(), m_.f32(), v_.f32(), params.numel(), static_cast<float>(lr_t), opt_.beta1,
                    opt_.beta2, opt_.epsilon);
+}
+
+void Adam::count_step() {
+  ++iterations_;
+  if (device_t_ >= 0) ++device_t_;  // the replayed advance moved the device's count too
 }
 
 void Adam::set_state(const std::string& name, const Tensor& values) {

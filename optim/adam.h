@@ -21,6 +21,7 @@ class Adam : public Optimizer {
   explicit Adam(AdamOptions options = {});
   std::string name() const override { return "Adam"; }
   void step(Tensor& params, const Tensor& grads) override;
+  void count_step() override;
   float learning_rate() const override { return opt_.learning_rate; }
   void set_learning_rate(float lr) override { opt_.learning_rate = lr; }
   std::vector<std::pair<std::string, Tensor>> state() const override { return {{"m", m_}, {"v", v_}}; }
@@ -34,6 +35,8 @@ class Adam : public Optimizer {
  private:
   AdamOptions opt_;
   Tensor m_, v_;
+  Tensor device_scalars_;  // on a GPU: f64 {t, lr_t}, advanced by each step there
+  int64_t device_t_ = -1;  // the t the device holds once its queued steps ran (-1: unknown)
 };
 
 }  // namespace ember

@@ -8,8 +8,12 @@ namespace ember::detail {
 
 struct OptimCudaOps {
   static constexpr const char* kOwner = "optim";
-  void (*adam_update)(int device, float* p, const float* g, float* m, float* v, int64_t n, float lr_t, float beta1,
-                      float beta2, float epsilon);
+  // Adam's per-step scalars live on the device (a captured step replays them): `scalars` is
+  // f64 {t, lr_t}; adam_advance sets t += 1 and lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) there, in
+  // double as the CPU path does on the host, and adam_update reads lr_t.
+  void (*adam_advance)(int device, double* scalars, double lr, double beta1, double beta2);
+  void (*adam_update)(int device, float* p, const float* g, float* m, float* v, int64_t n, const double* scalars,
+                      float beta1, float beta2, float epsilon);
   void (*sgd_update)(int device, float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
                      bool nesterov);
 };

@@ -18,6 +18,10 @@ class Optimizer {
   virtual std::string name() const = 0;
   // One update: params -= f(grads, state). Both f32, same element count, same device.
   virtual void step(Tensor& params, const Tensor& grads) = 0;
+  // The host's part of a step whose device work ran without step(): a replay of a captured CUDA
+  // graph containing one (CudaGraph). Counts the iteration; step-dependent values of the update
+  // must already be on the device (Adam's are).
+  virtual void count_step() { ++iterations_; }
   virtual float learning_rate() const = 0;
   virtual void set_learning_rate(float lr) = 0;
   // Named state buffers (allocated on the first step) and hyper-parameters, for checkpoints.

@@ -74,9 +74,21 @@ cublasHandle_t Context::blas() {
   std::lock_guard lock(mu_);
   if (!blas_) {
     EMBER_CUDA_CHECK(cudaSetDevice(device_));
-    blas_ = create_bound<cublasHandle_t>([](cublasHandle_t* h) { EMBER_CUBLAS_CHECK(cublasCreate(h)); },
-                                         [&](cublasHandle_t h) { EMBER_CUBLAS_CHECK(cublasSetStream(h, stream_)); },
-                                         cublasDestroy);
+    // cuBLAS's recommended workspace (32 MiB on Hopper and newer, 4 MiB before), from the
+    // caching allocator: counted under the memory cap, and nothing for cuBLAS to allocate
+    // while a graph is captured.
+    cudaDeviceProp prop{};
+    EMBER_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    const int64_t bytes = int64_t{prop.major >= 9 ? 32 : 4} << 20;
+    Tensor workspace = Tensor::empty(Shape{bytes}, DType::U8, Device::cuda(device_));
+    blas_ = create_bound<cublasHandle_t>(
+        [](cublasHandle_t* h) { EMBER_CUBLAS_CHECK(cublasCreate(h)); },
+        [&](cublasHandle_t h) {
+          EMBER_CUBLAS_CHECK(cublasSetStream(h, stream_));
+          EMBER_CUBLAS_CHECK(cublasSetWorkspace(h, workspace.raw(), static_cast<size_t>(bytes)));
+        },
+        cublasDestroy);
+    blas_workspace_ = std::move(workspace);
     blas_tf32_ = !allow_tf32();  // forces the math mode to be set below
   }
   // Float32 results match the CPU path: no TF32 unless allowed (core/runtime.h). Checked on

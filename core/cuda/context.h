@@ -41,6 +41,7 @@ class Context {
   std::mutex mu_;
   cublasHandle_t blas_ = nullptr;
   bool blas_tf32_ = false;  // the math mode blas_ is set to
+  Tensor blas_workspace_;   // cuBLAS's workspace, ours: it allocates nothing during a capture
   cudnnHandle_t dnn_ = nullptr;
   mutable std::atomic<int64_t> host_syncs_{0};
 };

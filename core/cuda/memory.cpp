@@ -69,7 +69,13 @@ CachingAllocator& allocator(int device) {
     auto raw_alloc = [device](size_t bytes) -> void* {
       DeviceGuard g(device);
       void* p = nullptr;
+      // During a graph capture on this thread cudaMalloc counts as unsafe (it may synchronise)
+      // and would end the capture; the allocation itself is not part of the graph, so it is
+      // made in relaxed mode, the thread's mode restored after.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      EMBER_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
       const cudaError_t err = cudaMalloc(&p, bytes);
+      (void)cudaThreadExchangeStreamCaptureMode(&mode);
       if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();  // out of memory is not sticky: the allocator retries or reports
         return nullptr;
@@ -133,6 +139,89 @@ void copy(void* dst, int dst_device, const void* src, int src_device, size_t byt
   if (src_device < 0 || dst_device < 0 || src_device != dst_device) ctx.synchronize();
 }
 
+// A captured graph, ready to replay on its device's stream.
+struct Graph {
+  int device;
+  cudaGraphExec_t exec;
+};
+
+void graph_begin(int device) {
+  Context& ctx = context(device);
+  CachingAllocator& alloc = allocator(device);
+  alloc.begin_capture();
+  // Thread-local: only this thread's unsafe calls (a host wait, cudaFree) break the capture;
+  // other threads' work on other streams goes on.
+  const cudaError_t err = cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal);
+  if (err != cudaSuccess) {
+    alloc.abort_capture();
+    EMBER_CUDA_CHECK(err);
+  }
+}
+
+void graph_abort(int device) noexcept {
+  try {
+    Context& ctx = context(device);
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(ctx.stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    allocator(device).abort_capture();
+  } catch (...) {  // graph_begin succeeded, so neither lookup can fail now
+  }
+}
+
+void* graph_end(int device) {
+  Context& ctx = context(device);
+  CachingAllocator& alloc = allocator(device);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(ctx.stream(), &graph);
+  if (end != cudaSuccess || !graph) {
+    alloc.abort_capture();
+    (void)cudaGetLastError();
+    throw CudaError("capturing a CUDA graph on cuda:" + std::to_string(device) + " failed: " + cudaGetErrorName(end) +
+                    ": " + cudaGetErrorString(end) +
+                    " (the captured work waited for the host, freed memory or used another stream)");
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (inst != cudaSuccess) {
+    alloc.abort_capture();
+    (void)cudaGetLastError();
+    throw CudaError("instantiating a CUDA graph on cuda:" + std::to_string(device) +
+                    " failed: " + cudaGetErrorName(inst) + ": " + cudaGetErrorString(inst));
+  }
+  alloc.end_capture();
+  try {
+    return new Graph{device, exec};
+  } catch (...) {
+    cudaGraphExecDestroy(exec);
+    alloc.release_graph();
+    throw;
+  }
+}
+
+void graph_launch(void* g) {
+  auto* graph = static_cast<Graph*>(g);
+  EMBER_CUDA_CHECK(cudaGraphLaunch(graph->exec, context(graph->device).stream()));
+}
+
+void graph_destroy(void* g) noexcept {
+  auto* graph = static_cast<Graph*>(g);
+  if (!graph) return;
+  try {
+    Context& ctx = context(graph->device);
+    (void)cudaStreamSynchronize(ctx.stream());  // no replay of it is queued any more
+  } catch (...) {                               // the device is gone: nothing can still run
+  }
+  cudaGraphExecDestroy(graph->exec);
+  Allocators& a = allocators();
+  {
+    std::lock_guard lock(a.mu);
+    if (auto& alloc = a.per_device[static_cast<size_t>(graph->device)]) alloc->release_graph();
+  }
+  delete graph;
+}
+
 const CudaStatus* status() { return &probed_status(); }
 void versions(std::vector<LibraryVersion>* out) { *out = probed_versions(); }
 
@@ -168,6 +257,11 @@ void fill_core_entries(::ember::detail::CudaModuleApi& api) {
   api.synchronize = [](int device) { context(device).synchronize(); };
   api.host_syncs = [](int device) -> int64_t { return context(device).host_syncs(); };
   api.open = [](int device) { context(device); };
+  api.graph_begin = graph_begin;
+  api.graph_end = graph_end;
+  api.graph_abort = graph_abort;
+  api.graph_launch = graph_launch;
+  api.graph_destroy = graph_destroy;
 }
 
 }  // namespace ember::cuda

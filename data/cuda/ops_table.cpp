@@ -7,9 +7,10 @@ namespace ember::cuda {
 const ::ember::detail::DataCudaOps* data_ops_table() {
   static const ::ember::detail::DataCudaOps table = [] {
     ::ember::detail::DataCudaOps a{};
-    a.gather_batch = [](const Tensor& images, const Tensor& labels, const Tensor& order, int64_t offset, int64_t count,
-                        Tensor& x,
-                        Tensor& y) { gather_batch(context_of(images), images, labels, order, offset, count, x, y); };
+    a.gather_batch = [](const Tensor& images, const Tensor& labels, const Tensor& order, int64_t shard_offset,
+                        int64_t count, int64_t advance, Tensor& x, Tensor& y) {
+      gather_batch(context_of(images), images, labels, order, shard_offset, count, advance, x, y);
+    };
     return a;
   }();
   return &table;

@@ -5,8 +5,16 @@
 namespace ember::cuda {
 
 namespace {
+__global__ void advance_kernel(double* scalars, double lr, double beta1, double beta2) {
+  const double t = scalars[0] + 1.0;
+  scalars[0] = t;
+  scalars[1] = lr * sqrt(1.0 - pow(beta2, t)) / (1.0 - pow(beta1, t));  // as Adam::step on the host
+}
+
 __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                            float* __restrict__ v, int64_t n, float lr_t, float beta1, float beta2, float epsilon) {
+                            float* __restrict__ v, int64_t n, const double* __restrict__ scalars, float beta1,
+                            float beta2, float epsilon) {
+  const float lr_t = static_cast<float>(scalars[1]);
   const float one_b1 = 1.0f - beta1, one_b2 = 1.0f - beta2;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float gi = g[i];
@@ -19,11 +27,16 @@ __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, 
 }
 }  // namespace
 
-void adam_update(Context& ctx, float* params, const float* grads, float* m, float* v, int64_t n, float lr_t,
+void adam_advance(Context& ctx, double* scalars, double lr, double beta1, double beta2) {
+  advance_kernel<<<1, 1, 0, ctx.stream()>>>(scalars, lr, beta1, beta2);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void adam_update(Context& ctx, float* params, const float* grads, float* m, float* v, int64_t n, const double* scalars,
                  float beta1, float beta2, float epsilon) {
   if (n <= 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 2048));
-  adam_kernel<<<blocks, 256, 0, ctx.stream()>>>(params, grads, m, v, n, lr_t, beta1, beta2, epsilon);
+  adam_kernel<<<blocks, 256, 0, ctx.stream()>>>(params, grads, m, v, n, scalars, beta1, beta2, epsilon);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

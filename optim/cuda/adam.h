@@ -8,7 +8,10 @@
 
 namespace ember::cuda {
 
-void adam_update(Context& ctx, float* params, const float* grads, float* m, float* v, int64_t n, float lr_t,
+// scalars (f64, on the device) = {t, lr_t}: t += 1, lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t).
+void adam_advance(Context& ctx, double* scalars, double lr, double beta1, double beta2);
+// The update with the step size scalars[1] read on the device.
+void adam_update(Context& ctx, float* params, const float* grads, float* m, float* v, int64_t n, const double* scalars,
                  float beta1, float beta2, float epsilon);
 
 }  // namespace ember::cuda

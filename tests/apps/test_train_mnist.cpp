@@ -275,6 +275,27 @@ TEST(TrainMnist, GpuReplicasWithoutGpuFallBackToCpuReplicasOrFailWhenStrict) {
   std::filesystem::remove_all(dir);
 }
 
+// --cuda-graphs: a command-line error where it cannot apply, a warning where soft placement
+// moved the run to the CPU (which then trains as without it).
+TEST(TrainMnist, CudaGraphsFlagIsRefusedWhereItCannotApply) {
+  const std::string dir = ember::test::temp_dir("graphs_flag");
+  ember::test::write_synthetic_mnist(dir, 64, 16, false);
+  const std::string args = " --steps 1 --epochs 1 --batch-size 16 --data-dir " + dir;
+  const AppRun cpu = run("--cuda-graphs --device cpu" + args);
+  EXPECT_EQ(cpu.code, 2) << cpu.output;
+  EXPECT_NE(cpu.output.find("--cuda-graphs needs a GPU, but --device is cpu"), std::string::npos) << cpu.output;
+  const AppRun mirrored = run("--cuda-graphs --strategy mirrored" + args);
+  EXPECT_EQ(mirrored.code, 2) << mirrored.output;
+  EXPECT_NE(mirrored.output.find("the mirrored strategy's steps run eagerly"), std::string::npos) << mirrored.output;
+  if (!ember::cuda_available()) {
+    const AppRun soft = run("--cuda-graphs --device gpu" + args);
+    EXPECT_EQ(soft.code, 0) << soft.output;
+    EXPECT_NE(soft.output.find("--cuda-graphs has no effect: training runs on the CPU"), std::string::npos)
+        << soft.output;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 namespace {

@@ -131,5 +131,88 @@ TEST(MemoryPolicy, ParsesLimitsAndFractions) {
   EXPECT_EQ(MemoryPolicy{}.str(), "grow");
 }
 
+// CUDA graphs replay the addresses they were captured with: while a graph lives, no block it
+// may touch may serve another request. Here "the graph" is any capture; what it touches is
+// every block live at its end or freed during it.
+TEST(CachingAllocator, BlocksAGraphMayUseAreHeldUntilTheGraphIsReleased) {
+  FakeDevice dev;
+  CachingAllocator a("fake:0", dev.alloc(), dev.free());
+  void* params = a.allocate(4096);      // lives for ever (parameters)
+  void* activation = a.allocate(8192);  // the full batch's activation, replaced later
+  void* before = a.allocate(65536);
+  a.deallocate(before);  // cached before the capture: free for anyone
+  a.begin_capture();
+  void* temp = a.allocate(1000);  // allocated and freed inside the captured step
+  a.deallocate(temp);
+  void* temp2 = a.allocate(1000);  // not the held block: the graph's frees stay its own
+  EXPECT_NE(temp2, temp);
+  a.end_capture();
+  // The short last batch runs eagerly: its buffers replace the full batch's.
+  a.deallocate(activation);
+  void* short_act = a.allocate(8192);
+  EXPECT_NE(short_act, activation);
+  EXPECT_NE(short_act, temp);
+  void* other = a.allocate(1000);
+  EXPECT_NE(other, temp);
+  EXPECT_NE(other, temp2);
+  EXPECT_EQ(a.stats().graph_held, 8192u + 1024u);
+  void* big = a.allocate(65536);
+  EXPECT_EQ(big, before);
+  // A block allocated after the capture is the eager work's own: reused as usual.
+  a.deallocate(short_act);
+  EXPECT_EQ(a.allocate(8192), short_act);
+  // Released: the held blocks serve requests again, nothing was given back to the device.
+  a.release_graph();
+  EXPECT_EQ(a.stats().graph_held, 0u);
+  const size_t raw = a.stats().raw_allocs;
+  void* again = a.allocate(8192);
+  EXPECT_EQ(again, activation);
+  EXPECT_EQ(a.stats().raw_allocs, raw);
+  a.deallocate(temp2);  // freed after the release: an ordinary free
+  EXPECT_EQ(a.stats().graph_held, 0u);
+  for (void* p : {params, short_act, other, again, big}) a.deallocate(p);
+  a.release_cached();
+  EXPECT_TRUE(dev.live.empty());
+}
+
+TEST(CachingAllocator, AFailedCaptureHoldsNothingAndTwoGraphsHoldUntilTheLastIsReleased) {
+  FakeDevice dev;
+  CachingAllocator a("fake:0", dev.alloc(), dev.free());
+  a.begin_capture();
+  void* t = a.allocate(1000);
+  a.deallocate(t);
+  EXPECT_EQ(a.stats().graph_held, 1024u);
+  a.abort_capture();  // no graph came of it
+  EXPECT_EQ(a.stats().graph_held, 0u);
+  EXPECT_EQ(a.allocate(1000), t);
+  a.begin_capture();
+  EXPECT_THROW(a.begin_capture(), Error);  // one capture at a time per device
+  a.end_capture();
+  a.begin_capture();
+  a.end_capture();
+  a.deallocate(t);
+  a.release_graph();  // one graph still lives
+  EXPECT_EQ(a.stats().graph_held, 1024u);
+  EXPECT_NE(a.allocate(1000), t);
+  a.release_graph();
+  EXPECT_EQ(a.stats().graph_held, 0u);
+  EXPECT_EQ(a.stats().cached, 1024u);
+}
+
+TEST(CachingAllocator, HeldBlocksCountAgainstTheCap) {
+  FakeDevice dev;
+  MemoryPolicy cap;
+  cap.limit_bytes = 16384;
+  CachingAllocator a("fake:0", dev.alloc(), dev.free(), cap);
+  void* x = a.allocate(8192);
+  a.begin_capture();
+  a.end_capture();
+  a.deallocate(x);  // held for the graph: not free, not reusable
+  EXPECT_THROW(a.allocate(12288), OutOfMemoryError);
+  a.release_graph();
+  void* y = a.allocate(12288);  // the cached block is given back to make room
+  a.deallocate(y);
+}
+
 }  // namespace
 }  // namespace ember

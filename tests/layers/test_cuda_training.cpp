@@ -1,11 +1,12 @@
-// Training on a GPU equals training on the CPU: the same model and batches, a few Adam steps
-// on each device, then the parameters, the evaluation and a checkpoint round trip compared.
-// Skips, saying why, without a usable GPU (CI here); scripts/gpu_check.sh runs it.
+// Training on a GPU equals training on the CPU (and CUDA graphs equal eager steps): the same model and batches, a few
+// Adam steps on each device, then the parameters, the evaluation and a checkpoint round trip compared. Skips, saying
+// why, without a usable GPU (CI here); scripts/gpu_check.sh runs it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "apps/reference_cnn.h"
+#include "core/cuda_module.h"
 #include "idx_fixtures.h"
 #include "test_util.h"
 
@@ -122,6 +123,97 @@ TEST(CudaTraining, FitWaitsForTheGpuOnlyWhereItReadsItsTotals) {
   EXPECT_EQ(twenty_steps, ten_steps);
   EXPECT_LE(ten_steps, 6) << "more host waits per epoch than the upload and the totals need";
   EXPECT_GT(ten_steps, 0);  // the counter counts (the epoch's totals are read)
+  std::filesystem::remove_all(dir);
+}
+
+// CUDA graphs (FitOptions::cuda_graphs): the captured step replays the eager one exactly. A
+// short last batch (eager, re-shaping the layers' buffers), validation between epochs (other
+// shapes again) and a learning rate changed after the first epoch (a new capture) all happen
+// while the graph lives; deterministic FP32 makes the two runs comparable bit for bit.
+TEST(CudaGraphs, FitWithGraphsGivesTheSameBitsAsEagerFit) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  set_gpu_deterministic(true);
+  const std::string dir = test::temp_dir("gpu_graphs");
+  test::write_synthetic_mnist(dir, 330, 96, false);  // 10 batches of 32 and one of 10
+  const MnistData data = load_mnist(dir);
+  auto train = [&](bool graphs, int64_t* syncs) {
+    Sequential m;
+    apps::add_reference_cnn(m);
+    m.build(Shape{1, 28, 28}, 5);
+    m.compile(std::make_unique<Adam>());
+    m.to(Device::cuda(0));
+    FitOptions opt{.epochs = 3, .batch_size = 32, .seed = 7, .verbose = 0};
+    opt.cuda_graphs = graphs;
+    opt.on_epoch_end = [&m](const EpochLogs& logs) {
+      if (logs.epoch == 1) m.optimizer()->set_learning_rate(5e-4f);
+      return true;
+    };
+    const int64_t before = gpu_host_syncs(Device::cuda(0));
+    History h = m.fit(data.train, opt, &data.test);
+    *syncs = gpu_host_syncs(Device::cuda(0)) - before;
+    return std::make_pair(std::move(m), std::move(h));
+  };
+  int64_t eager_syncs = 0, graph_syncs = 0;
+  auto [eager, he] = train(false, &eager_syncs);
+  auto [graphed, hg] = train(true, &graph_syncs);
+  EXPECT_EQ(graphed.params().to_vector(), eager.params().to_vector());
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(graphed.optimizer()->state()[k].second.to_vector(), eager.optimizer()->state()[k].second.to_vector());
+  EXPECT_EQ(graphed.optimizer()->iterations(), 33);
+  EXPECT_EQ(eager.optimizer()->iterations(), 33);
+  ASSERT_EQ(hg.epochs.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(hg.epochs[e].loss, he.epochs[e].loss) << "epoch " << e;
+    EXPECT_EQ(hg.epochs[e].accuracy, he.epochs[e].accuracy) << "epoch " << e;
+    EXPECT_EQ(*hg.epochs[e].val_loss, *he.epochs[e].val_loss) << "epoch " << e;
+  }
+  EXPECT_LE(graph_syncs, eager_syncs);            // replays wait for nothing either
+  EXPECT_EQ(gpu_memory_stats(0).graph_held, 0u);  // the graph died with the fit: its blocks are free again
+  set_gpu_deterministic(false);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CudaGraphs, ACapturedGraphReplaysItsWorkOnEachLaunch) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  Tensor t = Tensor::empty(Shape{1000}, DType::F32, Device::cuda(0));
+  t.fill(1.0f);
+  CudaGraph g = CudaGraph::capture(Device::cuda(0), [&] { detail::require_cuda_module("test").scale(t, 2.0f); });
+  synchronize(Device::cuda(0));
+  EXPECT_EQ(t.to_vector(), std::vector<float>(1000, 1.0f));  // captured, not run
+  for (int i = 0; i < 3; ++i) g.launch();
+  EXPECT_EQ(t.to_vector(), std::vector<float>(1000, 8.0f));
+}
+
+TEST(CudaGraphs, CapturingWorkThatWaitsForTheHostFailsAndLeavesTheGpuUsable) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  const Tensor t = Tensor::zeros(Shape{16}, DType::F32, Device::cuda(0));
+  EXPECT_THROW(CudaGraph::capture(Device::cuda(0), [&] { (void)t.to_vector(); }), Error);  // a copy to the host
+  EXPECT_EQ(gpu_memory_stats(0).graph_held, 0u);
+  Tensor u = Tensor::zeros(Shape{16}, DType::F32, Device::cuda(0));
+  u.fill(3.0f);
+  EXPECT_EQ(u.to_vector(), std::vector<float>(16, 3.0f));  // the stream left capture mode
+}
+
+TEST(CudaGraphs, AreRefusedOffTheGpuAndIgnoredByFitOnTheCpu) {
+  EXPECT_THROW(CudaGraph::capture(Device::cpu(), [] {}), DeviceError);
+  CudaGraph none;
+  EXPECT_FALSE(none.captured());
+  EXPECT_THROW(none.launch(), Error);
+  const std::string dir = test::temp_dir("cpu_graphs");
+  test::write_synthetic_mnist(dir, 100, 10, false);
+  const MnistData data = load_mnist(dir);
+  auto train = [&](bool graphs) {
+    Sequential m;
+    apps::add_reference_cnn(m);
+    m.build(Shape{1, 28, 28}, 5);
+    m.compile(std::make_unique<Adam>());
+    FitOptions opt{.epochs = 1, .batch_size = 32, .seed = 7, .verbose = 0};
+    opt.cuda_graphs = graphs;
+    m.fit(data.train, opt);
+    return m.params().to_vector();
+  };
+  EXPECT_EQ(train(true), train(false));
   std::filesystem::remove_all(dir);
 }
 

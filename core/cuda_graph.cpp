@@ -1,0 +1,54 @@
+// CudaGraph (see cuda_graph.h) over the CUDA module's graph entries.
+#include "cuda_graph.h"
+
+#include <utility>
+
+#include "cuda_module.h"
+#include "error.h"
+
+namespace ember {
+
+CudaGraph CudaGraph::capture(Device device, const std::function<void()>& work) {
+  EMBER_CHECK(device.is_cuda(), DeviceError, "CudaGraph: capturing needs a GPU, got " + device.str());
+  const auto& api = detail::require_cuda_module("CUDA graph capture on " + device.str());
+  api.open(device.index);
+  api.graph_begin(device.index);
+  try {
+    work();
+  } catch (...) {
+    api.graph_abort(device.index);
+    throw;
+  }
+  CudaGraph g;
+  g.graph_ = api.graph_end(device.index);
+  g.device_ = device;
+  return g;
+}
+
+CudaGraph::~CudaGraph() { reset(); }
+
+CudaGraph::CudaGraph(CudaGraph&& other) noexcept
+    : device_(other.device_), graph_(std::exchange(other.graph_, nullptr)) {}
+
+CudaGraph& CudaGraph::operator=(CudaGraph&& other) noexcept {
+  if (this != &other) {
+    reset();
+    device_ = other.device_;
+    graph_ = std::exchange(other.graph_, nullptr);
+  }
+  return *this;
+}
+
+void CudaGraph::launch() {
+  EMBER_CHECK(graph_ != nullptr, Error, "CudaGraph: nothing captured to launch");
+  detail::require_cuda_module("CUDA graph launch").graph_launch(graph_);
+}
+
+void CudaGraph::reset() {
+  if (!graph_) return;
+  // A graph exists only where the module was loaded, so this lookup cannot fail.
+  if (const auto* api = detail::cuda_module(nullptr)) api->graph_destroy(graph_);
+  graph_ = nullptr;
+}
+
+}  // namespace ember

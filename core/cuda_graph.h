@@ -1,0 +1,44 @@
+// CudaGraph: the work a callable queues on one GPU, captured once and replayed with one launch
+// (CUDA graphs). A training step of ~15 small kernels costs ~100 us of launches on the host; a
+// replay costs one. Sequential::fit uses it with FitOptions::cuda_graphs; custom loops may too.
+//
+// What can be captured: work that queues on the device's stream and never waits for the host
+// (no loss read back, no copy from host memory, no allocation that must call cudaFree). What a
+// replay sees: the same kernels with the same arguments, so every value that changes from step
+// to step must live in device memory (Ember's gather cursor and Adam's step count do), and every
+// buffer the work touches must stay where it was: the device's caching allocator holds every
+// block the graph may use until the graph is destroyed, so buffers freed meanwhile (a short last
+// batch re-shaping the layers' outputs) are never handed to other work.
+#pragma once
+
+#include <functional>
+
+#include "device.h"
+
+namespace ember {
+
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  // Runs `work` under capture on `device` (nothing executes yet) and instantiates the graph.
+  // If `work` throws, or the capture fails, the capture ends and the error propagates (a
+  // CudaError names the cause); DeviceError without a usable GPU.
+  static CudaGraph capture(Device device, const std::function<void()>& work);
+  ~CudaGraph();  // waits for queued replays; never throws
+  CudaGraph(CudaGraph&& other) noexcept;
+  CudaGraph& operator=(CudaGraph&& other) noexcept;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  bool captured() const { return graph_ != nullptr; }
+  Device device() const { return device_; }
+  // Queues one replay on the device's stream; returns without waiting.
+  void launch();
+  void reset();  // destroys the graph (waiting for its replays)
+
+ private:
+  Device device_ = Device::cpu();
+  void* graph_ = nullptr;  // the CUDA module's instantiated graph
+};
+
+}  // namespace ember
