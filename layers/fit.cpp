@@ -88,7 +88,13 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
     return StepResult{
         .loss_sum = v.loss_sum, .correct = v.correct, .first_nonfinite = v.finite() ? -1 : v.finite_batches};
   };
-  hooks.evaluate = [this](const Dataset& d, int64_t bs) { return evaluate(d, bs); };
+  std::unique_ptr<DataLoader> val_loader;  // built at the first evaluation, kept for the others
+  hooks.evaluate = [&](const Dataset& d, int64_t bs) {
+    if (!val_loader)
+      val_loader =
+          std::make_unique<DataLoader>(d, DataLoaderOptions{.batch_size = bs, .shuffle = false, .device = device_});
+    return evaluate(*val_loader);
+  };
   hooks.totals_on_host = device_.is_cpu();
   hooks.print = options.verbose > 0;
   return fit_loop(loader, options, validation, hooks);
@@ -199,12 +205,24 @@ EvalResult Sequential::evaluate(const Dataset& data, int64_t batch_size) {
               "evaluate: the data's samples are " + data.sample_shape().str() + " but the model was built for " +
                   input_shape_.str());
   DataLoader loader(data, {.batch_size = batch_size, .shuffle = false, .device = device_});
+  return evaluate(loader);
+}
+
+EvalResult Sequential::evaluate(DataLoader& loader) {
+  require_built("evaluate");
+  EMBER_CHECK(
+      loader.device() == device_, DeviceError,
+      "evaluate: the loader builds batches on " + loader.device().str() + " but the model is on " + device_.str());
+  EMBER_CHECK(loader.dataset().sample_shape() == input_shape_, ShapeError,
+              "evaluate: the data's samples are " + loader.dataset().sample_shape().str() +
+                  " but the model was built for " + input_shape_.str());
   loader.start_epoch(0);
   Batch batch;
   int64_t seen = 0;
   SoftmaxCrossEntropy loss;  // not the training loss object: evaluate must not disturb a step
   MetricSums sums(device_);  // on a GPU: summed there, read once at the end
   while (loader.next(batch)) {
+    if (batch.gather) batch.gather();
     loss.forward(forward(batch.x, false), batch.y, sums);
     seen += batch.x.dim(0);
   }

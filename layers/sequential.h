@@ -30,6 +30,7 @@
 namespace ember {
 
 class Dataset;
+class DataLoader;
 
 struct EpochLogs {
   int epoch = 0;  // 1-based
@@ -109,6 +110,10 @@ class Sequential {
   // --- Keras-like training API --------------------------------------------------------------
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation = nullptr);
   EvalResult evaluate(const Dataset& data, int64_t batch_size = 256);
+  // One pass over `loader`'s epoch 0 (its batches built on the model's device). A loader kept
+  // across calls keeps its data on the GPU: fit evaluates its validation data this way, so it
+  // is uploaded once per fit, not once per epoch.
+  EvalResult evaluate(DataLoader& loader);
   // Logits for images x (N, C, H, W) f32 in any layout, row-major (N, classes) result.
   Tensor predict(const Tensor& x, int64_t batch_size = 256);
   // Keras-style table: layer (type), output shape, parameter count; totals.

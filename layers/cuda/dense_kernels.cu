@@ -5,12 +5,16 @@
 namespace ember::cuda {
 
 namespace {
-__global__ void bias_activation_kernel(float* __restrict__ y, const float* __restrict__ bias, int64_t rows, int cols,
+// Rows over blockIdx.y, columns over the x threads: each thread knows its column without a
+// 64-bit division per element.
+__global__ void bias_activation_kernel(float* __restrict__ y, const float* __restrict__ bias, int rows, int cols,
                                        bool relu) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * cols;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const float v = y[e] + bias[e % cols];
-    y[e] = relu ? fmaxf(v, 0.0f) : v;
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+    float* row = y + static_cast<int64_t>(r) * cols;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+      const float v = row[c] + bias[c];
+      row[c] = relu ? fmaxf(v, 0.0f) : v;
+    }
   }
 }
 
@@ -36,10 +40,11 @@ __global__ void column_sums_kernel(const float* __restrict__ m, float* __restric
 }  // namespace
 
 void bias_activation(Context& ctx, float* y, const float* bias, int rows, int cols, bool relu) {
-  const int64_t n = static_cast<int64_t>(rows) * cols;
-  if (n == 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
-  bias_activation_kernel<<<blocks, 256, 0, ctx.stream()>>>(y, bias, rows, cols, relu);
+  if (rows == 0 || cols == 0) return;
+  constexpr int kThreads = 128;
+  const dim3 grid(static_cast<unsigned>(std::min((cols + kThreads - 1) / kThreads, 64)),
+                  static_cast<unsigned>(std::min(rows, 65535)));
+  bias_activation_kernel<<<grid, kThreads, 0, ctx.stream()>>>(y, bias, rows, cols, relu);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

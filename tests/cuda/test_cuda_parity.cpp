@@ -259,7 +259,8 @@ TEST_F(Parity, GatherFromADeviceDatasetEqualsTheCpuGather) {
 TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
   // Fewer columns than a column-sum block (29 < 32), rows not a multiple of its 16 thread rows;
   // then a batch of 1024 over 70 outputs (3 blocks, the last partial).
-  for (const auto& [n, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{37, 131, 29}, {1024, 64, 70}}) {
+  for (const auto& [n, in, out] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{37, 131, 29}, {1024, 64, 70}, {70001, 3, 5}}) {
     const Tensor x = test::random_tensor(Shape{n, in}, 5), w = test::random_tensor(Shape{out, in}, 6, -0.2f, 0.2f),
                  b = test::random_tensor(Shape{out}, 7);
     Tensor y = Tensor::empty(Shape{n, out}), dy = test::random_tensor(Shape{n, out}, 8);

@@ -123,6 +123,16 @@ TEST(CudaTraining, FitWaitsForTheGpuOnlyWhereItReadsItsTotals) {
   EXPECT_EQ(twenty_steps, ten_steps);
   EXPECT_LE(ten_steps, 6) << "more host waits per epoch than the upload and the totals need";
   EXPECT_GT(ten_steps, 0);  // the counter counts (the epoch's totals are read)
+  // Validation data goes to the GPU once per fit, not once per epoch: every further epoch waits
+  // for the same four things (the training order and totals, the validation order and sums).
+  const auto with_validation = [&](int epochs) {
+    const int64_t before = gpu_host_syncs(Device::cuda(0));
+    m.fit(data.train, {.epochs = epochs, .batch_size = 32, .seed = 7, .verbose = 0}, &data.test);
+    return gpu_host_syncs(Device::cuda(0)) - before;
+  };
+  const int64_t one = with_validation(1), two = with_validation(2), three = with_validation(3);
+  EXPECT_EQ(three - two, two - one);
+  EXPECT_LE(three - two, 4) << "an epoch's validation uploads its data again";
   std::filesystem::remove_all(dir);
 }
 

@@ -104,6 +104,18 @@ TEST(Sequential, TrainingDrivesTheLossDownOnASeparableProblem) {
   for (int64_t i = 0; i < 256; ++i) all[static_cast<size_t>(i)] = i;
   test.gather(all, x, y);
   EXPECT_EQ(count_correct(m.predict(x, 100), y), static_cast<int64_t>(std::lround(r.accuracy * 256)));
+  // A loader kept across evaluations (fit's validation) gives the same result every time, in
+  // any batch size; one of other samples is refused, naming both shapes.
+  DataLoader kept(test, {.batch_size = 100, .shuffle = false});
+  for (int i = 0; i < 2; ++i) {
+    const EvalResult k = m.evaluate(kept);
+    EXPECT_EQ(k.samples, 256);
+    EXPECT_NEAR(k.accuracy, r.accuracy, 1e-12);
+    EXPECT_NEAR(k.loss, r.loss, 1e-6 * r.loss);  // batches of 100 instead of 256: other sums
+  }
+  const Dataset wide(Tensor::zeros(Shape{4, 1, 8, 9}, DType::U8), Tensor::zeros(Shape{4}, DType::I32), 2);
+  DataLoader other(wide, {.batch_size = 2});
+  EXPECT_THROW(m.evaluate(other), ShapeError);
 }
 
 TEST(Sequential, MaxStepsStopsTraining) {
