@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   using namespace ember;
   std::string batches = "32,64,128,256,512,1024", csv, data_dir = "data/mnist", device_name = "cpu";
   int steps = 100, warmup = 20, threads = 0;
-  bool tf32 = false;
+  bool tf32 = false, nhwc = false;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--batch-sizes", batches, "Comma-separated batch sizes");
@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name,
                  "cpu, gpu or gpu:N (on a GPU, 'data' mode gathers batches there from the data set held on the GPU)");
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
+  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for cuDNN (set_gpu_nhwc)");
   app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)");
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
@@ -45,12 +46,15 @@ int main(int argc, char** argv) {
     }
     const Device device = resolve_device(Device::parse(device_name), /*strict=*/true);
     set_allow_tf32(tf32);
+    set_gpu_nhwc(nhwc);
     // The step fit() runs: train_step adding to device-side MetricSums, no host read inside it.
     // On a GPU the work is only queued, so each timed step ends with synchronize(device): the
     // clock stops when the device is done, one wait per step (PyTorch's reference does the same).
     std::printf("bench_train: reference CNN, %s%s, %d threads, data: %s\n", device.str().c_str(),
-                device.is_cuda() ? (tf32 ? " (TF32 allowed)" : " (FP32 math)") : "", num_threads(),
-                train.name().c_str());
+                device.is_cuda()
+                    ? (std::string(tf32 ? " (TF32 allowed" : " (FP32 math") + (nhwc ? ", NHWC)" : ")")).c_str()
+                    : "",
+                num_threads(), train.name().c_str());
     std::printf("%6s %6s %10s %10s %12s %9s\n", "batch", "mode", "median ms", "min ms", "images/s", "GFLOP/s");
     std::vector<std::string> rows;
     for (int64_t batch : bench::parse_list(batches)) {

@@ -82,6 +82,7 @@ struct Args {
   bool cudnn_find = false;
   bool fused_conv = false;
   bool cuda_graphs = false;
+  bool nhwc = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
 };
 
@@ -315,6 +316,7 @@ int run(const Args& a) {
   set_gpu_deterministic(a.deterministic);
   set_cudnn_find(a.cudnn_find);
   set_fused_conv(a.fused_conv);
+  set_gpu_nhwc(a.nhwc);
   if (a.cuda_graphs && !device.is_cuda())
     detail::logger().warn("--cuda-graphs has no effect: training runs on the CPU");
   if (device.is_cuda()) {
@@ -535,6 +537,7 @@ int main(int argc, char** argv) {
                "cudnn.benchmark) instead of cuDNN's heuristic choice");
   app.add_flag("--fused-conv", a.fused_conv,
                "GPU: each convolution's forward as one cuDNN call (convolution + bias + ReLU; unverified on a GPU)");
+  app.add_flag("--nhwc", a.nhwc, "GPU: Conv2D and MaxPool2D activations channels-last for cuDNN (unverified on a GPU)");
   app.add_flag("--cuda-graphs", a.cuda_graphs,
                "GPU: capture the training step once as a CUDA graph and replay it (one launch per step instead of "
                "~20; the same bits; unverified on a GPU)");

@@ -80,8 +80,9 @@ CachingAllocator::~CachingAllocator() {
 
 void CachingAllocator::out_of_memory(size_t request, const char* why) const {
   std::string msg = "out of memory on " + device_ + ": " + why + " (requested " + format_bytes(request) + ", in use " +
-                    format_bytes(stats_.in_use) + ", cached " + format_bytes(stats_.cached) + ", policy " +
-                    policy_.str() + ", peak " + format_bytes(stats_.peak_in_use) + ")";
+                    format_bytes(stats_.in_use) + ", cached " + format_bytes(stats_.cached) +
+                    (stats_.graph_held ? ", held for CUDA graphs " + format_bytes(stats_.graph_held) : "") +
+                    ", policy " + policy_.str() + ", peak " + format_bytes(stats_.peak_in_use) + ")";
   throw OutOfMemoryError(msg);
 }
 
@@ -106,11 +107,15 @@ void* CachingAllocator::allocate(size_t bytes) {
     return policy_.limit_bytes && stats_.in_use + stats_.cached + stats_.graph_held + size > policy_.limit_bytes;
   };
   // Under the cap, cached blocks are given back largest first, only until the request fits:
-  // each free is a device-wide synchronisation, and the small blocks the step reuses stay.
-  while (over_limit() && !free_.empty()) release_largest_locked();
-  if (over_limit()) out_of_memory(size, "the request exceeds the memory limit");
+  // each free is a device-wide synchronisation, and the small blocks the step reuses stay. Not
+  // during a graph capture: a device free there would end the capture.
+  while (over_limit() && !free_.empty() && !capturing_) release_largest_locked();
+  if (over_limit())
+    out_of_memory(size, capturing_ ? "the request exceeds the memory limit (during a graph capture, which gives "
+                                     "no cached block back)"
+                                   : "the request exceeds the memory limit");
   void* p = raw_alloc_(size);
-  while (!p && !free_.empty()) {  // the device itself is full: the same, one block at a time
+  while (!p && !free_.empty() && !capturing_) {  // the device itself is full: the same, one block at a time
     release_largest_locked();
     p = raw_alloc_(size);
   }
@@ -130,12 +135,15 @@ void CachingAllocator::deallocate(void* p) noexcept {
   const size_t size = it->second;
   live_.erase(it);
   stats_.in_use -= size;
-  try {
-    if (capturing_ || (graphs_ > 0 && graph_blocks_.erase(p) > 0)) {  // a graph may still use it
+  if (capturing_ || (graphs_ > 0 && graph_blocks_.erase(p) > 0)) {  // a graph may still use it
+    try {
       held_.emplace_back(size, p);
       stats_.graph_held += size;
-      return;
+    } catch (...) {  // no memory to remember it: leaked, never freed under a graph that uses it
     }
+    return;
+  }
+  try {
     free_.emplace(size, p);
     stats_.cached += size;
   } catch (...) {  // no memory for the cache node: give the block back instead

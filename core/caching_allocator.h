@@ -74,9 +74,8 @@ class CachingAllocator {
 
  private:
   void release_cached_locked() noexcept;
-  void release_largest_locked() noexcept;
-  void
-  return_held_locked() noexcept;  // held_ back to the cache  // gives the largest cached block back (free_ not empty)
+  void release_largest_locked() noexcept;  // gives the largest cached block back (free_ not empty)
+  void return_held_locked() noexcept;      // the held blocks back to the cache
   [[noreturn]] void out_of_memory(size_t request, const char* why) const;
 
   std::string device_;

@@ -8,7 +8,9 @@
 // to step must live in device memory (Ember's gather cursor and Adam's step count do), and every
 // buffer the work touches must stay where it was: the device's caching allocator holds every
 // block the graph may use until the graph is destroyed, so buffers freed meanwhile (a short last
-// batch re-shaping the layers' outputs) are never handed to other work.
+// batch re-shaping the layers' outputs) are never handed to other work. A device has one stream,
+// so while a capture runs no other thread may queue work on that device (it would land in the
+// graph instead of running).
 #pragma once
 
 #include <functional>

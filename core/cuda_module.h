@@ -41,6 +41,9 @@ struct CudaModuleApi {
   // Tensor::fill and in-place scaling of an f32 tensor on its device's stream.
   void (*fill)(Tensor& t, float value);
   void (*scale)(Tensor& t, float factor);
+  // Tensor::copy_from between layouts on one GPU: dst = src (same shape, dtype and device) with
+  // the channel axis moved, on the device's stream.
+  void (*relayout)(Tensor& dst, const Tensor& src);
   // Tensor::zero: every byte 0 (any dtype), on the device's stream.
   void (*zero)(Tensor& t);
   // Blocks until every op queued on `device` is done (and reports an asynchronous error).

@@ -78,6 +78,7 @@ std::atomic<bool> g_allow_tf32{true};  // as TensorFlow on Ampere and newer
 std::atomic<bool> g_gpu_deterministic{false};
 std::atomic<bool> g_cudnn_find{false};
 std::atomic<bool> g_fused_conv{false};
+std::atomic<bool> g_gpu_nhwc{false};
 }  // namespace
 
 void synchronize(Device device) {
@@ -97,6 +98,8 @@ bool gpu_deterministic() { return g_gpu_deterministic; }
 void set_cudnn_find(bool on) { g_cudnn_find = on; }
 bool cudnn_find() { return g_cudnn_find; }
 void set_fused_conv(bool on) { g_fused_conv = on; }
+void set_gpu_nhwc(bool on) { g_gpu_nhwc = on; }
+bool gpu_nhwc() { return g_gpu_nhwc; }
 bool fused_conv() { return g_fused_conv; }
 
 void set_num_threads(int n) {

@@ -86,6 +86,12 @@ bool cudnn_find();
 //    launches; it uses the IMPLICIT_PRECOMP_GEMM algorithm, the only one cuDNN fuses ReLU with.
 void set_fused_conv(bool on);
 bool fused_conv();
+//  - NHWC activations (off by default until verified on a GPU): Conv2D and MaxPool2D keep their
+//    activations channels-last on the GPU (cuDNN's tensor-core kernels read NHWC natively; NCHW
+//    costs them transposes); Flatten converts back to the public order. Convolutions and pools
+//    with asymmetric SAME padding stay NCHW.
+void set_gpu_nhwc(bool on);
+bool gpu_nhwc();
 
 // Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
 // (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.

@@ -213,8 +213,13 @@ void Tensor::copy_from(const Tensor& src) {
               nbytes());
     return;
   }
+  if (device_.is_cuda() && src.device_ == device_) {  // a layout change within one GPU: a kernel there
+    detail::require_cuda_module("copy_from between layouts on " + device_.str()).relayout(*this, src);
+    return;
+  }
   EMBER_CHECK(device_.is_cpu() && src.device_.is_cpu(), DeviceError,
-              "copy_from " + src.device_.str() + " to " + device_.str() + " with a layout change: convert on the cpu");
+              "copy_from " + src.device_.str() + " to " + device_.str() +
+                  " with a layout change: copy first, then convert on one device");
   if (src.layout_ == layout_) {
     std::memmove(raw(), src.raw(), nbytes());
     return;

@@ -43,36 +43,50 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
   MetricSums sums(device_);
   hooks.begin_epoch = [&sums](int, int64_t) { sums.reset(); };
   // With graphs: two eager full-size steps make every lazy choice (cuDNN plans, workspaces, the
-  // optimizer's state), the third is captured, the rest replay it. The learning rate is an
-  // argument of the captured update: a change means a new capture (after an eager step).
+  // optimizer's state), the third is captured, the rest replay it. The graph holds the optimizer's
+  // buffers and its learning rate: another optimizer, a restored state or a changed rate means a
+  // new capture (after an eager step that uploads the new values).
   CudaGraph graph;
-  float graph_lr = 0;
+  struct GraphKey {
+    const Optimizer* optimizer = nullptr;
+    float learning_rate = 0;
+    int64_t state_version = -1;
+    bool operator==(const GraphKey&) const = default;
+  } graph_key;
+  const auto current_key = [this] {
+    return GraphKey{optimizer_.get(), optimizer_->learning_rate(), optimizer_->state_version()};
+  };
   int eager_full_steps = 0;
   constexpr int kWarmupSteps = 2;
   hooks.step = [&](const Batch& b) {
     const bool full = b.x.dim(0) == options.batch_size;
     if (graphs && full) {
-      if (graph.captured() && optimizer_->learning_rate() != graph_lr) {
+      if (graph.captured() && !(current_key() == graph_key)) {
         graph.reset();
         eager_full_steps = kWarmupSteps - 1;
       }
-      bool counted = false;  // the capture ran step()'s host part once already
       if (!graph.captured() && eager_full_steps >= kWarmupSteps) {
-        graph_lr = optimizer_->learning_rate();
-        counted = true;
+        const int64_t iterations = optimizer_->iterations();
         try {
           graph = CudaGraph::capture(device_, [&] {
             b.gather();
             train_step(b.x, b.y, sums);  // queued into the graph, not run
           });
-        } catch (const Error& e) {
-          throw Error(std::string("cuda graphs: capturing the training step failed (train without graphs to go on): ") +
-                      e.what());
+          graph_key = current_key();
+          graph.launch();  // this step: its host part (the optimizer's count) ran in the capture
+        } catch (const CudaError& e) {
+          optimizer_->set_iterations(iterations);  // nothing ran: the device's count is uploaded again
+          throw CudaError(std::string("cuda graphs: capturing the training step failed (train without graphs): ") +
+                          e.what());
+        } catch (...) {
+          optimizer_->set_iterations(iterations);
+          throw;
         }
+        return StepResult{.samples = b.x.dim(0)};
       }
       if (graph.captured()) {
         graph.launch();
-        if (!counted) optimizer_->count_step();
+        optimizer_->count_step();
         return StepResult{.samples = b.x.dim(0)};
       }
       ++eager_full_steps;

@@ -72,7 +72,8 @@ struct FitOptions {
   // On a GPU: after two eager steps, capture the full-size training step (gather, forward,
   // backward, Adam) as a CUDA graph and replay it with one launch per step (CudaGraph); the
   // short last batch runs eagerly. The same bits as eager training. A learning rate changed
-  // between steps is seen (the graph is captured again). Ignored on the CPU.
+  // between steps, another optimizer or a restored optimizer state is seen (the graph is
+  // captured again). Nothing else may use the GPU meanwhile. Ignored on the CPU.
   bool cuda_graphs = false;
 };
 

@@ -17,6 +17,7 @@ void Optimizer::prepare(const Tensor& params, const Tensor& grads, std::vector<T
 }
 
 void Optimizer::restore(Tensor& slot, const Tensor& values) {
+  ++state_version_;
   EMBER_CHECK(values.dtype() == DType::F32, ShapeError, "optimizer state must be f32, got " + values.str());
   slot = Tensor::empty(Shape{values.numel()}, DType::F32, values.device());
   slot.copy_from(values.reshape(Shape{values.numel()}));

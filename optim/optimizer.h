@@ -30,14 +30,21 @@ class Optimizer {
   virtual void set_state(const std::string& name, const Tensor& values) = 0;
   virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
   int64_t iterations() const { return iterations_; }
-  void set_iterations(int64_t n) { iterations_ = n; }
+  void set_iterations(int64_t n) {
+    iterations_ = n;
+    ++state_version_;
+  }
+  // Changes whenever the state is replaced from outside (set_iterations, set_state): a captured
+  // CUDA graph of a step reads the old buffers and counts, so fit captures it again.
+  int64_t state_version() const { return state_version_; }
 
  protected:
   // Validates a step's arguments and allocates `state` buffers (zeros) on first use.
   void prepare(const Tensor& params, const Tensor& grads, std::vector<Tensor*> state);
   // Copies `values` (f32, flat) into `slot`, allocating it.
-  static void restore(Tensor& slot, const Tensor& values);
+  void restore(Tensor& slot, const Tensor& values);
   int64_t iterations_ = 0;
+  int64_t state_version_ = 0;  // bumped by restore() and set_iterations()
 };
 
 }  // namespace ember

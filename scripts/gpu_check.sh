@@ -140,8 +140,8 @@ part_train() {
 for e in j["history"]: print("epoch", e["epoch"], "train s %.4f" % (60000 / e["images_per_second"]), "with eval s %.4f" % e["seconds"])
 a=j["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' "$out/history_gpu_graphs.json" \
     || { echo "FAIL: below 99.0%"; status=1; }
-  echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv, 1 epoch"
-  "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv \
+  echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv --nhwc, 1 epoch"
+  "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv --nhwc \
     --data-dir "$BUNDLE/mnist" || status=1
   echo "== train_mnist --strategy mirrored --gpus 0,0: two replicas on one GPU (host-summed), 1 epoch"
   "$B"/train_mnist --device gpu --strict-placement --strategy mirrored --gpus 0,0 --epochs 1 --seed 1 \
@@ -167,6 +167,8 @@ part_bench() {
     python3 bench/pytorch_reference.py --device cuda --cuda-graph --memory-format channels_last \
       --batch-sizes 64,1024 --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
     "$B"/bench_train --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
+    "$B"/bench_train --device gpu --allow-tf32 --nhwc --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" \
+      || status=1
     python3 bench/pytorch_reference.py --device cuda --tf32 --memory-format channels_last --batch-sizes 64,1024 \
       --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
   done

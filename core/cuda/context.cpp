@@ -77,9 +77,9 @@ cublasHandle_t Context::blas() {
     // cuBLAS's recommended workspace (32 MiB on Hopper and newer, 4 MiB before), from the
     // caching allocator: counted under the memory cap, and nothing for cuBLAS to allocate
     // while a graph is captured.
-    cudaDeviceProp prop{};
-    EMBER_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    const int64_t bytes = int64_t{prop.major >= 9 ? 32 : 4} << 20;
+    int major = 0;
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+    const int64_t bytes = int64_t{major >= 9 ? 32 : 4} << 20;
     Tensor workspace = Tensor::empty(Shape{bytes}, DType::U8, Device::cuda(device_));
     blas_ = create_bound<cublasHandle_t>(
         [](cublasHandle_t* h) { EMBER_CUBLAS_CHECK(cublasCreate(h)); },
@@ -146,15 +146,16 @@ Context& context_of(const Tensor& t) {
   return context(t.device().index);
 }
 
-bool is_nchw(const Context& ctx, const Tensor& t, const Shape& shape) {
-  return t.shape() == shape && t.layout() == Layout::RowMajor && t.dtype() == DType::F32 &&
+bool is_nchw(const Context& ctx, const Tensor& t, const Shape& shape, Layout layout) {
+  return t.shape() == shape && t.layout() == layout && t.dtype() == DType::F32 &&
          t.device() == Device::cuda(ctx.device());
 }
 
-void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what) {
-  EMBER_CHECK(is_nchw(ctx, t, shape), ShapeError,
-              op + ": " + what + " must be an f32 NCHW tensor of shape " + shape.str() +
-                  " on cuda:" + std::to_string(ctx.device()) + ", got " + t.str());
+void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what,
+                Layout layout) {
+  EMBER_CHECK(is_nchw(ctx, t, shape, layout), ShapeError,
+              op + ": " + what + " must be an f32 " + (layout == Layout::NHWC ? "NHWC" : "NCHW") + " tensor of shape " +
+                  shape.str() + " on cuda:" + std::to_string(ctx.device()) + ", got " + t.str());
 }
 
 }  // namespace ember::cuda

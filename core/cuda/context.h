@@ -56,10 +56,12 @@ Context& context_of(const Tensor& t);
 // blocks can be given back to fit); SIZE_MAX without a cap (memory.cpp).
 size_t allocator_headroom(int device);
 
-// Whether `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device.
-bool is_nchw(const Context& ctx, const Tensor& t, const Shape& shape);
-// Checks that `t` is an f32 row-major (NCHW) tensor of `shape` on the context's device; the
+// Whether `t` is an f32 tensor of `shape` in `layout` (row-major = NCHW by default) on the
+// context's device.
+bool is_nchw(const Context& ctx, const Tensor& t, const Shape& shape, Layout layout = Layout::RowMajor);
+// Checks that `t` is an f32 tensor of `shape` in `layout` on the context's device; the
 // ShapeError names the op, the argument and what was given: "<op>: <what> must be ...".
-void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what);
+void check_nchw(const Context& ctx, const Tensor& t, const Shape& shape, const std::string& op, const char* what,
+                Layout layout = Layout::RowMajor);
 
 }  // namespace ember::cuda

@@ -149,8 +149,9 @@ void graph_begin(int device) {
   Context& ctx = context(device);
   CachingAllocator& alloc = allocator(device);
   alloc.begin_capture();
-  // Thread-local: only this thread's unsafe calls (a host wait, cudaFree) break the capture;
-  // other threads' work on other streams goes on.
+  // Thread-local: only this thread's unsafe calls (a host wait, cudaFree) break the capture.
+  // The device has one stream: work another thread queues on it meanwhile would be captured
+  // too (and not run), so nothing else may use the device during a capture (CudaGraph says so).
   const cudaError_t err = cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal);
   if (err != cudaSuccess) {
     alloc.abort_capture();
@@ -190,7 +191,13 @@ void* graph_end(int device) {
     throw CudaError("instantiating a CUDA graph on cuda:" + std::to_string(device) +
                     " failed: " + cudaGetErrorName(inst) + ": " + cudaGetErrorString(inst));
   }
-  alloc.end_capture();
+  try {
+    alloc.end_capture();
+  } catch (...) {
+    cudaGraphExecDestroy(exec);
+    alloc.abort_capture();
+    throw;
+  }
   try {
     return new Graph{device, exec};
   } catch (...) {
@@ -229,7 +236,8 @@ void versions(std::vector<LibraryVersion>* out) { *out = probed_versions(); }
 
 size_t allocator_headroom(int device) {
   CachingAllocator& a = allocator(device);
-  const size_t limit = a.policy().limit_bytes, in_use = a.stats().in_use;
+  const CachingAllocator::Stats s = a.stats();
+  const size_t limit = a.policy().limit_bytes, in_use = s.in_use + s.graph_held;
   if (limit == 0) return SIZE_MAX;
   return limit > in_use ? limit - in_use : 0;
 }
@@ -249,6 +257,13 @@ void fill_core_entries(::ember::detail::CudaModuleApi& api) {
   api.scale = [](Tensor& t, float factor) {
     EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "scale: f32 only, got " + t.str());
     scale(context_of(t), static_cast<float*>(t.raw()), t.numel(), factor);
+  };
+  api.relayout = [](Tensor& dst, const Tensor& src) {
+    EMBER_CHECK(dst.rank() == 4 && src.shape() == dst.shape() && src.dtype() == dst.dtype() &&
+                    src.device() == dst.device() && src.layout() != dst.layout() && src.raw() != dst.raw(),
+                ArgumentError, "relayout: " + src.str() + " into " + dst.str());
+    permute_nchw(context_of(dst), src.raw(), dst.raw(), dst.dim(0), dst.dim(1), dst.dim(2), dst.dim(3),
+                 static_cast<int>(dtype_size(dst.dtype())), dst.layout() == Layout::NHWC);
   };
   api.zero = [](Tensor& t) {
     const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());

@@ -66,11 +66,12 @@ Perf pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape&
   return *chosen;
 }
 
-std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
+std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   EMBER_CHECK(!asymmetric(g), Error, "conv2d (cuda): internal: an asymmetric plan for " + g.str());
   auto p = std::make_unique<Plan>();
-  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w));
-  p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q));
+  // Activations NCHW or channels-last (gpu_nhwc); weights always KCRS, as the parameters are.
+  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w), nhwc);
+  p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q), nhwc);
   p->bias = nchw_desc(1, i32(g.k), 1, 1);
   EMBER_CUDNN_CHECK(
       cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
@@ -136,9 +137,9 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g) {
   return p;
 }
 
-Plan& plan_for(Context& ctx, const Conv2dShape& g) {
+Plan& plan_for(Context& ctx, const Conv2dShape& g, bool nhwc) {
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool, bool, bool, bool>;
+                         int64_t, bool, bool, bool, bool, bool>;
   static auto* cache = new PlanCache<Key, Plan>();
   const Key key{ctx.device(),
                 g.n,
@@ -155,14 +156,23 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g) {
                 gpu_deterministic(),
                 allow_tf32(),
                 cudnn_find(),
-                fused_conv()};
-  return cache->get(key, [&] { return make_plan(ctx, g); });
+                fused_conv(),
+                nhwc};
+  return cache->get(key, [&] { return make_plan(ctx, g, nhwc); });
 }
 
-void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Conv2dShape& g) {
+// Activations come in the input's layout (NCHW, or NHWC with gpu_nhwc and symmetric padding),
+// all alike; weights and biases are row-major.
+void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Conv2dShape& g,
+           Layout layout = Layout::RowMajor) {
   // The message (a shape's str(), ~20 allocations) is built only when the check fails: this runs
   // several times per op per step.
-  if (!is_nchw(ctx, t, s)) check_nchw(ctx, t, s, "conv2d (cuda) for " + g.str(), what);
+  if (!is_nchw(ctx, t, s, layout)) check_nchw(ctx, t, s, "conv2d (cuda) for " + g.str(), what, layout);
+}
+
+void check_layout_fits(const Conv2dShape& g, Layout layout) {
+  EMBER_CHECK(layout == Layout::RowMajor || !asymmetric(g), ShapeError,
+              "conv2d (cuda): asymmetric SAME padding runs NCHW only, got NHWC activations for " + g.str());
 }
 
 // Workspace from the caching allocator (reused after the first step); empty when none is needed.
@@ -176,15 +186,17 @@ float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
 }  // namespace
 
 void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
+  const Layout layout = x.layout();
+  check_layout_fits(g, layout);
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
   check(ctx, w, {g.k, g.c, g.r, g.s}, "weights", g);
   check(ctx, b, {g.k}, "bias", g);
-  check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g);
+  check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g, layout);
   if (asymmetric(g)) {
     conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, 0.0f), w, b, y);
     return;
   }
-  Plan& p = plan_for(ctx, g);
+  Plan& p = plan_for(ctx, g, layout == Layout::NHWC);
   const float one = 1.0f, zero = 0.0f;
   if (p.fused) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
     Tensor ws = p.fused_workspace ? Tensor::empty(Shape{static_cast<int64_t>((p.fused_workspace + 3) / 4)}, DType::F32,
@@ -207,12 +219,14 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
 
 void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y,
                      const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked) {
-  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
-  check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g);
-  check(ctx, dy, {g.n, g.k, g.p, g.q}, "output gradient", g);
+  const Layout layout = x.layout();
+  check_layout_fits(g, layout);
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
+  check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g, layout);
+  check(ctx, dy, {g.n, g.k, g.p, g.q}, "output gradient", g, layout);
   check(ctx, dw, {g.k, g.c, g.r, g.s}, "weight gradient", g);
   check(ctx, db, {g.k}, "bias gradient", g);
-  if (dx) check(ctx, *dx, {g.n, g.c, g.h, g.w}, "input gradient", g);
+  if (dx) check(ctx, *dx, {g.n, g.c, g.h, g.w}, "input gradient", g, layout);
   if (asymmetric(g)) {  // the padded input again (cheap), the gradient of it, then cropped
     const Conv2dShape v = padded_valid(g);
     Tensor dxp = dx ? Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device()) : Tensor();
@@ -222,11 +236,11 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
               -g.pad_top, -g.pad_left, 0.0f);
     return;
   }
-  Plan& p = plan_for(ctx, g);
+  Plan& p = plan_for(ctx, g, layout == Layout::NHWC);
   const Tensor* grad = &dy;
   Tensor masked;
   if (g.relu && !dy_premasked) {
-    masked = Tensor::empty(dy.shape(), DType::F32, dy.device());
+    masked = Tensor::empty(dy.shape(), DType::F32, dy.device(), layout);
     relu_backward(ctx, y, dy, masked);
     grad = &masked;
   }
@@ -242,11 +256,13 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
 }
 
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
-  const Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g);
-  return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + "cuDNN fwd algo " +
-         std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " + std::to_string(static_cast<int>(p.bwd_data)) +
-         ", bwd-filter algo " + std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " +
-         std::to_string(p.workspace) + " bytes" + (p.deterministic ? ", deterministic" : ", not deterministic") +
+  const bool nhwc = gpu_nhwc() && !asymmetric(g);  // as the dispatch (layers/ops/conv2d.cpp) decides
+  const Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g, nhwc);
+  return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + (nhwc ? "NHWC, " : "NCHW, ") +
+         "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " +
+         std::to_string(static_cast<int>(p.bwd_data)) + ", bwd-filter algo " +
+         std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " + std::to_string(p.workspace) + " bytes" +
+         (p.deterministic ? ", deterministic" : ", not deterministic") +
          (p.found ? ", timed by cudnnFind" : ", by cuDNN's heuristics") +
          (p.fused ? ", forward fused (conv + bias + activation, implicit precomp GEMM)" : "");
 }

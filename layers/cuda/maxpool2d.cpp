@@ -29,10 +29,10 @@ bool cudnn_fits(const Pool2dShape& g) {
          1 + (g.h + 2 * g.pad_top - g.r) / g.stride_h == g.p && 1 + (g.w + 2 * g.pad_left - g.s) / g.stride_w == g.q;
 }
 
-std::unique_ptr<Plan> make_plan(const Pool2dShape& g) {
+std::unique_ptr<Plan> make_plan(const Pool2dShape& g, bool nhwc) {
   auto p = std::make_unique<Plan>();
-  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w));
-  p->y = nchw_desc(i32(g.n), i32(g.c), i32(g.p), i32(g.q));
+  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w), nhwc);
+  p->y = nchw_desc(i32(g.n), i32(g.c), i32(g.p), i32(g.q), nhwc);
   EMBER_CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN,
                                                 i32(g.r), i32(g.s), i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
                                                 i32(g.stride_w)));
@@ -44,38 +44,44 @@ std::unique_ptr<Plan> make_plan(const Pool2dShape& g) {
   return p;
 }
 
-Plan& plan_for(const Pool2dShape& g) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+Plan& plan_for(const Pool2dShape& g, bool nhwc) {
+  using Key =
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
   static auto* cache = new PlanCache<Key, Plan>();
-  const Key key{g.n, g.c, g.h, g.w, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left};
-  return cache->get(key, [&] { return make_plan(g); });
+  const Key key{g.n, g.c, g.h, g.w, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left, nhwc};
+  return cache->get(key, [&] { return make_plan(g, nhwc); });
 }
 
-void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Pool2dShape& g) {
+// Every tensor in the input's layout: NCHW, or NHWC (gpu_nhwc) where cuDNN's windows fit.
+void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what, const Pool2dShape& g, Layout layout) {
   // The message (a shape's str(), ~20 allocations) is built only when the check fails: this runs
   // several times per op per step.
-  if (!is_nchw(ctx, t, s)) check_nchw(ctx, t, s, "maxpool2d (cuda) for " + g.str(), what);
+  if (!is_nchw(ctx, t, s, layout)) check_nchw(ctx, t, s, "maxpool2d (cuda) for " + g.str(), what, layout);
+  EMBER_CHECK(layout == Layout::RowMajor || cudnn_fits(g), ShapeError,
+              "maxpool2d (cuda): asymmetric SAME padding runs NCHW only, got NHWC for " + g.str());
 }
 }  // namespace
 
 void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* /*indices*/) {
-  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
-  check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
+  const Layout layout = x.layout();
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
+  check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g, layout);
   if (!cudnn_fits(g)) {
     maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, -INFINITY), y, nullptr);
     return;
   }
-  Plan& p = plan_for(g);
+  Plan& p = plan_for(g, layout == Layout::NHWC);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnPoolingForward(ctx.dnn(), p.pool, &one, p.x, x.raw(), &zero, p.y, y.raw()));
 }
 
 void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
                         const Tensor* /*indices*/, Tensor& dx, bool relu_input) {
-  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g);
-  check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g);
-  check(ctx, dy, {g.n, g.c, g.p, g.q}, "output gradient", g);
-  check(ctx, dx, {g.n, g.c, g.h, g.w}, "input gradient", g);
+  const Layout layout = x.layout();
+  check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
+  check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g, layout);
+  check(ctx, dy, {g.n, g.c, g.p, g.q}, "output gradient", g, layout);
+  check(ctx, dx, {g.n, g.c, g.h, g.w}, "input gradient", g, layout);
   if (!cudnn_fits(g)) {  // the padded input again, its gradient, cropped back (then the ReLU mask)
     const Pool2dShape v = padded_valid(g);
     Tensor dxp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
@@ -85,7 +91,7 @@ void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, con
     if (relu_input) relu_backward(ctx, x, dx, dx);
     return;
   }
-  Plan& p = plan_for(g);
+  Plan& p = plan_for(g, layout == Layout::NHWC);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(
       cudnnPoolingBackward(ctx.dnn(), p.pool, &one, p.y, y.raw(), p.y, dy.raw(), p.x, x.raw(), &zero, p.x, dx.raw()));

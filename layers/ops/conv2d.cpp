@@ -3,6 +3,7 @@
 
 #include "../../core/dispatch.h"
 #include "../../core/error.h"
+#include "../../core/runtime.h"
 #include "../cpu/conv2d.h"
 #include "../cuda_ops.h"
 #include "op_state.h"
@@ -16,13 +17,19 @@ struct Conv2dState : OpState {
   Tensor y, dx;
 };
 
-Layout backend_layout(const Tensor& t) { return on_gpu(t) ? Layout::RowMajor : Layout::NHWC; }
+// The CPU kernels (oneDNN) run channels-last; cuDNN NCHW, or NHWC with gpu_nhwc() where the
+// padding is symmetric (asymmetric SAME pads explicitly, in NCHW).
+Layout backend_layout(const Tensor& t, const Conv2dShape& g) {
+  if (!on_gpu(t)) return Layout::NHWC;
+  const bool symmetric = g.pad_top == g.pad_bottom && g.pad_left == g.pad_right;
+  return gpu_nhwc() && symmetric ? Layout::NHWC : Layout::RowMajor;
+}
 }  // namespace
 
 const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& x, const Tensor& w,
                              const Tensor& b) {
   auto& s = state_as<Conv2dState>(state);
-  const Layout layout = backend_layout(x);
+  const Layout layout = backend_layout(x, g);
   s.x = as_layout(x, layout, s.x_copy);
   ensure(s.y, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), layout);
   if (on_gpu(x))
@@ -36,7 +43,7 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
                               bool want_dx, Tensor& dw, Tensor& db, bool dy_premasked) {
   auto& s = state_as<Conv2dState>(state);
   EMBER_CHECK(s.y.defined(), Error, "conv2d: backward before forward");
-  const Layout layout = backend_layout(s.x);
+  const Layout layout = s.x.layout();  // as the forward chose
   const Tensor& g_dy = as_layout(dy, layout, s.dy_copy);
   Tensor* dx = nullptr;
   if (want_dx) {

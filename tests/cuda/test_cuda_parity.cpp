@@ -314,12 +314,16 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       {"same 3x3", conv_geometry(9, 8, 3, 3, 1, Padding::Same)},
       {"same 2x2 (pads 0/1)", conv_geometry(9, 8, 2, 2, 1, Padding::Same)},
       {"same 3x3 stride 2 (pads 1/1 and 0/1)", conv_geometry(9, 8, 3, 3, 2, Padding::Same)}};
-  // cuDNN's heuristic choice, every algorithm timed (cudnnFind), and the fused forward
-  // (convolution + bias + ReLU in one call): each must match the CPU.
-  for (const char* mode : {"heuristics", "cudnnFind", "forward fused"})
+  // cuDNN's heuristic choice, every algorithm timed (cudnnFind), the fused forward (convolution
+  // + bias + ReLU in one call), and channels-last activations (gpu_nhwc: symmetric padding
+  // only, as the layers' dispatch uses it): each must match the CPU.
+  for (const char* mode : {"heuristics", "cudnnFind", "forward fused", "NHWC"})
     for (const auto& [label, g] : cases) {
+      const bool nhwc = mode[0] == 'N';
+      if (nhwc && (g.pad_top != g.pad_bottom || g.pad_left != g.pad_right)) continue;
       set_cudnn_find(mode[0] == 'c');
       set_fused_conv(mode[0] == 'f');
+      set_gpu_nhwc(nhwc);
       const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21),
                    w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
                    b = test::random_tensor(Shape{g.k}, 23), dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 24);
@@ -331,8 +335,9 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       cpu::conv2d_forward(g, xn, w, b, y);
       cpu::conv2d_backward(g, xn, w, y, dyn, &dx, dw, db);
 
-      const Tensor xg = x.to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to(kGpu);
-      Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape()), dwg = nan_on_gpu(w.shape()),
+      const Layout act = nhwc ? Layout::NHWC : Layout::RowMajor;  // the GPU activations' layout
+      const Tensor xg = x.to_layout(act).to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to_layout(act).to(kGpu);
+      Tensor yg = nan_on_gpu(dy.shape(), act), dxg = nan_on_gpu(x.shape(), act), dwg = nan_on_gpu(w.shape()),
              dbg = nan_on_gpu(b.shape());
       cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg);
       cuda::conv2d_backward(ctx(), g, xg, wg, yg, dyg, &dxg, dwg, dbg, false);
@@ -347,6 +352,14 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
     }
   set_cudnn_find(false);
   set_fused_conv(false);
+  set_gpu_nhwc(false);
+  // An NHWC activation with asymmetric padding is refused (the dispatch never makes one).
+  const Conv2dShape asym = cases[2].second;
+  Tensor xa = nan_on_gpu(Shape{asym.n, asym.c, asym.h, asym.w}, Layout::NHWC);
+  Tensor ya = nan_on_gpu(Shape{asym.n, asym.k, asym.p, asym.q}, Layout::NHWC);
+  EXPECT_THROW(cuda::conv2d_forward(ctx(), asym, xa, nan_on_gpu(Shape{asym.k, asym.c, asym.r, asym.s}),
+                                    nan_on_gpu(Shape{asym.k}), ya),
+               ShapeError);
 }
 
 // Deterministic mode picks algorithms that say so (or fails naming the shape): two backward
@@ -385,26 +398,47 @@ TEST_F(Parity, MaxPoolForwardAndBackwardWithFusedRelu) {
       {"valid 2x2/2 on 7x7", pool_geometry(7, 7, 2, 2, Padding::Valid)},
       {"same 3x3/1 on 6x6", pool_geometry(6, 6, 3, 1, Padding::Same)},
       {"same 2x2/2 on 7x5", pool_geometry(7, 5, 2, 2, Padding::Same)}};
-  for (const auto& [label, g] : cases) {
-    Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 31);
-    const Tensor dy = test::random_tensor(Shape{g.n, g.c, g.p, g.q}, 32);
-    const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
-    Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
-    Tensor am = Tensor::empty(dy.shape(), DType::I32, Device::cpu(), Layout::NHWC);
-    Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
-    cpu::maxpool2d_forward(g, xn, y, &am);
-    cpu::maxpool2d_backward(g, xn, y, dyn, &am, dx, true);  // ReLU fused: x plays the ReLU's output
+  for (const bool nhwc : {false, true})
+    for (const auto& [label, g] : cases) {
+      if (nhwc && label.starts_with("same 2x2/2")) continue;  // explicit padding: NCHW only
+      const Layout act = nhwc ? Layout::NHWC : Layout::RowMajor;
+      Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 31);
+      const Tensor dy = test::random_tensor(Shape{g.n, g.c, g.p, g.q}, 32);
+      const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
+      Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+      Tensor am = Tensor::empty(dy.shape(), DType::I32, Device::cpu(), Layout::NHWC);
+      Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+      cpu::maxpool2d_forward(g, xn, y, &am);
+      cpu::maxpool2d_backward(g, xn, y, dyn, &am, dx, true);  // ReLU fused: x plays the ReLU's output
 
-    const Tensor xg = x.to(kGpu), dyg = dy.to(kGpu);
-    Tensor yg = nan_on_gpu(dy.shape()), dxg = nan_on_gpu(x.shape());
-    cuda::maxpool2d_forward(ctx(), g, xg, yg, nullptr);
-    cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, nullptr, dxg, true);
-    ctx().synchronize();
-    EXPECT_EQ(yg.to_vector(), y.to_vector()) << label;  // a max selects: exact
-    // Routing and masking: exact. Overlapping windows (3x3/1) add several dy into one dx in
-    // an order that may differ: 1e-6 there.
-    EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), g.stride_h < g.r ? 1e-6 : 0.0) << label;
-  }
+      const Tensor xg = x.to_layout(act).to(kGpu), dyg = dy.to_layout(act).to(kGpu);
+      Tensor yg = nan_on_gpu(dy.shape(), act), dxg = nan_on_gpu(x.shape(), act);
+      cuda::maxpool2d_forward(ctx(), g, xg, yg, nullptr);
+      cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, nullptr, dxg, true);
+      ctx().synchronize();
+      EXPECT_EQ(yg.to_vector(), y.to_vector()) << label << (nhwc ? " (NHWC)" : "");  // a max selects: exact
+      // Routing and masking: exact. Overlapping windows (3x3/1) add several dy into one dx in
+      // an order that may differ: 1e-6 there.
+      EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), g.stride_h < g.r ? 1e-6 : 0.0) << label;
+    }
+}
+
+// Layout changes on the GPU (a kernel there) give the CPU's permutation bit for bit, both ways,
+// for every element size.
+TEST_F(Parity, LayoutChangesOnTheGpuEqualTheCpu) {
+  const Tensor x = test::random_tensor(Shape{3, 5, 7, 2}, 41);
+  const Tensor nhwc_gpu = x.to(kGpu).to_layout(Layout::NHWC);
+  EXPECT_EQ(nhwc_gpu.layout(), Layout::NHWC);
+  EXPECT_EQ(nhwc_gpu.device(), kGpu);
+  const Tensor nhwc_cpu = x.to_layout(Layout::NHWC);
+  const Tensor back = nhwc_gpu.to(Device::cpu());  // same layout: a plain copy of the bytes
+  EXPECT_EQ(std::vector<float>(back.f32(), back.f32() + back.numel()),
+            std::vector<float>(nhwc_cpu.f32(), nhwc_cpu.f32() + nhwc_cpu.numel()));
+  EXPECT_EQ(nhwc_gpu.to_layout(Layout::RowMajor).to_vector(), x.to_vector());
+  Tensor bytes = Tensor::empty(Shape{2, 3, 4, 5}, DType::U8);
+  for (int64_t i = 0; i < bytes.numel(); ++i) bytes.data<uint8_t>()[i] = static_cast<uint8_t>(i);
+  const Tensor bg = bytes.to(kGpu).to_layout(Layout::NHWC).to(Device::cpu()), bc = bytes.to_layout(Layout::NHWC);
+  EXPECT_TRUE(std::equal(bg.data<uint8_t>(), bg.data<uint8_t>() + bg.numel(), bc.data<uint8_t>()));
 }
 
 }  // namespace

@@ -184,6 +184,39 @@ TEST(CudaGraphs, FitWithGraphsGivesTheSameBitsAsEagerFit) {
   std::filesystem::remove_all(dir);
 }
 
+// Channels-last activations (gpu_nhwc): the same training within rounding. Conv2D and MaxPool2D
+// run NHWC, Flatten converts back (a kernel on the GPU), Dense sees the public order, so the
+// parameters mean the same thing either way (checkpoints do not depend on the switch).
+TEST(CudaTraining, NhwcActivationsTrainAsNchwDoes) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  const std::string dir = test::temp_dir("gpu_nhwc");
+  test::write_synthetic_mnist(dir, 320, 64, false);
+  const MnistData data = load_mnist(dir);
+  auto train = [&](bool nhwc) {
+    set_gpu_nhwc(nhwc);
+    Sequential m;
+    apps::add_reference_cnn(m);
+    m.build(Shape{1, 28, 28}, 5);
+    m.compile(std::make_unique<Adam>());
+    m.to(Device::cuda(0));
+    const History h = m.fit(data.train, {.epochs = 2, .batch_size = 64, .seed = 7, .verbose = 0}, &data.test);
+    const std::string info = m.placement_report(64);
+    set_gpu_nhwc(false);
+    return std::make_tuple(m.params().to_vector(), h, info);
+  };
+  const auto [pn, hn, in] = train(false);
+  const auto [pc, hc, ic] = train(true);
+  EXPECT_NE(ic.find("NHWC"), std::string::npos) << ic;
+  EXPECT_EQ(in.find("NHWC"), std::string::npos) << in;
+  double worst = 0;
+  for (size_t i = 0; i < pn.size(); ++i) worst = std::max(worst, std::abs(double(pc[i]) - pn[i]));
+  EXPECT_LE(worst, 1e-4);  // ten Adam steps; other algorithms, other rounding (as GPU vs CPU)
+  for (size_t e = 0; e < 2; ++e)
+    EXPECT_NEAR(*hc.epochs[e].val_loss, *hn.epochs[e].val_loss, 1e-4 * std::max(1.0, *hn.epochs[e].val_loss));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CudaGraphs, ACapturedGraphReplaysItsWorkOnEachLaunch) {
   if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
   Tensor t = Tensor::empty(Shape{1000}, DType::F32, Device::cuda(0));
