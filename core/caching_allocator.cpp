@@ -184,14 +184,12 @@ void CachingAllocator::begin_capture() {
 void CachingAllocator::end_capture() {
   std::lock_guard lock(mu_);
   capturing_ = false;
+  // Built aside and merged only when complete: a failure leaves the state as it was.
+  std::unordered_set<void*> blocks = graph_blocks_;
+  for (const auto& [p, size] : live_) blocks.insert(p);
+  held_.reserve(held_.size() + blocks.size());  // their frees need no allocation
+  graph_blocks_.swap(blocks);
   ++graphs_;
-  try {
-    for (const auto& [p, size] : live_) graph_blocks_.insert(p);
-    held_.reserve(held_.size() + graph_blocks_.size());  // their frees need no allocation
-  } catch (...) {
-    --graphs_;
-    throw;
-  }
 }
 
 void CachingAllocator::abort_capture() noexcept {

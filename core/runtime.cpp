@@ -98,9 +98,9 @@ bool gpu_deterministic() { return g_gpu_deterministic; }
 void set_cudnn_find(bool on) { g_cudnn_find = on; }
 bool cudnn_find() { return g_cudnn_find; }
 void set_fused_conv(bool on) { g_fused_conv = on; }
+bool fused_conv() { return g_fused_conv; }
 void set_gpu_nhwc(bool on) { g_gpu_nhwc = on; }
 bool gpu_nhwc() { return g_gpu_nhwc; }
-bool fused_conv() { return g_fused_conv; }
 
 void set_num_threads(int n) {
   if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));

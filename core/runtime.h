@@ -87,9 +87,10 @@ bool cudnn_find();
 void set_fused_conv(bool on);
 bool fused_conv();
 //  - NHWC activations (off by default until verified on a GPU): Conv2D and MaxPool2D keep their
-//    activations channels-last on the GPU (cuDNN's tensor-core kernels read NHWC natively; NCHW
-//    costs them transposes); Flatten converts back to the public order. Convolutions and pools
-//    with asymmetric SAME padding stay NCHW.
+//    activations channels-last on the GPU, the layout cuDNN's tensor-core kernels prefer
+//    (weights stay KCRS: whether that is faster than NCHW here is for a GPU session to
+//    measure); Flatten converts back to the public order. Convolutions and pools with
+//    asymmetric SAME padding stay NCHW.
 void set_gpu_nhwc(bool on);
 bool gpu_nhwc();
 

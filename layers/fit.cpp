@@ -48,22 +48,24 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
   // new capture (after an eager step that uploads the new values).
   CudaGraph graph;
   struct GraphKey {
-    const Optimizer* optimizer = nullptr;
+    uint64_t optimizer = 0;
     float learning_rate = 0;
     int64_t state_version = -1;
     bool operator==(const GraphKey&) const = default;
-  } graph_key;
+  } graph_key, warm_key;  // the captured graph's; the eager warm-up steps'
   const auto current_key = [this] {
-    return GraphKey{optimizer_.get(), optimizer_->learning_rate(), optimizer_->state_version()};
+    return GraphKey{optimizer_->id(), optimizer_->learning_rate(), optimizer_->state_version()};
   };
   int eager_full_steps = 0;
   constexpr int kWarmupSteps = 2;
   hooks.step = [&](const Batch& b) {
     const bool full = b.x.dim(0) == options.batch_size;
     if (graphs && full) {
-      if (graph.captured() && !(current_key() == graph_key)) {
-        graph.reset();
-        eager_full_steps = kWarmupSteps - 1;
+      const GraphKey key = current_key();
+      if (graph.captured() && !(key == graph_key)) graph.reset();
+      if (!(key == warm_key)) {  // the warm-up (device-side counts, state) starts again
+        warm_key = key;
+        eager_full_steps = 0;
       }
       if (!graph.captured() && eager_full_steps >= kWarmupSteps) {
         const int64_t iterations = optimizer_->iterations();
@@ -72,7 +74,7 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
             b.gather();
             train_step(b.x, b.y, sums);  // queued into the graph, not run
           });
-          graph_key = current_key();
+          graph_key = key;
           graph.launch();  // this step: its host part (the optimizer's count) ran in the capture
         } catch (const CudaError& e) {
           optimizer_->set_iterations(iterations);  // nothing ran: the device's count is uploaded again

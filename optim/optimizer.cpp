@@ -1,9 +1,16 @@
 // Shared optimizer checks.
 #include "optimizer.h"
 
+#include <atomic>
+
 #include "../core/error.h"
 
 namespace ember {
+
+uint64_t Optimizer::next_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 void Optimizer::prepare(const Tensor& params, const Tensor& grads, std::vector<Tensor*> state) {
   EMBER_CHECK(params.dtype() == DType::F32 && grads.dtype() == DType::F32 && params.numel() == grads.numel() &&

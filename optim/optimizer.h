@@ -37,6 +37,8 @@ class Optimizer {
   // Changes whenever the state is replaced from outside (set_iterations, set_state): a captured
   // CUDA graph of a step reads the old buffers and counts, so fit captures it again.
   int64_t state_version() const { return state_version_; }
+  // Unique per optimizer object in this process (never reused, unlike an address).
+  uint64_t id() const { return id_; }
 
  protected:
   // Validates a step's arguments and allocates `state` buffers (zeros) on first use.
@@ -45,6 +47,10 @@ class Optimizer {
   void restore(Tensor& slot, const Tensor& values);
   int64_t iterations_ = 0;
   int64_t state_version_ = 0;  // bumped by restore() and set_iterations()
+
+ private:
+  static uint64_t next_id();
+  uint64_t id_ = next_id();
 };
 
 }  // namespace ember

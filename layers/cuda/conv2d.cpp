@@ -20,6 +20,9 @@ namespace {
 
 struct Plan {
   TensorDesc x, y, bias;
+  // y for the bias add and the bias gradient: y itself in NCHW; in NHWC the same bytes seen as
+  // NCHW (N*P*Q, K, 1, 1), which cuDNN's NCHW broadcast and reduction handle best.
+  TensorDesc y_bias;
   FilterDesc w;
   ConvDesc conv;
   cudnnConvolutionFwdAlgo_t fwd{};
@@ -72,6 +75,8 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   // Activations NCHW or channels-last (gpu_nhwc); weights always KCRS, as the parameters are.
   p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w), nhwc);
   p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q), nhwc);
+  p->y_bias =
+      nhwc ? nchw_desc(i32(g.n * g.p * g.q), i32(g.k), 1, 1) : nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q));
   p->bias = nchw_desc(1, i32(g.k), 1, 1);
   EMBER_CUDNN_CHECK(
       cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
@@ -211,7 +216,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   Tensor ws = workspace(p, ctx.device());
   EMBER_CUDNN_CHECK(cudnnConvolutionForward(ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.conv, p.fwd,
                                             ws.defined() ? ws.raw() : nullptr, p.workspace, &zero, p.y, mp(y)));
-  EMBER_CUDNN_CHECK(cudnnAddTensor(ctx.dnn(), &one, p.bias, cp(b), &one, p.y, mp(y)));
+  EMBER_CUDNN_CHECK(cudnnAddTensor(ctx.dnn(), &one, p.bias, cp(b), &one, p.y_bias, mp(y)));
   if (g.relu) relu_forward(ctx, y, y);
   // The workspace returns to the allocator's cache now but is reused only by later work on the
   // same stream, which runs after this convolution: stream order keeps it safe.
@@ -247,7 +252,7 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
   Tensor ws = workspace(p, ctx.device());
   void* wsp = ws.defined() ? ws.raw() : nullptr;
   const float one = 1.0f, zero = 0.0f;
-  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y, cp(*grad), &zero, p.bias, mp(db)));
+  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y_bias, cp(*grad), &zero, p.bias, mp(db)));
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.dnn(), &one, p.x, cp(x), p.y, cp(*grad), p.conv, p.bwd_filter,
                                                    wsp, p.workspace, &zero, p.w, mp(dw)));
   if (dx)

@@ -317,12 +317,12 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
   // cuDNN's heuristic choice, every algorithm timed (cudnnFind), the fused forward (convolution
   // + bias + ReLU in one call), and channels-last activations (gpu_nhwc: symmetric padding
   // only, as the layers' dispatch uses it): each must match the CPU.
-  for (const char* mode : {"heuristics", "cudnnFind", "forward fused", "NHWC"})
+  for (const std::string mode : {"heuristics", "cudnnFind", "forward fused", "NHWC", "NHWC, forward fused"})
     for (const auto& [label, g] : cases) {
-      const bool nhwc = mode[0] == 'N';
+      const bool nhwc = mode.starts_with("NHWC"), fused = mode.ends_with("fused");
       if (nhwc && (g.pad_top != g.pad_bottom || g.pad_left != g.pad_right)) continue;
-      set_cudnn_find(mode[0] == 'c');
-      set_fused_conv(mode[0] == 'f');
+      set_cudnn_find(mode == "cudnnFind");
+      set_fused_conv(fused);
       set_gpu_nhwc(nhwc);
       const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21),
                    w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
@@ -348,7 +348,14 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-4) << label;
       EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), 1e-4) << label;
       EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-4) << label;
-      EXPECT_NE(cuda::conv2d_kernel_info(ctx(), g).find(mode), std::string::npos) << label << ", " << mode;
+      const std::string info = cuda::conv2d_kernel_info(ctx(), g);
+      EXPECT_NE(info.find(nhwc ? "NHWC" : "NCHW"), std::string::npos) << label << ", " << mode << ": " << info;
+      if (fused) {
+        EXPECT_NE(info.find("forward fused"), std::string::npos) << label << ": " << info;
+      }
+      if (!nhwc && !fused) {
+        EXPECT_NE(info.find(mode), std::string::npos) << label << ": " << info;
+      }
     }
   set_cudnn_find(false);
   set_fused_conv(false);

@@ -65,5 +65,29 @@ TEST(SGD, PlainStepWithoutMomentum) {
   EXPECT_EQ(p.to_vector(), (std::vector<float>{0.0f, 3.0f}));
 }
 
+// What a captured CUDA graph of a step is keyed on (fit captures again when it changes): every
+// optimizer object has its own id (a new one at a freed address included), and replacing its
+// state from outside changes its version; steps themselves do not.
+TEST(Optimizer, IdsAreUniqueAndOutsideStateChangesBumpTheVersion) {
+  Adam a, b;
+  EXPECT_NE(a.id(), b.id());
+  const uint64_t old = a.id();
+  {
+    Adam c;
+    EXPECT_GT(c.id(), old);
+  }
+  Tensor p = Tensor::zeros(Shape{4}), g = Tensor::zeros(Shape{4});
+  g.fill(1.0f);
+  const int64_t v0 = a.state_version();
+  a.step(p, g);
+  a.count_step();
+  EXPECT_EQ(a.iterations(), 2);
+  EXPECT_EQ(a.state_version(), v0);
+  a.set_iterations(10);
+  EXPECT_EQ(a.state_version(), v0 + 1);
+  a.set_state("m", Tensor::zeros(Shape{4}));
+  EXPECT_EQ(a.state_version(), v0 + 2);
+}
+
 }  // namespace
 }  // namespace ember
