@@ -1,6 +1,7 @@
 // CudaGraph: the work a callable queues on one GPU, captured once and replayed with one launch
-// (CUDA graphs). A training step of ~15 small kernels costs ~100 us of launches on the host; a
-// replay costs one. Sequential::fit uses it with FitOptions::cuda_graphs; custom loops may too.
+// (CUDA graphs). A training step of ~20 small kernels and library calls costs ~100 us of
+// launches on the host; a replay costs one. Sequential::fit uses it with
+// FitOptions::cuda_graphs; custom loops may too.
 //
 // What can be captured: work that queues on the device's stream and never waits for the host
 // (no loss read back, no copy from host memory, no allocation that must call cudaFree). What a

@@ -45,7 +45,7 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
   // With graphs: two eager full-size steps make every lazy choice (cuDNN plans, workspaces, the
   // optimizer's state), the third is captured, the rest replay it. The graph holds the optimizer's
   // buffers and its learning rate: another optimizer, a restored state or a changed rate means a
-  // new capture (after an eager step that uploads the new values).
+  // new capture (after two eager steps, the first uploading the new values).
   CudaGraph graph;
   struct GraphKey {
     uint64_t optimizer = 0;
