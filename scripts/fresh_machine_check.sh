@@ -38,6 +38,12 @@ cleanup() {
       echo "fresh_machine_check: could not unmount ${mounted[i]}" >&2
   done
   mounted=()
+  # Mounts the root's own tests made inside it (ip netns binds run/netns onto itself, even when
+  # it then fails in a chroot): deepest first, only under $work.
+  local m
+  while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done < <(awk -v w="$work/" 'index($2, w) == 1 { print $2 }' /proc/mounts | sort -r)
   if [[ "${EMBER_KEEP_ROOT:-0}" == "1" ]]; then echo "fresh_machine_check: root kept at $root"; return; fi
   # Never delete through a mount that is still there (a bound /dev would be the host's).
   if grep -q " $work/" /proc/mounts; then
