@@ -143,6 +143,10 @@ void CachingAllocator::deallocate(void* p) noexcept {
     }
     return;
   }
+  cache_locked(size, p);
+}
+
+void CachingAllocator::cache_locked(size_t size, void* p) noexcept {
   try {
     free_.emplace(size, p);
     stats_.cached += size;
@@ -199,15 +203,7 @@ void CachingAllocator::abort_capture() noexcept {
 }
 
 void CachingAllocator::return_held_locked() noexcept {
-  for (const auto& [size, p] : held_) {
-    try {
-      free_.emplace(size, p);
-      stats_.cached += size;
-    } catch (...) {  // no memory for the cache node: give the block back instead
-      raw_free_(p);
-      ++stats_.raw_frees;
-    }
-  }
+  for (const auto& [size, p] : held_) cache_locked(size, p);
   stats_.graph_held = 0;
   held_.clear();
 }

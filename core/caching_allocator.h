@@ -74,8 +74,9 @@ class CachingAllocator {
 
  private:
   void release_cached_locked() noexcept;
-  void release_largest_locked() noexcept;  // gives the largest cached block back (free_ not empty)
-  void return_held_locked() noexcept;      // the held blocks back to the cache
+  void release_largest_locked() noexcept;            // gives the largest cached block back (free_ not empty)
+  void return_held_locked() noexcept;                // the held blocks back to the cache
+  void cache_locked(size_t size, void* p) noexcept;  // into free_ (or back to the device)
   [[noreturn]] void out_of_memory(size_t request, const char* why) const;
 
   std::string device_;
