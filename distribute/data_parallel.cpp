@@ -47,6 +47,11 @@ void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, s
                         Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
   gradients.set_step(step);
   std::vector<Tensor*> grads;
+  // Moving statistics (BatchNormalization's): each replica updated its own from its shard; the
+  // same weighted sum as the gradients' makes them their shard-weighted mean on every replica
+  // (Keras' MEAN aggregation). Views of each model's averaged region, kept for the call.
+  std::vector<Tensor> stats(replicas.size());
+  std::vector<Tensor*> stat_ptrs;
   for (size_t i = 0; i < replicas.size(); ++i) {
     const int member = gradients.rank() + static_cast<int>(i);
     Sequential& m = *replicas[i];
@@ -56,6 +61,11 @@ void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, s
       const int64_t rows = shards[i].x.dim(0);
       if (rows > 0) m.compute_gradients(shards[i].x, shards[i].y, sums[i]);
       weight_gradients(m.grads(), rows, global);
+      if (m.num_non_trainable() > 0) {
+        stats[i] = m.averaged_state();
+        weight_gradients(stats[i], rows, global);  // an empty shard adds nothing
+        stat_ptrs.push_back(&stats[i]);
+      }
       if (watchdog) watchdog->disarm();
     } catch (const std::exception& e) {
       if (watchdog) watchdog->disarm();
@@ -65,6 +75,7 @@ void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, s
     grads.push_back(&m.grads());
   }
   gradients.all_reduce_sum(grads);  // host transports: done here; NCCL: queued on the GPUs
+  if (!stat_ptrs.empty()) gradients.all_reduce_sum(stat_ptrs);
   for (const auto& m : replicas) m->apply_gradients();
 }
 
@@ -83,7 +94,7 @@ EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset
   while (loader.next(b)) {
     const int64_t n = b.x.dim(0);
     if (n == 0) continue;
-    loss.forward(model.forward(b.x, false), b.y, sums);
+    loss.forward(model.forward_logits(b.x, false), b.y, sums);
     seen += n;
   }
   const MetricSums::Values v = sums.read();
@@ -123,12 +134,20 @@ int DataParallelStrategy::num_replicas() const {
 void DataParallelStrategy::build(const ModelRecipe& recipe) {
   replicas_.clear();
   gradients_ = config_.connect(recipe, config_.devices);
-  for (const Device& d : config_.devices) replicas_.push_back(build_replica(recipe, d));
+  for (size_t i = 0; i < config_.devices.size(); ++i) {
+    replicas_.push_back(build_replica(recipe, config_.devices[i]));
+    // Random layers (Dropout) draw per replica: replicas do not drop the same units.
+    replicas_.back()->set_random_stream(static_cast<uint64_t>(gradients_->rank()) + i);
+  }
   // Every replica is built from the same seed, so they already agree; the broadcast makes it
-  // so whatever the recipe does.
-  std::vector<Tensor*> params;
-  for (auto& m : replicas_) params.push_back(&m->params());
+  // so whatever the recipe does (the non-trainable state too).
+  std::vector<Tensor*> params, state;
+  for (auto& m : replicas_) {
+    params.push_back(&m->params());
+    if (m->state().numel() > 0) state.push_back(&m->state());
+  }
   gradients_->broadcast(params, 0);
+  if (!state.empty()) gradients_->broadcast(state, 0);
   gradients_->wait();
 }
 

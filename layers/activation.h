@@ -9,4 +9,10 @@ enum class Activation { None, ReLU };
 
 const char* activation_name(Activation a);
 
+namespace detail {
+// The elementwise activations with a layer of their own (Sigmoid, Tanh, LeakyReLU), as their
+// backends' ops name them.
+enum class Pointwise { Sigmoid, Tanh, LeakyReLU };
+}  // namespace detail
+
 }  // namespace ember

@@ -25,7 +25,12 @@ json architecture(const Sequential& model) {
     json params = json::array();
     for (const auto& spec : l.param_specs())
       params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
-    layers.push_back({{"name", l.name()}, {"type", l.type()}, {"params", params}});
+    json state = json::array();
+    for (const auto& spec : l.state_specs())
+      state.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
+    json entry = {{"name", l.name()}, {"type", l.type()}, {"params", params}};
+    if (!state.empty()) entry["state"] = state;
+    layers.push_back(entry);
   }
   const Shape& in = model.input_shape();
   return {{"model", "Sequential"}, {"input_shape", std::vector<int64_t>(in.begin(), in.end())}, {"layers", layers}};
@@ -106,6 +111,7 @@ void save_checkpoint(const Sequential& model, const std::string& path, const Tra
   SafeTensors st;
   const auto host = [](const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); };
   for (const auto& [name, t] : model.named_params()) st.tensors.emplace_back(name, host(t));
+  for (const auto& [name, t] : model.named_state()) st.tensors.emplace_back(name, host(t));
   json opt = nullptr;
   if (const Optimizer* o = model.optimizer()) {
     opt = {{"name", o->name()}, {"iterations", o->iterations()}};
@@ -129,8 +135,10 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
   EMBER_CHECK(model.built(), Error, "load: build the model (same architecture as the checkpoint) first");
   SafeTensors st = read_safetensors(path);
   std::map<std::string, Tensor> by_name(st.tensors.begin(), st.tensors.end());
-  // Validate everything before touching the model.
-  const auto params = model.named_params();
+  // Validate everything before touching the model. The state (moving statistics, counters)
+  // is checked and restored like the parameters.
+  auto params = model.named_params();
+  for (auto& named : model.named_state()) params.push_back(std::move(named));
   for (const auto& [name, p] : params) {
     const auto it = by_name.find(name);
     if (it == by_name.end()) bad(path, "has no tensor '" + name + "' (was it saved from a different model?)");
@@ -184,7 +192,7 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
     bad(path, "metadata 'batches_done' is " + std::to_string(state.batches_done) + " without a batch size");
 
   // Everything checked: now change the model.
-  for (auto& [name, p] : model.named_params()) p.copy_from(by_name.at(name));
+  for (auto& [name, p] : params) p.copy_from(by_name.at(name));
   if (restore_now) {
     detail::apply_optimizer_state(*opt, saved, model.device());  // checked above
   } else if (!opt && saved_name) {

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "../core/tensor.h"
+#include "activation.h"
 #include "geometry.h"
+#include "random_bits.h"
 
 namespace ember::detail {
 
@@ -29,6 +31,24 @@ struct LayerCudaOps {
   void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
   int64_t (*count_correct)(const Tensor& logits, const Tensor& labels);
   void (*softmax_xent_accumulate)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
+  // Issue 17's layers; contracts of the CPU twins in layers/cpu/{pointwise,softmax,dropout,
+  // batchnorm,avgpool2d}.h, except that 4-D activations may be NCHW or NHWC here.
+  void (*pointwise_forward)(Pointwise f, float alpha, const Tensor& x, Tensor& y);
+  void (*pointwise_backward)(Pointwise f, float alpha, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx);
+  void (*softmax_forward)(const Tensor& x, Tensor& y);
+  void (*softmax_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
+  void (*dropout_forward)(const DropoutParams& p, const Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask);
+  void (*dropout_advance)(Tensor& counter);
+  void (*dropout_backward)(float scale, const Tensor& mask, const Tensor& dy, Tensor& dx);
+  void (*batchnorm_forward_training)(const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor, float eps,
+                                     Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                                     Tensor& save_invstd);
+  void (*batchnorm_forward_inference)(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y);
+  void (*batchnorm_backward)(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                             const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+  void (*avgpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
+  void (*avgpool2d_backward)(const Pool2dShape& g, const Tensor& dy, Tensor& dx);
 };
 
 // The table, or DeviceError saying why there is none (no CUDA module, ...).

@@ -239,7 +239,7 @@ EvalResult Sequential::evaluate(DataLoader& loader) {
   MetricSums sums(device_);  // on a GPU: summed there, read once at the end
   while (loader.next(batch)) {
     if (batch.gather) batch.gather();
-    loss.forward(forward(batch.x, false), batch.y, sums);
+    loss.forward(forward_logits(batch.x, false), batch.y, sums);
     seen += batch.x.dim(0);
   }
   const MetricSums::Values v = sums.read();

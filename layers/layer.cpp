@@ -54,6 +54,25 @@ void Layer::init_params(Rng& rng) {
   }
 }
 
+void Layer::bind_state(std::vector<Tensor> state) {
+  const auto specs = state_specs();
+  EMBER_CHECK(state.size() == specs.size(), ArgumentError,
+              type() + ": bind_state() got " + std::to_string(state.size()) + " tensors for " +
+                  std::to_string(specs.size()) + " specs");
+  for (size_t i = 0; i < specs.size(); ++i)
+    EMBER_CHECK(
+        state[i].shape() == specs[i].shape, ShapeError,
+        type() + ": state '" + specs[i].name + "' must be " + specs[i].shape.str() + ", got " + state[i].shape().str());
+  state_tensors_ = std::move(state);
+}
+
+int64_t Layer::num_non_trainable() const {
+  int64_t n = 0;
+  for (const auto& s : state_specs())
+    if (s.averaged) n += s.shape.numel();
+  return n;
+}
+
 int64_t Layer::num_params() const {
   int64_t n = 0;
   for (const auto& s : param_specs()) n += s.shape.numel();

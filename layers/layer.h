@@ -7,7 +7,14 @@
 //   3. bind(params, grads)      views into the model's one flat parameter buffer and one flat
 //                               gradient buffer, in param_specs() order;
 //   4. init_params(rng)         Keras defaults: Glorot-uniform kernels, zero biases;
-//   5. forward / backward       per batch.
+//   5. state_specs() / bind_state(state)
+//                               non-trainable state (BatchNormalization's moving statistics, a
+//                               random layer's step counter): views into the model's one flat
+//                               state buffer, beside the parameters, filled with each spec's
+//                               initial value; saved in checkpoints, moved with the model;
+//   6. set_random_seed(seed)    a layer that draws random numbers gets its own stream (derived
+//                               from the model's seed, the layer's position and the replica);
+//   7. forward / backward       per batch.
 //
 // Contract of forward/backward (non-virtual: they check, then call the layer's do_forward /
 // do_backward, which is what a subclass implements):
@@ -46,6 +53,18 @@ struct ParamSpec {
   int64_t fan_in = 0, fan_out = 0;  // for GlorotUniform
 };
 
+// Non-trainable state of a layer: one f32 tensor, updated by forward(training) and never by
+// the optimizer.
+struct StateSpec {
+  std::string name;  // "moving_mean"
+  Shape shape;
+  float init = 0.0f;
+  // true: a statistic that replicas average after every step (under Mirrored and MultiWorker
+  // every replica then holds the same values), counted as a non-trainable parameter in
+  // summary(). false: a counter that every replica advances alike (a random layer's step).
+  bool averaged = true;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -70,6 +89,8 @@ class Layer {
   // the first layer is then told its output gradient arrives already masked and skips that
   // pass over memory.
   virtual bool relu_output() const { return false; }
+  // A softmax over the last axis: as a model's last layer, the loss reads its input (logits).
+  virtual bool softmax_output() const { return false; }
   virtual bool fuse_input_relu_mask() { return false; }
   void set_output_grad_premasked(bool v) { output_grad_premasked_ = v; }
   bool output_grad_premasked() const { return output_grad_premasked_; }
@@ -78,6 +99,12 @@ class Layer {
   virtual void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
   // Fills the bound parameters per their ParamSpec::Init.
   virtual void init_params(Rng& rng);
+  virtual std::vector<StateSpec> state_specs() const { return {}; }
+  // Binds the state views (state_specs() order); called after bind(), and again when the
+  // model moves. The model fills them with their initial values.
+  virtual void bind_state(std::vector<Tensor> state);
+  // The seed of this layer's random numbers (only layers that draw any use it).
+  virtual void set_random_seed(uint64_t /*seed*/) {}
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
@@ -85,7 +112,10 @@ class Layer {
   bool needs_input_grad() const { return needs_input_grad_; }
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<Tensor>& grads() const { return grads_; }
+  const std::vector<Tensor>& state() const { return state_tensors_; }
   int64_t num_params() const;
+  // Elements of averaged state: Keras' "non-trainable params" (moving mean and variance).
+  int64_t num_non_trainable() const;
 
  protected:
   // The layer's work; forward()/backward() have checked what the contract above says.
@@ -95,6 +125,7 @@ class Layer {
   static const Tensor& no_input_grad();
 
   std::vector<Tensor> params_, grads_;
+  std::vector<Tensor> state_tensors_;  // views into the model's state buffer (state_specs())
   bool needs_input_grad_ = true;
   bool output_grad_premasked_ = false;
   std::unique_ptr<detail::OpState> state_;  // the backend's, opaque (see detail::OpState)

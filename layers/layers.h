@@ -3,9 +3,13 @@
 #pragma once
 
 #include "activation.h"
+#include "activations.h"
+#include "avgpool2d.h"
+#include "batch_normalization.h"
 #include "checkpoint.h"
 #include "conv2d.h"
 #include "dense.h"
+#include "dropout.h"
 #include "flatten.h"
 #include "layer.h"
 #include "loss.h"

@@ -13,9 +13,15 @@
 namespace ember {
 
 namespace {
+// Keras' names: the type in snake case ("BatchNormalization" -> "batch_normalization", "Conv2D"
+// -> "conv2d", "ReLU" -> "re_lu"), numbered from the second of a kind.
 std::string default_name(const std::string& type, std::map<std::string, int>& counts) {
   std::string base;
-  for (char c : type) base += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (size_t i = 0; i < type.size(); ++i) {
+    const auto c = static_cast<unsigned char>(type[i]);
+    if (i > 0 && std::isupper(c) && std::islower(static_cast<unsigned char>(type[i - 1]))) base += '_';
+    base += static_cast<char>(std::tolower(c));
+  }
   const int k = counts[base]++;
   return k == 0 ? base : base + "_" + std::to_string(k);
 }
@@ -73,9 +79,23 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
               "Sequential: the last layer must output per-sample logits (classes,), got " + s.str());
   params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
   grads_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());
+  int64_t state_total = 0;
+  averaged_state_numel_ = 0;
+  for (auto& l : layers_)
+    for (const auto& spec : l->state_specs()) {
+      state_total += spec.shape.numel();
+      if (spec.averaged) averaged_state_numel_ += spec.shape.numel();
+    }
+  state_ = Tensor::zeros(Shape{state_total}, DType::F32, Device::cpu());
   bind_layers();
   Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
   for (auto& l : layers_) l->init_params(init);  // on the cpu, then moved by to()
+  for (auto& l : layers_) {
+    const auto specs = l->state_specs();
+    for (size_t i = 0; i < specs.size(); ++i) Tensor(l->state()[i]).fill(specs[i].init);  // a view: fills the buffer
+  }
+  seed_ = seed;
+  seed_random_layers();
   layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
     if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask())
@@ -85,15 +105,43 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
 
 void Sequential::bind_layers() {
   int64_t offset = 0;
+  // State: the averaged specs of every layer first, then the others (one averaged region).
+  int64_t averaged = 0, other = averaged_state_numel_;
   for (auto& l : layers_) {
-    std::vector<Tensor> p, g;
+    std::vector<Tensor> p, g, st;
     for (const auto& spec : l->param_specs()) {
       p.push_back(params_.view(offset, spec.shape));
       g.push_back(grads_.view(offset, spec.shape));
       offset += spec.shape.numel();
     }
     l->bind(std::move(p), std::move(g));
+    for (const auto& spec : l->state_specs()) {
+      int64_t& at = spec.averaged ? averaged : other;
+      st.push_back(state_.view(at, spec.shape));
+      at += spec.shape.numel();
+    }
+    l->bind_state(std::move(st));
   }
+}
+
+void Sequential::seed_random_layers() {
+  // Per layer and replica stream: mixed, so that neighbouring layers or replicas share nothing.
+  const Rng base = Rng(seed_).fork(0x524E47ull /* "RNG" */).fork(random_stream_);
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_random_seed(base.fork(i).next_u64());
+}
+
+void Sequential::set_random_stream(uint64_t stream) {
+  random_stream_ = stream;
+  if (built()) seed_random_layers();
+}
+
+Tensor Sequential::averaged_state() const {
+  require_built("averaged_state");
+  return state_.view(0, Shape{averaged_state_numel_});
+}
+
+size_t Sequential::logit_layers() const {
+  return !layers_.empty() && layers_.back()->softmax_output() ? layers_.size() - 1 : layers_.size();
 }
 
 void Sequential::to(Device device) {
@@ -101,6 +149,7 @@ void Sequential::to(Device device) {
   if (device == device_) return;
   params_ = params_.to(device);
   grads_ = Tensor::zeros(grads_.shape(), DType::F32, device);
+  state_ = state_.to(device);
   bind_layers();
   if (optimizer_)
     for (const auto& [name, t] : optimizer_->state())
@@ -138,21 +187,35 @@ const Tensor& Sequential::forward(const Tensor& x, bool training) {
   return *h;
 }
 
+const Tensor& Sequential::forward_logits(const Tensor& x, bool training) {
+  if (logit_layers() == layers_.size()) return forward(x, training);
+  require_built("forward_logits");
+  // forward()'s checks, without the last layer: the loss reads the Softmax's input.
+  EMBER_CHECK(x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_, ShapeError,
+              "Sequential: expects input (N" + batch_shape(input_shape_).substr(5) + ", given " + x.shape().str());
+  EMBER_CHECK(x.device() == device_, DeviceError,
+              "Sequential: the input is on " + x.device().str() + " but the model on " + device_.str() +
+                  ": copy it with to() (nothing migrates silently)");
+  const Tensor* h = &x;
+  for (size_t i = 0; i < logit_layers(); ++i) h = &layers_[i]->forward(*h, training);
+  return *h;
+}
+
 void Sequential::backward(const Tensor& dlogits) {
   require_built("backward");
   const Tensor* g = &dlogits;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = &(*it)->backward(*g);
+  for (size_t i = logit_layers(); i-- > 0;) g = &layers_[i]->backward(*g);
 }
 
 float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
-  const Tensor& logits = forward(x, true);
+  const Tensor& logits = forward_logits(x, true);
   const float loss = loss_.forward(logits, labels, correct);  // the MetricSums path, read back
   backward(loss_.backward());
   return loss;
 }
 
 void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  const Tensor& logits = forward(x, true);
+  const Tensor& logits = forward_logits(x, true);
   loss_.forward(logits, labels, sums);
   backward(loss_.backward());
 }
@@ -184,6 +247,15 @@ std::vector<std::pair<std::string, Tensor>> Sequential::named_params() const {
   return out;
 }
 
+std::vector<std::pair<std::string, Tensor>> Sequential::named_state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& l : layers_) {
+    const auto specs = l->state_specs();
+    for (size_t i = 0; i < specs.size(); ++i) out.emplace_back(l->name() + "/" + specs[i].name, l->state()[i]);
+  }
+  return out;
+}
+
 std::string Sequential::summary() const {
   require_built("summary");
   std::ostringstream os;
@@ -200,13 +272,13 @@ std::string Sequential::summary() const {
   os << dbl << "\n";
   for (size_t i = 0; i < layers_.size(); ++i) {
     row(layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
-        with_commas(layers_[i]->num_params()));
+        with_commas(layers_[i]->num_params() + layers_[i]->num_non_trainable()));
     if (i + 1 < layers_.size()) os << "\n";
   }
   os << dbl << "\n";
-  os << "Total params: " << with_commas(num_params()) << "\n";
+  os << "Total params: " << with_commas(num_params() + num_non_trainable()) << "\n";
   os << "Trainable params: " << with_commas(num_params()) << "\n";
-  os << "Non-trainable params: 0\n" << rule << "\n";
+  os << "Non-trainable params: " << with_commas(num_non_trainable()) << "\n" << rule << "\n";
   return os.str();
 }
 

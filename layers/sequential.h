@@ -11,7 +11,11 @@
 //
 // All parameters live in one flat buffer and all gradients in another (layers hold views),
 // so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
-// The loss is softmax cross-entropy on integer labels (the model's last layer gives logits).
+// Non-trainable state (BatchNormalization's moving statistics, Dropout's step counter) lives
+// in a third flat buffer beside them, the statistics replicas average first (averaged_state()).
+// The loss is softmax cross-entropy on integer labels. The model's last layer gives logits, or
+// is a Softmax: then the loss reads the Softmax's input (stable, from logits), the Softmax's
+// own backward is not run, and predict() returns probabilities.
 #pragma once
 
 #include <functional>
@@ -126,8 +130,12 @@ class Sequential {
   const Optimizer* optimizer() const { return optimizer_.get(); }
 
   // --- Building blocks for custom loops -----------------------------------------------------
+  // Every layer's output (with a final Softmax: probabilities).
   const Tensor& forward(const Tensor& x, bool training);
-  // Backpropagates d(loss)/d(logits) through every layer, writing (=) the gradient buffer.
+  // The logits the loss reads: forward() without a final Softmax (the same as forward() else).
+  const Tensor& forward_logits(const Tensor& x, bool training);
+  // Backpropagates d(loss)/d(logits) (forward_logits' output) through the layers below them,
+  // writing (=) the gradient buffer.
   void backward(const Tensor& dlogits);
   // forward + loss + backward + optimizer step on one batch; returns the batch's mean loss and
   // (via `correct`) how many predictions were right.
@@ -151,6 +159,18 @@ class Sequential {
   const Shape& output_shape() const { return output_shapes_.back(); }
   const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  // per sample
   int64_t num_params() const { return params_.defined() ? params_.numel() : 0; }
+  // The flat non-trainable state (see StateSpec): every layer's, averaged statistics first.
+  Tensor& state() { return state_; }
+  const Tensor& state() const { return state_; }
+  // The part of state() that replicas average after every step (a view; may be empty).
+  Tensor averaged_state() const;
+  // Elements of averaged state: summary()'s "Non-trainable params".
+  int64_t num_non_trainable() const { return averaged_state_numel_; }
+  // "<layer>/<state>" views ("batch_normalization/moving_mean"), in buffer order.
+  std::vector<std::pair<std::string, Tensor>> named_state() const;
+  // Replica `stream` of a data-parallel strategy: random layers (Dropout) draw from their own
+  // streams per replica, so replicas do not drop the same units of their shards. 0 by default.
+  void set_random_stream(uint64_t stream);
   // "kernel"/"bias" views per layer, named "<layer>/<param>", in buffer order.
   std::vector<std::pair<std::string, Tensor>> named_params() const;
   // Per layer: name, type, device and the kernel that runs it at this batch size
@@ -165,7 +185,12 @@ class Sequential {
   Shape input_shape_;
   void bind_layers();  // (re)binds every layer's views into params_ / grads_
 
-  Tensor params_, grads_;
+  void seed_random_layers();
+  size_t logit_layers() const;  // layers before the loss: all but a final Softmax
+
+  Tensor params_, grads_, state_;
+  int64_t averaged_state_numel_ = 0;
+  uint64_t seed_ = 0, random_stream_ = 0;
   Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;
   // load() before compile(): the checkpoint's optimizer state, restored by compile().

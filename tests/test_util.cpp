@@ -18,6 +18,13 @@ Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed) {
     grads.push_back(Tensor::zeros(spec.shape));
   }
   layer.bind(params, grads);
+  std::vector<Tensor> state;
+  for (const auto& spec : layer.state_specs()) {
+    state.push_back(Tensor::zeros(spec.shape));
+    state.back().fill(spec.init);
+  }
+  layer.bind_state(state);
+  layer.set_random_seed(seed);
   Rng rng(seed);
   layer.init_params(rng);
   const auto specs = layer.param_specs();

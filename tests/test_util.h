@@ -17,7 +17,8 @@ namespace ember::test {
 // A CPU f32 row-major tensor with U(lo, hi) entries.
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 
-// Builds `layer` for a per-sample shape, gives it its own parameter/gradient buffers and
+// Builds `layer` for a per-sample shape, gives it its own parameter/gradient/state buffers
+// (state at its specs' initial values, the random seed `seed`) and
 // Keras-default initialisation (biases then randomised too, so a zero bias cannot hide a bug).
 // Returns the per-sample output shape.
 Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed);

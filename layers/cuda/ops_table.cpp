@@ -3,10 +3,15 @@
 #include "../../core/cuda/check.h"
 #include "../../core/cuda/context.h"
 #include "../cuda_ops.h"
+#include "avgpool2d.h"
+#include "batchnorm.h"
 #include "conv2d.h"
 #include "dense.h"
+#include "dropout.h"
 #include "maxpool2d.h"
+#include "pointwise.h"
 #include "relu.h"
+#include "softmax.h"
 #include "softmax_xent.h"
 
 namespace ember::cuda {
@@ -43,6 +48,44 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.count_correct = [](const Tensor& z, const Tensor& y) { return count_correct(context_of(z), z, y); };
     a.softmax_xent_accumulate = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums) {
       softmax_xent_accumulate(context_of(z), z, y, p, sums);
+    };
+    using ::ember::detail::DropoutParams;
+    using ::ember::detail::Pointwise;
+    a.pointwise_forward = [](Pointwise f, float alpha, const Tensor& x, Tensor& y) {
+      pointwise_forward(context_of(x), f, alpha, x, y);
+    };
+    a.pointwise_backward = [](Pointwise f, float alpha, const Tensor& x, const Tensor& y, const Tensor& dy,
+                              Tensor& dx) { pointwise_backward(context_of(x), f, alpha, x, y, dy, dx); };
+    a.softmax_forward = [](const Tensor& x, Tensor& y) { softmax_forward(context_of(x), x, y); };
+    a.softmax_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) {
+      softmax_backward(context_of(y), y, dy, dx);
+    };
+    a.dropout_forward = [](const DropoutParams& p, const Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask) {
+      dropout_forward(context_of(x), p, counter, x, y, mask);
+    };
+    a.dropout_advance = [](Tensor& counter) { dropout_advance(context_of(counter), counter); };
+    a.dropout_backward = [](float scale, const Tensor& mask, const Tensor& dy, Tensor& dx) {
+      dropout_backward(context_of(dy), scale, mask, dy, dx);
+    };
+    a.batchnorm_forward_training = [](const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor, float eps,
+                                      Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                                      Tensor& save_invstd) {
+      batchnorm_forward_training(context_of(x), x, gamma, beta, factor, eps, y, running_mean, running_var, save_mean,
+                                 save_invstd);
+    };
+    a.batchnorm_forward_inference = [](const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y) {
+      batchnorm_forward_inference(context_of(x), x, gamma, beta, running_mean, running_var, eps, y);
+    };
+    a.batchnorm_backward = [](const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                              const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+      batchnorm_backward(context_of(x), x, dy, gamma, save_mean, save_invstd, eps, dx, dgamma, dbeta);
+    };
+    a.avgpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y) {
+      avgpool2d_forward(context_of(x), g, x, y);
+    };
+    a.avgpool2d_backward = [](const Pool2dShape& g, const Tensor& dy, Tensor& dx) {
+      avgpool2d_backward(context_of(dy), g, dy, dx);
     };
     return a;
   }();

@@ -1,0 +1,67 @@
+// Activation layers beyond ReLU, Keras' names and semantics:
+//   Sigmoid(), Tanh()           elementwise, the input's shape and layout;
+//   LeakyReLU(alpha = 0.3)      x for x > 0, alpha * x below (Keras' default slope);
+//   Softmax()                   over the features of (N, K) rows (Flatten first). As a model's
+//                               last layer it gives probabilities to predict() while the loss is
+//                               computed from its input, the logits (stable; Sequential does it).
+#pragma once
+
+#include "activation.h"
+#include "layer.h"
+
+namespace ember {
+
+// The shared part of Sigmoid, Tanh and LeakyReLU.
+class PointwiseActivation : public Layer {
+ public:
+  Shape build(const Shape& sample_shape) override { return sample_shape; }
+  std::string kernel_info(int64_t, Device device) const override;
+
+ protected:
+  PointwiseActivation(detail::Pointwise f, float alpha) : f_(f), alpha_(alpha) {}
+  const Tensor& do_forward(const Tensor& x, bool training) override;
+  const Tensor& do_backward(const Tensor& dy) override;
+
+ private:
+  detail::Pointwise f_;
+  float alpha_;
+};
+
+class Sigmoid : public PointwiseActivation {
+ public:
+  Sigmoid() : PointwiseActivation(detail::Pointwise::Sigmoid, 0.0f) {}
+  std::string type() const override { return "Sigmoid"; }
+};
+
+class Tanh : public PointwiseActivation {
+ public:
+  Tanh() : PointwiseActivation(detail::Pointwise::Tanh, 0.0f) {}
+  std::string type() const override { return "Tanh"; }
+};
+
+class LeakyReLU : public PointwiseActivation {
+ public:
+  // alpha >= 0 and finite (ArgumentError else).
+  explicit LeakyReLU(float alpha = 0.3f);
+  std::string type() const override { return "LeakyReLU"; }
+  float alpha() const { return alpha_; }
+
+ private:
+  float alpha_;
+};
+
+class Softmax : public Layer {
+ public:
+  std::string type() const override { return "Softmax"; }
+  Shape build(const Shape& sample_shape) override;
+  bool softmax_output() const override { return true; }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool training) override;
+  const Tensor& do_backward(const Tensor& dy) override;
+
+ private:
+  Shape in_;
+};
+
+}  // namespace ember

@@ -1,0 +1,133 @@
+// Sigmoid, Tanh, LeakyReLU, Softmax: forward against the formulas, gradients by finite
+// differences, a final Softmax's loss read from the logits, bad arguments.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+template <class L>
+void expect_elementwise(L& layer, float (*f)(float)) {
+  test::build_standalone(layer, Shape{3, 4, 5}, 1);
+  const Tensor x = test::random_tensor(Shape{2, 3, 4, 5}, 7, -4.0f, 4.0f);
+  const std::vector<float> y = layer.forward(x, false).to_vector();
+  const std::vector<float> in = x.to_vector();
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_NEAR(y[i], f(in[i]), 1e-6f * std::max(1.0f, std::abs(f(in[i]))));
+}
+
+TEST(Activations, ForwardMatchesTheFormulas) {
+  Sigmoid sigmoid;
+  expect_elementwise(sigmoid, [](float v) { return static_cast<float>(1.0 / (1.0 + std::exp(-double(v)))); });
+  Tanh tanh_layer;
+  expect_elementwise(tanh_layer, [](float v) { return static_cast<float>(std::tanh(double(v))); });
+  LeakyReLU leaky;  // Keras' default slope, 0.3
+  expect_elementwise(leaky, [](float v) { return v > 0 ? v : 0.3f * v; });
+  EXPECT_FLOAT_EQ(LeakyReLU().alpha(), 0.3f);
+}
+
+TEST(Activations, KeepTheInputLayout) {
+  Tanh layer;
+  test::build_standalone(layer, Shape{3, 4, 5}, 1);
+  const Tensor x = test::random_tensor(Shape{2, 3, 4, 5}, 7);
+  const Tensor nhwc = x.to_layout(Layout::NHWC);
+  const Tensor& y = layer.forward(nhwc, false);
+  EXPECT_EQ(y.layout(), Layout::NHWC);
+  Tanh ref;
+  test::build_standalone(ref, Shape{3, 4, 5}, 1);
+  EXPECT_EQ(y.to_vector(), ref.forward(x, false).to_vector());  // elementwise: the same bits
+}
+
+TEST(Activations, GradientsMatchFiniteDifferences) {
+  Sigmoid sigmoid;
+  test::build_standalone(sigmoid, Shape{2, 3, 3}, 1);
+  test::check_layer_gradients(sigmoid, test::random_tensor(Shape{2, 2, 3, 3}, 3, -3.0f, 3.0f), 5);
+  Tanh tanh_layer;
+  test::build_standalone(tanh_layer, Shape{7}, 1);
+  test::check_layer_gradients(tanh_layer, test::random_tensor(Shape{3, 7}, 4, -2.0f, 2.0f), 5);
+  LeakyReLU leaky(0.1f);
+  test::build_standalone(leaky, Shape{2, 3, 3}, 1);
+  test::check_layer_gradients(leaky, test::random_tensor(Shape{2, 2, 3, 3}, 6), 5);
+}
+
+TEST(Activations, RejectBadArguments) {
+  EXPECT_THROW(LeakyReLU(-0.1f), ArgumentError);
+  EXPECT_THROW(LeakyReLU(std::nanf("")), ArgumentError);
+  Softmax softmax;
+  EXPECT_THROW(softmax.build(Shape{3, 4, 5}), ShapeError);  // over features only: Flatten first
+}
+
+TEST(Softmax, RowsAreStableProbabilities) {
+  Softmax layer;
+  test::build_standalone(layer, Shape{5}, 1);
+  // Logits of 1000 would overflow exp() without the max subtraction.
+  const Tensor x = Tensor::from_vector(Shape{2, 5}, std::vector<float>{1000, 1001, 1002, 999, 1000, -3, 0, 2, 1, -1});
+  const std::vector<float> y = layer.forward(x, false).to_vector();
+  const std::vector<float> in = x.to_vector();
+  for (int r = 0; r < 2; ++r) {
+    double sum = 0, denom = 0;
+    double m = -1e30;
+    for (int j = 0; j < 5; ++j) m = std::max(m, double(in[r * 5 + j]));
+    for (int j = 0; j < 5; ++j) denom += std::exp(double(in[r * 5 + j]) - m);
+    for (int j = 0; j < 5; ++j) {
+      ASSERT_TRUE(std::isfinite(y[r * 5 + j]));
+      EXPECT_NEAR(y[r * 5 + j], std::exp(double(in[r * 5 + j]) - m) / denom, 1e-6);
+      sum += y[r * 5 + j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+}
+
+TEST(Softmax, GradientsMatchFiniteDifferences) {
+  Softmax layer;
+  test::build_standalone(layer, Shape{6}, 1);
+  test::check_layer_gradients(layer, test::random_tensor(Shape{4, 6}, 9, -2.0f, 2.0f), 5);
+}
+
+// A model ending in Softmax trains on its logits: the same loss, gradients and parameters as
+// the model without it, while predict() gives the probabilities.
+TEST(Softmax, AsTheLastLayerTheLossReadsTheLogits) {
+  auto make = [](bool softmax) {
+    auto m = std::make_unique<Sequential>();
+    m->add<Flatten>();
+    m->add<Dense>(8, Activation::ReLU);
+    m->add<Dense>(4);
+    if (softmax) m->add<Softmax>();
+    m->build(Shape{1, 3, 3}, 11);
+    m->compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 1e-2f}));
+    return m;
+  };
+  auto with = make(true), without = make(false);
+  const Tensor x = test::random_tensor(Shape{6, 1, 3, 3}, 2);
+  Tensor labels = Tensor::zeros(Shape{6}, DType::I32, Device::cpu());
+  for (int i = 0; i < 6; ++i) labels.data<int32_t>()[i] = i % 4;
+  for (int step = 0; step < 3; ++step) {
+    const float a = with->train_step(x, labels);
+    const float b = without->train_step(x, labels);
+    EXPECT_EQ(a, b) << "step " << step;
+    ASSERT_TRUE(std::isfinite(a));
+  }
+  EXPECT_EQ(with->params().to_vector(), without->params().to_vector());
+  const std::vector<float> probs = with->predict(x).to_vector();
+  const std::vector<float> logits = without->predict(x).to_vector();
+  for (int r = 0; r < 6; ++r) {
+    double denom = 0, sum = 0;
+    for (int j = 0; j < 4; ++j) denom += std::exp(double(logits[r * 4 + j]));
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_NEAR(probs[r * 4 + j], std::exp(double(logits[r * 4 + j])) / denom, 1e-6);
+      sum += probs[r * 4 + j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  Tensor images = Tensor::zeros(Shape{6, 1, 3, 3}, DType::U8, Device::cpu());
+  for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = static_cast<uint8_t>((i * 37) % 256);
+  const Dataset data(images, labels, 4);
+  const EvalResult e1 = with->evaluate(data), e2 = without->evaluate(data);
+  EXPECT_EQ(e1.loss, e2.loss);
+  EXPECT_EQ(e1.accuracy, e2.accuracy);
+}
+
+}  // namespace
+}  // namespace ember
