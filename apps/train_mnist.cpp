@@ -84,6 +84,12 @@ struct Args {
   bool cuda_graphs = false;
   bool nhwc = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
+  std::string model = "reference";
+  std::string lr_schedule = "constant";
+  float lr_decay = 0.5f;
+  int lr_decay_epochs = 0;  // 0: the schedule's default (step: 5; exponential: 1; cosine: --epochs)
+  int early_stopping = -1;  // patience on val_loss (-1: off)
+  double early_stopping_min_delta = 0;
 };
 
 // A CLI11 check for a floating-point flag: a finite number in [lo, hi] (NaN and inf refused).
@@ -166,10 +172,36 @@ ember::Device choose_device(const Args& a) {
   return resolve_device(Device::parse(a.device), a.strict_placement);
 }
 
+// The --lr-schedule flags as a schedule (none for constant); ArgumentError for one that makes no
+// sense (a decay factor of 0 for step, say).
+std::optional<ember::LearningRateSchedule> schedule_of(const Args& a) {
+  using ember::LearningRateSchedule;
+  if (a.lr_schedule == "constant") return std::nullopt;
+  LearningRateSchedule s;
+  s.kind = a.lr_schedule == "step"          ? LearningRateSchedule::Kind::Step
+           : a.lr_schedule == "exponential" ? LearningRateSchedule::Kind::Exponential
+                                            : LearningRateSchedule::Kind::Cosine;
+  s.initial = a.lr;
+  s.decay = a.lr_decay;
+  s.decay_epochs = a.lr_decay_epochs > 0                               ? a.lr_decay_epochs
+                   : s.kind == LearningRateSchedule::Kind::Step        ? 5
+                   : s.kind == LearningRateSchedule::Kind::Exponential ? 1
+                                                                       : a.epochs;
+  s.validate();
+  return s;
+}
+
 void write_history(const std::string& path, const Args& a, const ember::History& h, const ember::EvalResult& test,
                    double total_seconds, const ember::Device& device) {
   nlohmann::json j;
   j["dataset"] = a.dataset;
+  j["model"] = a.model;
+  j["lr_schedule"] = a.lr_schedule;
+  if (a.early_stopping >= 0)
+    j["early_stopping"] = {{"patience", a.early_stopping},
+                           {"stopped_early", h.stopped_early},
+                           {"best_epoch", h.best_epoch},
+                           {"best_val_loss", h.best_val_loss}};
   j["device"] = device.str();
   j["epochs"] = a.epochs;
   j["batch_size"] = a.batch_size;
@@ -178,8 +210,13 @@ void write_history(const std::string& path, const Args& a, const ember::History&
   j["threads"] = ember::num_threads();
   j["ember_version"] = ember::version();
   for (const auto& e : h.epochs) {
-    nlohmann::json row{{"epoch", e.epoch},     {"loss", e.loss},   {"accuracy", e.accuracy},
-                       {"seconds", e.seconds}, {"steps", e.steps}, {"images_per_second", e.images_per_second}};
+    nlohmann::json row{{"epoch", e.epoch},
+                       {"loss", e.loss},
+                       {"accuracy", e.accuracy},
+                       {"seconds", e.seconds},
+                       {"steps", e.steps},
+                       {"images_per_second", e.images_per_second},
+                       {"learning_rate", e.learning_rate}};
     if (e.val_loss) row["val_loss"] = *e.val_loss;
     if (e.val_accuracy) row["val_accuracy"] = *e.val_accuracy;
     j["history"].push_back(row);
@@ -343,7 +380,10 @@ int run(const Args& a) {
   check_data(data, dir);
 
   ModelRecipe recipe;
-  recipe.add_layers = [](Sequential& m) { apps::add_reference_cnn(m); };
+  if (a.model == "bn-cnn")
+    recipe.add_layers = [](Sequential& m) { apps::add_bn_cnn(m); };
+  else
+    recipe.add_layers = [](Sequential& m) { apps::add_reference_cnn(m); };
   recipe.input_shape = data.train.sample_shape();
   recipe.seed = a.seed;
   recipe.make_optimizer = [&] { return std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}); };
@@ -401,6 +441,9 @@ int run(const Args& a) {
   fit.max_steps = a.steps;
   fit.cuda_graphs = a.cuda_graphs;
   fit.verbose = quiet ? 0 : 1;
+  fit.learning_rate_schedule = schedule_of(a);
+  if (a.early_stopping >= 0)
+    fit.early_stopping = EarlyStopping{.patience = a.early_stopping, .min_delta = a.early_stopping_min_delta};
   if (a.log_device_placement && chief)
     std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
                 model.placement_report(a.batch_size).c_str());
@@ -470,7 +513,10 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  CLI::App app{"Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10) on MNIST.", "train_mnist"};
+  CLI::App app{
+      "Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), or --model bn-cnn, on MNIST or "
+      "Fashion-MNIST.",
+      "train_mnist"};
   // A flag given twice takes its last value, so wrappers can set defaults users override
   // (scripts/train.sh passes --epochs 5 before the user's arguments).
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -481,6 +527,26 @@ int main(int argc, char** argv) {
   auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64);
   app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
+  app.add_option("--model", a.model,
+                 "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10) or bn-cnn "
+                 "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.5-Dense10)")
+      ->check(CLI::IsMember({"reference", "bn-cnn"}));
+  app.add_option("--lr-schedule", a.lr_schedule,
+                 "Learning rate per epoch from --lr: constant, step (x --lr-decay every --lr-decay-epochs, default "
+                 "5), exponential (x --lr-decay per --lr-decay-epochs, default 1, smoothly) or cosine (down to "
+                 "--lr-decay x --lr at --lr-decay-epochs, default --epochs)")
+      ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}));
+  app.add_option("--lr-decay", a.lr_decay, "The schedule's factor (step, exponential: (0, 1]; cosine's floor: [0, 1])")
+      ->check(finite_in(0.0, 1.0));
+  app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs (0: its default)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--early-stopping", a.early_stopping,
+                 "Stop when val_loss has not improved for this many epochs, and restore the best epoch's weights "
+                 "(-1: off)")
+      ->check(CLI::Range(-1, 100000));
+  app.add_option("--early-stopping-min-delta", a.early_stopping_min_delta,
+                 "The least fall of val_loss that counts as an improvement")
+      ->check(finite_in(0.0, 1e9));
   app.add_option("--steps", a.steps, "Stop after N training steps in total (-1: no limit)")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
   app.add_option("--limit-train", a.limit_train, "Train on the first N images only (0: all)")
@@ -579,6 +645,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (a.device != "auto") ember::Device::parse(a.device);  // a bad --device is a command-line error
+    (void)schedule_of(a);                                    // so is a schedule that makes no sense
   } catch (const ember::ArgumentError& e) {
     std::fprintf(stderr, "train_mnist: %s (see --help)\n", e.what());
     return 2;

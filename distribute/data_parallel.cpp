@@ -255,6 +255,23 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
       return StepResult{t.f32()[0], static_cast<int64_t>(t.f32()[1]), static_cast<int64_t>(t.f32()[2])};
     };
   hooks.evaluate = [&](const Dataset& d, int64_t bs) { return on_world([&] { return evaluate(d, bs); }); };
+  hooks.set_learning_rate = [&](float lr) {
+    for (auto& m : replicas_) m->optimizer()->set_learning_rate(lr);
+  };
+  hooks.learning_rate = [&] { return replicas_[0]->optimizer()->learning_rate(); };
+  // Early stopping: the replicas agree, so replica 0's weights are every replica's; every rank
+  // sees the same val_loss (reduced over the world) and decides alike.
+  Tensor best_params, best_state;
+  hooks.keep_best_weights = [&] {
+    best_params = replicas_[0]->params().clone();
+    best_state = replicas_[0]->state().clone();
+  };
+  hooks.restore_best_weights = [&] {
+    for (auto& m : replicas_) {
+      m->params().copy_from(best_params);
+      m->state().copy_from(best_state);
+    }
+  };
   hooks.totals_on_host =
       std::all_of(config_.devices.begin(), config_.devices.end(), [](const Device& d) { return d.is_cpu(); });
   Tensor flag = Tensor::empty(Shape{1}, DType::F32, Device::cpu());  // reused every step

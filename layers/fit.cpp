@@ -111,6 +111,17 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
           std::make_unique<DataLoader>(d, DataLoaderOptions{.batch_size = bs, .shuffle = false, .device = device_});
     return evaluate(*val_loader);
   };
+  hooks.set_learning_rate = [this](float lr) { optimizer_->set_learning_rate(lr); };
+  hooks.learning_rate = [this] { return optimizer_->learning_rate(); };
+  Tensor best_params, best_state;  // early stopping's copy, on the model's device
+  hooks.keep_best_weights = [&] {
+    best_params = params_.clone();
+    best_state = state_.clone();
+  };
+  hooks.restore_best_weights = [&] {
+    params_.copy_from(best_params);
+    state_.copy_from(best_state);
+  };
   hooks.totals_on_host = device_.is_cpu();
   hooks.print = options.verbose > 0;
   return fit_loop(loader, options, validation, hooks);
@@ -120,6 +131,24 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
   EMBER_CHECK(options.initial_batch >= 0 && options.initial_batch < loader.num_batches(), ArgumentError,
               "fit: initial_batch " + std::to_string(options.initial_batch) + " is outside 0.." +
                   std::to_string(loader.num_batches() - 1) + " (a checkpoint of another batch size?)");
+  if (options.learning_rate_schedule) {
+    options.learning_rate_schedule->validate();
+    EMBER_CHECK(hooks.set_learning_rate != nullptr, ArgumentError,
+                "fit: this strategy cannot follow a learning-rate schedule");
+  }
+  if (options.early_stopping) {
+    EMBER_CHECK(validation != nullptr, ArgumentError, "fit: early stopping watches val_loss: give validation data");
+    EMBER_CHECK(options.early_stopping->patience >= 0 && std::isfinite(options.early_stopping->min_delta) &&
+                    options.early_stopping->min_delta >= 0,
+                ArgumentError,
+                "fit: early stopping needs patience >= 0 and a finite min_delta >= 0, got patience " +
+                    std::to_string(options.early_stopping->patience) + ", min_delta " +
+                    std::to_string(options.early_stopping->min_delta));
+    EMBER_CHECK(hooks.keep_best_weights && hooks.restore_best_weights, ArgumentError,
+                "fit: this strategy cannot restore the best weights");
+  }
+  int since_best = 0;      // epochs since val_loss last improved
+  bool have_best = false;  // a best epoch (and, with restore_best_weights, its weights) is kept
   History history;
   int64_t steps_total = 0;
   const bool limited = options.max_steps >= 0;
@@ -133,6 +162,7 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       history.stop_batch = 0;
       break;
     }
+    if (options.learning_rate_schedule) hooks.set_learning_rate(options.learning_rate_schedule->rate(epoch));
     if (print) std::printf("Epoch %d/%d\n", epoch + 1, options.epochs);
     std::fflush(stdout);
     const auto t0 = Clock::now();
@@ -195,6 +225,7 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
     logs.loss = total.loss_sum / static_cast<double>(total.samples);
     logs.accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
     logs.images_per_second = static_cast<double>(total.samples) / train_seconds;
+    if (hooks.learning_rate) logs.learning_rate = hooks.learning_rate();
     ProgressBar::Metrics metrics{{"loss", logs.loss}, {"accuracy", logs.accuracy}};
     if (validation) {
       const EvalResult v = hooks.evaluate(*validation, std::max<int64_t>(options.batch_size, 256));
@@ -207,6 +238,24 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
     if (print) bar.finish(first + steps, train_seconds, metrics);
     history.epochs.push_back(logs);
     if (options.on_epoch_end && !options.on_epoch_end(logs)) break;
+    if (const auto& es = options.early_stopping) {
+      // Keras' EarlyStopping: better than the best by more than min_delta resets the wait.
+      if (!have_best || *logs.val_loss < history.best_val_loss - es->min_delta) {
+        have_best = true;
+        history.best_epoch = logs.epoch;
+        history.best_val_loss = *logs.val_loss;
+        since_best = 0;
+        if (es->restore_best_weights) hooks.keep_best_weights();
+      } else if (++since_best >= es->patience) {
+        history.stopped_early = true;
+        if (es->restore_best_weights) hooks.restore_best_weights();
+        if (print)
+          std::printf("Early stopping after epoch %d: val_loss has not improved on epoch %d's %.4f for %d epoch%s%s\n",
+                      logs.epoch, history.best_epoch, history.best_val_loss, since_best, since_best == 1 ? "" : "s",
+                      es->restore_best_weights ? "; its weights restored" : "");
+        break;
+      }
+    }
   }
   if (stop && !history.stopped) {  // asked during the last epoch's last step: nothing left
     history.stopped = true;

@@ -32,6 +32,14 @@ struct FitLoopHooks {
   std::function<StepResult()> epoch_totals;
   // Validation at the end of each epoch (only called when validation data is given).
   std::function<EvalResult(const Dataset&, int64_t batch_size)> evaluate;
+  // Sets every replica's learning rate (FitOptions::learning_rate_schedule).
+  std::function<void(float)> set_learning_rate;
+  // The current learning rate (for the logs).
+  std::function<float()> learning_rate;
+  // Early stopping: keeps a copy of the weights (parameters and state) as the best so far, and
+  // puts that copy back into every replica.
+  std::function<void()> keep_best_weights;
+  std::function<void()> restore_best_weights;
   // Turns this process's epoch totals into global ones (multi-process); identity by default.
   std::function<StepResult(const StepResult&)> reduce_epoch;
   // Turns this process's stop request into the one every process acts on (multi-process: any

@@ -39,6 +39,7 @@ class DataLoader;
 struct EpochLogs {
   int epoch = 0;  // 1-based
   double loss = 0, accuracy = 0;
+  double learning_rate = 0;  // the optimizer's rate during this epoch
   std::optional<double> val_loss, val_accuracy;
   double seconds = 0;
   double images_per_second = 0;
@@ -53,6 +54,42 @@ struct History {
   bool stopped = false;
   int stop_epoch = 0;
   int64_t stop_batch = 0;
+  // FitOptions::early_stopping ended the fit (after the last epoch in `epochs`); `best_epoch`
+  // (1-based) had the lowest val_loss, and its weights were restored when asked.
+  bool stopped_early = false;
+  int best_epoch = 0;
+  double best_val_loss = 0;
+};
+
+// Learning-rate schedules, applied at the start of every epoch (as Keras' LearningRateScheduler
+// callback): the rate of epoch e (0-based, counted from the first epoch of the run, so a resumed
+// run gets the rates the uninterrupted one had). Per epoch, not per step: a captured CUDA graph
+// holds its rate, so a per-step rate would mean a capture per step.
+struct LearningRateSchedule {
+  enum class Kind { Constant, Step, Exponential, Cosine };
+  Kind kind = Kind::Constant;
+  float initial = 1e-3f;  // the rate of epoch 0
+  // Step: multiply by `decay` every `decay_epochs` epochs: initial * decay^floor(e / decay_epochs).
+  // Exponential: initial * decay^(e / decay_epochs) (smooth).
+  // Cosine: initial * ((1 - decay) * (1 + cos(pi * min(e, decay_epochs) / decay_epochs)) / 2 + decay):
+  // from `initial` down to decay * initial (Keras' alpha) at epoch decay_epochs, then flat.
+  float decay = 0.5f;
+  int decay_epochs = 1;
+  // The rate of epoch `epoch`. Throws ArgumentError for a schedule that makes no sense (decay
+  // outside (0, 1] for Step/Exponential or [0, 1] for Cosine, decay_epochs < 1, initial <= 0).
+  float rate(int epoch) const;
+  void validate() const;
+};
+
+// Early stopping on val_loss (Keras' EarlyStopping(monitor="val_loss")): an epoch improves when
+// its val_loss is below the best so far by more than min_delta; after `patience` epochs in a
+// row without improvement the fit stops, and with restore_best_weights the parameters and the
+// non-trainable state of the best epoch come back (the optimizer's state stays as it is, as
+// in Keras). Needs validation data.
+struct EarlyStopping {
+  int patience = 0;
+  double min_delta = 0;
+  bool restore_best_weights = true;  // Keras' default is false; the reason to stop early is the best model
 };
 
 struct FitOptions {
@@ -73,6 +110,10 @@ struct FitOptions {
   // before on_epoch_end can checkpoint the diverged model.
   // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
   std::function<bool(const EpochLogs&)> on_epoch_end{};
+  // Sets the optimizer's learning rate at the start of every epoch (every replica's).
+  std::optional<LearningRateSchedule> learning_rate_schedule{};
+  // Checked after on_epoch_end (which therefore sees, and may checkpoint, the epoch's own weights).
+  std::optional<EarlyStopping> early_stopping{};
   // On a GPU: after two eager steps, capture the full-size training step (gather, forward,
   // backward, Adam) as a CUDA graph and replay it with one launch per step (CudaGraph); the
   // short last batch runs eagerly. The same bits as eager training. A learning rate changed

@@ -5,7 +5,8 @@ ember_folder(layers
                  dropout.h flatten.h geometry.h layer.h loss.h matmul.h maxpool2d.h metrics.h random_bits.h relu.h
                  sequential.h
   SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp checkpoint.cpp conv2d.cpp cuda_ops.cpp
-          dense.cpp dropout.cpp fit.cpp flatten.cpp geometry.cpp layer.cpp loss.cpp matmul.cpp maxpool2d.cpp metrics.cpp
+          dense.cpp dropout.cpp fit.cpp flatten.cpp geometry.cpp layer.cpp learning_rate.cpp loss.cpp matmul.cpp maxpool2d.cpp
+          metrics.cpp
           progress.cpp relu.cpp sequential.cpp
           ops/avgpool2d.cpp ops/batchnorm.cpp ops/conv2d.cpp ops/dense.cpp ops/dropout.cpp ops/maxpool2d.cpp
           ops/pointwise.cpp ops/relu.cpp ops/softmax.cpp ops/softmax_xent.cpp

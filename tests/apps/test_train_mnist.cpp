@@ -83,7 +83,14 @@ TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
                            "--history ''",
                            "--checkpoint-dir ''",
                            "--inject-fault x:y",
-                           "--inject-fault 1:2:sleep"}) {
+                           "--inject-fault 1:2:sleep",
+                           "--model vgg",
+                           "--lr-schedule linear",
+                           "--lr-decay 2",
+                           "--lr-schedule step --lr-decay 0",
+                           "--lr-decay-epochs -1",
+                           "--early-stopping -2",
+                           "--early-stopping-min-delta nan"}) {
     const AppRun r = run(args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
@@ -230,6 +237,29 @@ TEST(TrainMnist, ShortRunLowersTheLossAndWritesHistory) {
   EXPECT_LT(last, 0.5 * first) << r.output;
   EXPECT_GT(double(j["test"]["accuracy"]), 0.9) << r.output;  // 10 well-separated classes
   EXPECT_GT(double(j["history"][0]["images_per_second"]), 0.0);
+  std::filesystem::remove_all(dir);
+}
+
+// --model bn-cnn with a schedule and early stopping: the model's summary, each epoch's rate in
+// the history, and a model that learns.
+TEST(TrainMnist, BnCnnFollowsTheScheduleAndCanStopEarly) {
+  const std::string dir = ember::test::temp_dir("bncnn");
+  ember::test::write_synthetic_mnist(dir, 640, 200, /*gzip=*/false);
+  const std::string history = dir + "/history.json";
+  const AppRun r =
+      run("--device cpu --model bn-cnn --epochs 3 --batch-size 32 --seed 2 --lr-schedule step "
+          "--lr-decay 0.5 --lr-decay-epochs 1 --early-stopping 4 --data-dir " +
+          dir + " --history " + history);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Non-trainable params: 192"), std::string::npos) << r.output;  // 2 x 2 x (32 + 64)
+  EXPECT_NE(r.output.find("dropout (Dropout)"), std::string::npos) << r.output;
+  std::ifstream f(history);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["model"], "bn-cnn");
+  ASSERT_EQ(j["history"].size(), 3u);
+  for (int e = 0; e < 3; ++e) EXPECT_FLOAT_EQ(float(j["history"][e]["learning_rate"]), 1e-3f / float(1 << e)) << e;
+  EXPECT_EQ(j["early_stopping"]["stopped_early"], false);
+  EXPECT_GT(double(j["test"]["accuracy"]), 0.9) << r.output;
   std::filesystem::remove_all(dir);
 }
 

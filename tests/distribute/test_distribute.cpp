@@ -255,6 +255,69 @@ TEST(DataParallel, MirroredEqualsMultiWorkerOnThreadsBitForBit) {
   set_num_threads(0);
 }
 
+// BatchNormalization under data parallelism: each replica normalises with its own shard's
+// statistics (Keras' default), and the moving statistics are averaged after every step, so every
+// rank holds the same values: after one step from (0, 1) the moving mean is 0.01 x the mean of
+// the shard means (= the global batch's mean, equal shards) and the variance the mean of the
+// shards' unbiased variances moved 1% of the way.
+ModelRecipe bn_recipe() {
+  ModelRecipe r;
+  r.add_layers = [](Sequential& m) {
+    m.add<BatchNormalization>();  // first: its input is the batch itself
+    m.add<Conv2D>(3, Size2{3, 3}, Activation::ReLU);
+    m.add<Flatten>();
+    m.add<Dropout>(0.25f);
+    m.add<Dense>(4);
+  };
+  r.input_shape = Shape{1, 10, 10};
+  r.seed = 5;
+  r.make_optimizer = [] { return std::make_unique<Adam>(); };
+  return r;
+}
+
+TEST(DataParallel, MovingStatisticsAreAveragedAndEqualOnEveryRank) {
+  set_num_threads(1);
+  const Dataset d = classes_dataset(64, 1);
+  const int n = 2;
+  for (int64_t steps : {1, 6}) {
+    auto comms = make_local_communicators(n);
+    std::vector<std::vector<float>> state(n), params(n);
+    on_threads(n, [&](int r) {
+      set_num_threads(1);
+      auto s =
+          detail::make_multiworker_strategy(std::shared_ptr<Communicator>(std::move(comms[static_cast<size_t>(r)])));
+      s->build(bn_recipe());
+      FitOptions o{.epochs = 1, .batch_size = 32, .seed = 9, .shuffle = false, .max_steps = steps, .verbose = 0};
+      s->fit(d, o);
+      state[r] = s->model().state().to_vector();
+      params[r] = s->model().params().to_vector();
+    });
+    EXPECT_EQ(state[0], state[1]) << steps << " steps";
+    EXPECT_EQ(params[0], params[1]) << steps << " steps";
+    if (steps != 1) continue;
+    // The first batch (no shuffle): rows 0-15 on rank 0, 16-31 on rank 1, pixels / 255.
+    double mean = 0, var_sum = 0;
+    for (int shard = 0; shard < 2; ++shard) {
+      double s1 = 0, s2 = 0;
+      const int64_t m = 16 * 100;
+      for (int64_t i = shard * m; i < (shard + 1) * m; ++i) s1 += d.images().data<uint8_t>()[i] / 255.0;
+      const double mu = s1 / m;
+      for (int64_t i = shard * m; i < (shard + 1) * m; ++i) {
+        const double v = d.images().data<uint8_t>()[i] / 255.0 - mu;
+        s2 += v * v;
+      }
+      mean += 0.5 * mu;
+      var_sum += 0.5 * s2 / (m - 1);
+    }
+    // state: [moving_mean, moving_variance] of the BN (averaged region), then Dropout's counter.
+    ASSERT_EQ(state[0].size(), 4u);
+    EXPECT_NEAR(state[0][0], 0.01 * mean, 1e-6);
+    EXPECT_NEAR(state[0][1], 0.99 + 0.01 * var_sum, 1e-6);
+    EXPECT_EQ(state[0][2], 1.0f);  // Dropout's step counter: one step, not averaged
+  }
+  set_num_threads(0);
+}
+
 // A stop request seen by one rank only stops every rank after the same step (the ranks agree
 // on it per step), so no rank is left waiting in the next all-reduce; all report the position.
 TEST(DataParallel, AStopRequestOnOneRankStopsEveryRankAtTheSameStep) {

@@ -1,0 +1,42 @@
+// LearningRateSchedule (declared in sequential.h with FitOptions).
+#include <cmath>
+#include <numbers>
+
+#include "../core/error.h"
+#include "sequential.h"
+
+namespace ember {
+
+void LearningRateSchedule::validate() const {
+  EMBER_CHECK(std::isfinite(initial) && initial > 0.0f, ArgumentError,
+              "learning-rate schedule: the initial rate must be > 0, got " + std::to_string(initial));
+  EMBER_CHECK(decay_epochs >= 1, ArgumentError,
+              "learning-rate schedule: decay_epochs must be >= 1, got " + std::to_string(decay_epochs));
+  if (kind == Kind::Step || kind == Kind::Exponential)
+    EMBER_CHECK(std::isfinite(decay) && decay > 0.0f && decay <= 1.0f, ArgumentError,
+                "learning-rate schedule: the decay factor must be in (0, 1], got " + std::to_string(decay));
+  if (kind == Kind::Cosine)
+    EMBER_CHECK(std::isfinite(decay) && decay >= 0.0f && decay <= 1.0f, ArgumentError,
+                "learning-rate schedule: cosine's floor (alpha) must be in [0, 1], got " + std::to_string(decay));
+}
+
+float LearningRateSchedule::rate(int epoch) const {
+  validate();
+  EMBER_CHECK(epoch >= 0, ArgumentError, "learning-rate schedule: epoch " + std::to_string(epoch) + " < 0");
+  const double e = epoch, n = decay_epochs, lr0 = initial, d = decay;
+  switch (kind) {
+    case Kind::Constant:
+      return initial;
+    case Kind::Step:
+      return static_cast<float>(lr0 * std::pow(d, std::floor(e / n)));
+    case Kind::Exponential:
+      return static_cast<float>(lr0 * std::pow(d, e / n));
+    case Kind::Cosine: {
+      const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(e, n) / n));
+      return static_cast<float>(lr0 * ((1.0 - d) * cosine + d));
+    }
+  }
+  return initial;
+}
+
+}  // namespace ember
