@@ -22,7 +22,7 @@ std::string PointwiseActivation::kernel_info(int64_t, Device device) const {
   return device.is_cuda() ? "ember CUDA elementwise kernel" : "ember cpu elementwise loop (any layout)";
 }
 
-LeakyReLU::LeakyReLU(float alpha) : PointwiseActivation(detail::Pointwise::LeakyReLU, alpha), alpha_(alpha) {
+LeakyReLU::LeakyReLU(float alpha) : PointwiseActivation(detail::Pointwise::LeakyReLU, alpha) {
   EMBER_CHECK(std::isfinite(alpha) && alpha >= 0.0f, ArgumentError,
               "LeakyReLU: alpha must be finite and >= 0, got " + std::to_string(alpha));
 }

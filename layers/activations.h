@@ -22,9 +22,8 @@ class PointwiseActivation : public Layer {
   const Tensor& do_forward(const Tensor& x, bool training) override;
   const Tensor& do_backward(const Tensor& dy) override;
 
- private:
   detail::Pointwise f_;
-  float alpha_;
+  float alpha_;  // LeakyReLU's slope
 };
 
 class Sigmoid : public PointwiseActivation {
@@ -45,9 +44,6 @@ class LeakyReLU : public PointwiseActivation {
   explicit LeakyReLU(float alpha = 0.3f);
   std::string type() const override { return "LeakyReLU"; }
   float alpha() const { return alpha_; }
-
- private:
-  float alpha_;
 };
 
 class Softmax : public Layer {

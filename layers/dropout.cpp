@@ -23,7 +23,7 @@ std::vector<StateSpec> Dropout::state_specs() const {
 const Tensor& Dropout::do_forward(const Tensor& x, bool training) {
   masked_ = training && rate_ > 0.0f;
   if (!masked_) return x;
-  return detail::dropout_forward(state_, params_rng_, state_tensors_[0], x);
+  return detail::dropout_forward(state_, params_rng_, state_tensors_.at(0), x);
 }
 
 const Tensor& Dropout::do_backward(const Tensor& dy) {

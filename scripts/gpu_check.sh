@@ -140,6 +140,16 @@ part_train() {
 for e in j["history"]: print("epoch", e["epoch"], "train s %.4f" % (60000 / e["images_per_second"]), "with eval s %.4f" % e["seconds"])
 a=j["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' "$out/history_gpu_graphs.json" \
     || { echo "FAIL: below 99.0%"; status=1; }
+  # Issue 17's layers end to end on the GPU (BatchNormalization, Dropout in the step, with and
+  # without graphs; MNIST: Fashion-MNIST is not in the bundle).
+  echo "== train_mnist --model bn-cnn, 3 epochs (>= 98.5%), eager then --cuda-graphs --nhwc"
+  local g
+  for g in "" "--cuda-graphs --nhwc"; do
+    "$B"/train_mnist --device gpu --strict-placement --model bn-cnn --epochs 3 --seed 1 --lr-schedule cosine $g \
+      --data-dir "$BUNDLE/mnist" --history "$out/history_gpu_bn.json" || status=1
+    python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.985)' \
+      "$out/history_gpu_bn.json" || { echo "FAIL: below 98.5%"; status=1; }
+  done
   echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv --nhwc, 1 epoch"
   "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv --nhwc \
     --data-dir "$BUNDLE/mnist" || status=1

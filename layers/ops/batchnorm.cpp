@@ -31,6 +31,12 @@ const Tensor& batchnorm_forward(std::unique_ptr<OpState>& state, const BatchNorm
       cpu::batchnorm_forward_inference(s.x, *a.gamma, *a.beta, *a.running_mean, *a.running_var, a.eps, s.y);
     return s.y;
   }
+  // One value per channel has no variance to correct (cuDNN's M / (M - 1) would make the moving
+  // variance infinite): refused on every backend, as PyTorch does.
+  const int64_t m = s.x.numel() / c;
+  EMBER_CHECK(m > 1, ShapeError,
+              "BatchNormalization: training needs more than one value per channel, got input " + s.x.shape().str() +
+                  " (a batch of one after Dense? choose a batch size that leaves no last batch of one)");
   ensure(s.save_mean, Shape{c}, DType::F32, s.x.device());
   ensure(s.save_invstd, Shape{c}, DType::F32, s.x.device());
   if (on_gpu(x))

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -12,17 +15,28 @@
 #include "data/cuda/gather.h"
 #include "data/dataset.h"
 #include "layers/activation.h"
+#include "layers/cpu/avgpool2d.h"
+#include "layers/cpu/batchnorm.h"
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/dense.h"
+#include "layers/cpu/dropout.h"
 #include "layers/cpu/maxpool2d.h"
+#include "layers/cpu/pointwise.h"
 #include "layers/cpu/relu.h"
+#include "layers/cpu/softmax.h"
 #include "layers/cpu/softmax_xent.h"
+#include "layers/cuda/avgpool2d.h"
+#include "layers/cuda/batchnorm.h"
 #include "layers/cuda/conv2d.h"
 #include "layers/cuda/dense.h"
+#include "layers/cuda/dropout.h"
 #include "layers/cuda/maxpool2d.h"
+#include "layers/cuda/pointwise.h"
 #include "layers/cuda/relu.h"
+#include "layers/cuda/softmax.h"
 #include "layers/cuda/softmax_xent.h"
 #include "layers/loss.h"
+#include "layers/random_bits.h"
 #include "optim/adam.h"
 #include "optim/cpu/adam.h"
 #include "optim/cuda/adam.h"
@@ -53,18 +67,42 @@ class Parity : public ::testing::Test {
     std::copy(v.begin(), v.end(), t.data<int32_t>());
     return t;
   }
+  // A layer test::build_standalone built on the CPU, moved to the GPU as Sequential::to moves a
+  // model's: its parameters and state copied there (bind, then bind_state), its gradients NaN
+  // there (every backward must write them all).
+  static void move_to_gpu(Layer& layer) {
+    std::vector<Tensor> params, grads, state;
+    for (const Tensor& p : layer.params()) {
+      params.push_back(p.to(kGpu));
+      grads.push_back(nan_on_gpu(p.shape()));
+    }
+    for (const Tensor& s : layer.state()) state.push_back(s.to(kGpu));
+    layer.bind(std::move(params), std::move(grads));
+    layer.bind_state(std::move(state));
+  }
 };
 
-// Max |a - b| / max(1, |b|); NaN anywhere counts as infinite.
-double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+// Max |a - b| / max(floor, |b|): relative above `floor`, absolute below; NaN anywhere counts as
+// infinite. The default floor 1 suits O(1) values; probabilities need a smaller one.
+double rel_error(const std::vector<float>& a, const std::vector<float>& b, double floor = 1.0) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) || std::isnan(b[i])) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(floor, std::abs(double(b[i]))));
   }
   return worst;
 }
+
+// A u8 tensor's values in row-major logical order, from either device and any layout.
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
+  if (h.layout() != Layout::RowMajor) h = h.to_layout(Layout::RowMajor);
+  return std::vector<uint8_t>(h.data<uint8_t>(), h.data<uint8_t>() + h.numel());
+}
+
+// One ulp at 1: the unit of the elementwise tolerances below (their values are O(1)).
+constexpr double kUlp1 = std::numeric_limits<float>::epsilon();
 
 TEST_F(Parity, ReluForwardAndBackwardAreExact) {
   Tensor x = test::random_tensor(Shape{3, 5, 7, 9}, 1);
@@ -446,6 +484,364 @@ TEST_F(Parity, LayoutChangesOnTheGpuEqualTheCpu) {
   for (int64_t i = 0; i < bytes.numel(); ++i) bytes.data<uint8_t>()[i] = static_cast<uint8_t>(i);
   const Tensor bg = bytes.to(kGpu).to_layout(Layout::NHWC).to(Device::cpu()), bc = bytes.to_layout(Layout::NHWC);
   EXPECT_TRUE(std::equal(bg.data<uint8_t>(), bg.data<uint8_t>() + bg.numel(), bc.data<uint8_t>()));
+}
+
+// ---- Issue 17's ops: Sigmoid/Tanh/LeakyReLU, Softmax, Dropout, BatchNormalization, average pools.
+
+// Elementwise in any layout (NCHW and NHWC here; odd sizes, one element on LeakyReLU's kink).
+// Tolerances in ulps of 1 (kUlp1 = 2^-23; every value here is O(1), so rel_error's floor of 1
+// makes them absolute there):
+//  - forward: CUDA's expf and tanhf are within 2 ulp of the correctly rounded result, glibc's
+//    within 1 (expf) and 2 (tanhf); sigmoid adds one addition and one IEEE division (the same on
+//    both). The outputs are < 1, so 4 ulp of 1 bounds the difference with room to spare.
+//  - backward, run on both sides from the same x and the CPU's y (so only its own arithmetic is
+//    compared): nvcc may contract tanh's 1 - y*y into one FMA where the CPU rounds twice (half
+//    an ulp of 1, times |dy| <= 1); sigmoid's dy*y*(1-y) has nothing to contract. 2 ulp.
+//  - LeakyReLU is a select and at most one product either way: bit-exact.
+// In place (y == x), which the GPU contract allows, gives the out-of-place bits.
+TEST_F(Parity, SigmoidTanhLeakyReluForwardAndBackward) {
+  using detail::Pointwise;
+  const float alpha = 0.2f;
+  const std::vector<std::pair<Pointwise, std::string>> ops = {
+      {Pointwise::Sigmoid, "sigmoid"}, {Pointwise::Tanh, "tanh"}, {Pointwise::LeakyReLU, "leaky_relu"}};
+  for (const Layout layout : {Layout::RowMajor, Layout::NHWC})
+    for (const auto& [f, name] : ops) {
+      const std::string label = name + (layout == Layout::NHWC ? " (NHWC)" : " (NCHW)");
+      Tensor x = test::random_tensor(Shape{3, 5, 7, 9}, 51, -6.0f, 6.0f);
+      x.f32()[0] = 0.0f;  // LeakyReLU's kink: x > 0 is false on both, the slope below applies
+      const Tensor xl = x.to_layout(layout), dyl = test::random_tensor(x.shape(), 52).to_layout(layout);
+      Tensor y = Tensor::empty(x.shape(), DType::F32, Device::cpu(), layout);
+      Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), layout);
+      cpu::pointwise_forward(f, alpha, xl, y);
+      cpu::pointwise_backward(f, alpha, xl, y, dyl, dx);
+
+      const Tensor xg = xl.to(kGpu), dyg = dyl.to(kGpu), y_cpu_on_gpu = y.to(kGpu);
+      Tensor yg = nan_on_gpu(x.shape(), layout), dxg = nan_on_gpu(x.shape(), layout);
+      cuda::pointwise_forward(ctx(), f, alpha, xg, yg);
+      cuda::pointwise_backward(ctx(), f, alpha, xg, y_cpu_on_gpu, dyg, dxg);
+      Tensor in_place = xl.to(kGpu);
+      cuda::pointwise_forward(ctx(), f, alpha, in_place, in_place);
+      ctx().synchronize();
+      EXPECT_EQ(yg.layout(), layout) << label;
+      if (f == Pointwise::LeakyReLU) {
+        EXPECT_EQ(yg.to_vector(), y.to_vector()) << label;
+        EXPECT_EQ(dxg.to_vector(), dx.to_vector()) << label;
+      } else {
+        EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 4 * kUlp1) << label;
+        EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 2 * kUlp1) << label;
+      }
+      EXPECT_EQ(in_place.to_vector(), yg.to_vector()) << label;
+    }
+}
+
+// Row softmax over K = 10 (a classifier's rows: most lanes of the GPU's warp per row idle) and
+// K = 1000 (~31 values per lane), and more rows than the capped grid has warps (4096 x 8).
+//  - forward: both sum the float exponentials in double and scale by the rounded inverse of
+//    the sum; only expf differs (<= 2 ulp on the GPU, < 1 on the CPU): ~4 ulp (5e-7) relative
+//    per probability. Measured relative to each probability itself (K = 1000 gives values down
+//    to ~3e-6, where the floor of 1 would check nothing): 1e-5, far below a wrong max or sum.
+//  - backward, on both from the CPU's y: dx = y (dy - s), s = sum(dy y) summed in double in
+//    another order, so s may differ in its last float bit; where dy ~ s that cancels, so each
+//    element is measured against y (|dy| + |s|), the size of what it is computed from: 1e-6.
+TEST_F(Parity, SoftmaxForwardAndBackward) {
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{37, 10}, {19, 1000}, {40000, 10}}) {
+    const std::string label = "(" + std::to_string(n) + ", " + std::to_string(k) + ")";
+    const Tensor x = test::random_tensor(Shape{n, k}, 61, -4.0f, 4.0f), dy = test::random_tensor(Shape{n, k}, 62);
+    Tensor y = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
+    cpu::softmax_forward(x, y);
+    cpu::softmax_backward(y, dy, dx);
+    const Tensor xg = x.to(kGpu);
+    Tensor yg = nan_on_gpu(x.shape()), dxg = nan_on_gpu(x.shape());
+    cuda::softmax_forward(ctx(), xg, yg);
+    cuda::softmax_backward(ctx(), y.to(kGpu), dy.to(kGpu), dxg);
+    Tensor in_place = x.to(kGpu);
+    cuda::softmax_forward(ctx(), in_place, in_place);
+    ctx().synchronize();
+    EXPECT_LE(rel_error(yg.to_vector(), y.to_vector(), 1e-30), 1e-5) << label;
+    EXPECT_EQ(in_place.to_vector(), yg.to_vector()) << label;
+    const std::vector<float> yv = y.to_vector(), gv = dy.to_vector(), want = dx.to_vector(), got = dxg.to_vector();
+    double worst = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      double s = 0;
+      for (int64_t j = 0; j < k; ++j) s += double(gv[r * k + j]) * yv[r * k + j];
+      for (int64_t j = 0; j < k; ++j) {
+        const size_t i = static_cast<size_t>(r * k + j);
+        const double scale = double(yv[i]) * (std::abs(double(gv[i])) + std::abs(s));
+        worst = std::isnan(got[i]) ? std::numeric_limits<double>::infinity()
+                                   : std::max(worst, std::abs(double(got[i]) - want[i]) / scale);
+      }
+    }
+    EXPECT_LE(worst, 1e-6) << label;
+  }
+}
+
+// Dropout's mask is a counter-based hash of (seed, step, logical NCHW index): the CPU and the
+// GPU draw the same bits in either layout (compared exactly: output, mask and input gradient),
+// two consecutive steps differ, and the step counter, on the device, is advanced there. More
+// elements than the GPU's capped grid (4096 x 256) covers in one pass.
+TEST_F(Parity, DropoutMasksAreBitIdenticalInBothLayouts) {
+  const float rate = 0.4f;
+  const detail::DropoutParams p{.seed = 0x5EEDF00Dull,
+                                .threshold = static_cast<uint32_t>(std::ceil(double(rate) * detail::kCounterBase)),
+                                .scale = 1.0f / (1.0f - rate)};
+  const Shape shape{3, 7, 229, 231};  // 1,110,879 elements
+  const Tensor x = test::random_tensor(shape, 71, 0.5f, 1.5f), dy = test::random_tensor(shape, 72);
+  std::vector<std::vector<uint8_t>> masks[2];  // per layout, per step (logical order)
+  for (const Layout layout : {Layout::RowMajor, Layout::NHWC}) {
+    const std::string label = layout == Layout::NHWC ? "NHWC" : "NCHW";
+    const Tensor xl = x.to_layout(layout), dyl = dy.to_layout(layout);
+    const Tensor xg = xl.to(kGpu), dyg = dyl.to(kGpu);
+    Tensor counter = Tensor::zeros(Shape{2}), counter_g = Tensor::zeros(Shape{2}, DType::F32, kGpu);
+    for (int step = 0; step < 2; ++step) {
+      Tensor y = Tensor::empty(shape, DType::F32, Device::cpu(), layout);
+      Tensor mask = Tensor::empty(shape, DType::U8, Device::cpu(), layout);
+      Tensor dx = Tensor::empty(shape, DType::F32, Device::cpu(), layout);
+      cpu::dropout_forward(p, counter, xl, y, mask);
+      cpu::dropout_advance(counter);
+      cpu::dropout_backward(p.scale, mask, dyl, dx);
+      Tensor yg = nan_on_gpu(shape, layout), dxg = nan_on_gpu(shape, layout);
+      Tensor mask_g = Tensor::empty(shape, DType::U8, Device::cpu(), layout);
+      std::fill(mask_g.data<uint8_t>(), mask_g.data<uint8_t>() + mask_g.numel(), uint8_t{77});
+      mask_g = mask_g.to(kGpu);
+      cuda::dropout_forward(ctx(), p, counter_g, xg, yg, mask_g);
+      cuda::dropout_advance(ctx(), counter_g);
+      cuda::dropout_backward(ctx(), p.scale, mask_g, dyg, dxg);
+      ctx().synchronize();
+      EXPECT_EQ(yg.to_vector(), y.to_vector()) << label << " step " << step;
+      masks[layout == Layout::NHWC].push_back(bytes_of(mask));
+      EXPECT_EQ(bytes_of(mask_g), masks[layout == Layout::NHWC].back()) << label << " step " << step;
+      EXPECT_EQ(dxg.to_vector(), dx.to_vector()) << label << " step " << step;
+      // In place (y == x), allowed on the GPU, at the same step: the same bits.
+      Tensor in_place = xl.to(kGpu), mask_ip = Tensor::empty(shape, DType::U8, kGpu, layout);
+      Tensor same_step = Tensor::from_vector(Shape{2}, std::vector<float>{float(step), 0.0f}).to(kGpu);
+      cuda::dropout_forward(ctx(), p, same_step, in_place, in_place, mask_ip);
+      EXPECT_EQ(in_place.to_vector(), yg.to_vector()) << label << " step " << step;
+    }
+    EXPECT_EQ(counter_g.to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+    EXPECT_EQ(counter.to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+    EXPECT_NE(masks[layout == Layout::NHWC][0], masks[layout == Layout::NHWC][1]) << label << ": a step draws anew";
+  }
+  EXPECT_EQ(masks[0], masks[1]) << "the mask depends on the layout";
+  int64_t dropped = 0;
+  for (uint8_t k : masks[0][0]) dropped += k == 0;
+  // Binomial(1.1e6, 0.4): standard deviation ~516; 5,000 is ~10 of them.
+  EXPECT_NEAR(double(dropped), 0.4 * double(shape.numel()), 5000.0);
+
+  // A counter past 2^24 steps ([lo, hi] = [2^24 - 1, 5]): the same key on both; the device's
+  // advance carries into hi exactly as the host's.
+  const Tensor xs = test::random_tensor(Shape{4, 50}, 73, 0.5f, 1.5f);
+  Tensor c = Tensor::from_vector(Shape{2}, std::vector<float>{16777215.0f, 5.0f}), cg = c.to(kGpu);
+  Tensor y = Tensor::empty(xs.shape()), m = Tensor::empty(xs.shape(), DType::U8);
+  Tensor yg = nan_on_gpu(xs.shape()), mg = Tensor::zeros(xs.shape(), DType::U8, kGpu);
+  cpu::dropout_forward(p, c, xs, y, m);
+  cuda::dropout_forward(ctx(), p, cg, xs.to(kGpu), yg, mg);
+  cuda::dropout_advance(ctx(), cg);
+  EXPECT_EQ(yg.to_vector(), y.to_vector());
+  EXPECT_EQ(bytes_of(mg), bytes_of(m));
+  EXPECT_EQ(cg.to_vector(), (std::vector<float>{0.0f, 6.0f}));
+}
+
+// The Dropout layer on the GPU (its step counter in device state, as a model on the GPU holds
+// it): two training steps draw exactly the CPU layer's outputs and input gradients, for NCHW and
+// NHWC 4-D input (the output keeps the input's layout) and (N, F) input, with the output
+// gradient given row-major (the dispatch converts it); the counter reads {2, 0} afterwards.
+TEST_F(Parity, DropoutLayerDrawsTheCpuMasksAndCountsOnTheDevice) {
+  const std::vector<std::pair<Shape, Layout>> inputs = {
+      {Shape{4, 6, 5, 7}, Layout::RowMajor}, {Shape{4, 6, 5, 7}, Layout::NHWC}, {Shape{8, 90}, Layout::RowMajor}};
+  for (const auto& [shape, layout] : inputs) {
+    const std::string label = shape.str() + (layout == Layout::NHWC ? " NHWC" : "");
+    Dropout on_cpu(0.5f), on_gpu(0.5f);
+    test::build_standalone(on_cpu, shape.without_batch(), 11);
+    test::build_standalone(on_gpu, shape.without_batch(), 11);
+    move_to_gpu(on_gpu);
+    ASSERT_EQ(on_gpu.state()[0].device(), kGpu);
+    for (int step = 0; step < 2; ++step) {
+      const Tensor x = test::random_tensor(shape, 80 + static_cast<uint64_t>(step), 0.5f, 1.5f).to_layout(layout);
+      const Tensor dy = test::random_tensor(shape, 90 + static_cast<uint64_t>(step));
+      const Tensor xg = x.to(kGpu), dyg = dy.to(kGpu);
+      const std::vector<float> yc = on_cpu.forward(x, true).to_vector();
+      const Tensor& yg = on_gpu.forward(xg, true);
+      EXPECT_EQ(yg.device(), kGpu) << label;
+      EXPECT_EQ(yg.layout(), layout) << label;
+      EXPECT_EQ(yg.to_vector(), yc) << label << " step " << step;
+      const std::vector<float> dxc = on_cpu.backward(dy).to_vector();
+      EXPECT_EQ(on_gpu.backward(dyg).to_vector(), dxc) << label << " step " << step;
+    }
+    EXPECT_EQ(on_gpu.state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+    EXPECT_EQ(on_cpu.state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+    // Inference passes the input through and counts nothing.
+    const Tensor x = test::random_tensor(shape, 99).to_layout(layout);
+    EXPECT_EQ(on_gpu.forward(x.to(kGpu), false).to_vector(), x.to_vector()) << label;
+    EXPECT_EQ(on_gpu.state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+  }
+}
+
+// Batch normalisation (cuDNN) against the CPU's: training forward (y, the moved running
+// statistics, the saved mean and inverse deviation), inference forward and backward (dx,
+// dgamma, dbeta), for 4-D input NCHW and NHWC (per channel over M = N*H*W = 792 rows) and (N, F)
+// input (per feature over M = 64 rows). The CPU sums in double, cuDNN in float in its own order:
+// ~log2(M) roundings of O(1) partial sums, ~1e-6 relative in the statistics and the gradient
+// sums (dgamma, dbeta are sums of M terms), and y, dx follow to ~1e-6. 1e-5 (floor 1; every value
+// is O(1) here) leaves a margin and is still 40x below a missing Bessel factor in the moving
+// variance (M / (M - 1): ~5e-4 here with factor 0.3) and far below a wrong eps or M.
+TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
+  const float factor = 0.3f, eps = 1e-3f;
+  const std::vector<std::pair<Shape, Layout>> inputs = {
+      {Shape{8, 6, 9, 11}, Layout::RowMajor}, {Shape{8, 6, 9, 11}, Layout::NHWC}, {Shape{64, 10}, Layout::RowMajor}};
+  for (const auto& [shape, layout] : inputs) {
+    const std::string label = shape.str() + (layout == Layout::NHWC ? " NHWC" : (shape.rank() == 4 ? " NCHW" : ""));
+    const int64_t c = shape[1];
+    const Tensor x = test::random_tensor(shape, 101, -1.0f, 3.0f), dy = test::random_tensor(shape, 102);
+    const Tensor gamma = test::random_tensor(Shape{c}, 103, 0.5f, 1.5f), beta = test::random_tensor(Shape{c}, 104);
+    const Tensor rm0 = test::random_tensor(Shape{c}, 105), rv0 = test::random_tensor(Shape{c}, 106, 0.5f, 2.0f);
+    // The CPU runs 4-D input channels-last.
+    const Layout cpu_layout = shape.rank() == 4 ? Layout::NHWC : Layout::RowMajor;
+    const Tensor xc = x.to_layout(cpu_layout), dyc = dy.to_layout(cpu_layout);
+    Tensor y = Tensor::empty(shape, DType::F32, Device::cpu(), cpu_layout), yi = y.clone(), dx = y.clone();
+    Tensor rm = rm0.clone(), rv = rv0.clone(), sm = Tensor::empty(Shape{c}), si = Tensor::empty(Shape{c});
+    Tensor dgamma = Tensor::empty(Shape{c}), dbeta = Tensor::empty(Shape{c});
+    cpu::batchnorm_forward_training(xc, gamma, beta, factor, eps, y, rm, rv, sm, si);
+    cpu::batchnorm_forward_inference(xc, gamma, beta, rm, rv, eps, yi);
+    cpu::batchnorm_backward(xc, dyc, gamma, sm, si, dx, dgamma, dbeta);
+
+    const Tensor xg = x.to_layout(layout).to(kGpu), dyg = dy.to_layout(layout).to(kGpu);
+    const Tensor gg = gamma.to(kGpu), bg = beta.to(kGpu);
+    Tensor yg = nan_on_gpu(shape, layout), yig = nan_on_gpu(shape, layout), dxg = nan_on_gpu(shape, layout);
+    Tensor rmg = rm0.to(kGpu), rvg = rv0.to(kGpu), smg = nan_on_gpu(Shape{c}), sig = nan_on_gpu(Shape{c});
+    Tensor dgg = nan_on_gpu(Shape{c}), dbg = nan_on_gpu(Shape{c});
+    cuda::batchnorm_forward_training(ctx(), xg, gg, bg, factor, eps, yg, rmg, rvg, smg, sig);
+    // Inference from the same running statistics on both (the CPU's, after its step).
+    cuda::batchnorm_forward_inference(ctx(), xg, gg, bg, rm.to(kGpu), rv.to(kGpu), eps, yig);
+    // Backward from the GPU's own saved statistics, as the layer runs it.
+    cuda::batchnorm_backward(ctx(), xg, dyg, gg, smg, sig, eps, dxg, dgg, dbg);
+    ctx().synchronize();
+    EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-5) << label;
+    EXPECT_LE(rel_error(rmg.to_vector(), rm.to_vector()), 1e-5) << label << ": moving mean";
+    EXPECT_LE(rel_error(rvg.to_vector(), rv.to_vector()), 1e-5) << label << ": moving variance";
+    EXPECT_LE(rel_error(smg.to_vector(), sm.to_vector()), 1e-5) << label << ": saved mean";
+    EXPECT_LE(rel_error(sig.to_vector(), si.to_vector()), 1e-5) << label << ": saved inverse deviation";
+    EXPECT_LE(rel_error(yig.to_vector(), yi.to_vector()), 1e-5) << label << ": inference";
+    EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-5) << label << ": dx";
+    EXPECT_LE(rel_error(dgg.to_vector(), dgamma.to_vector()), 1e-5) << label << ": dgamma";
+    EXPECT_LE(rel_error(dbg.to_vector(), dbeta.to_vector()), 1e-5) << label << ": dbeta";
+    EXPECT_EQ(yg.layout(), layout) << label;
+    EXPECT_NE(rm.to_vector(), rm0.to_vector()) << label;  // the step moved the statistics
+  }
+}
+
+// Average pooling (own kernels on the GPU, both layouts, any padding; Keras' average: padding
+// not counted): VALID tiling, VALID leaving the last row and column out, SAME 2x2/1 on 6x6
+// (asymmetric: pads 0 before, 1 after, so the last row's and column's windows hold 2 inputs and
+// the corner's 1), overlapping 3x3/2 windows, SAME 3x3/2 on 8x8 (pads 0/1), and one 7x5 window
+// (GlobalAvgPool2D's geometry). Both backends add a window's inputs in the same row-major order
+// from 0 and multiply by the same rounded 1/count, so the forward should be bit-identical; the
+// backward adds the same dy * (1/count) terms to each input in the same output order, but either
+// compiler may fuse a product and its sum into an FMA where the other rounds twice (an ulp per
+// term, <= 4 terms here). 1e-6 (~8 ulp of 1) covers both and is 1e5x below a wrong divisor.
+TEST_F(Parity, AvgPoolForwardAndBackward) {
+  Pool2dShape global;
+  global.n = 2, global.c = 5, global.h = 7, global.w = 5, global.r = 7, global.s = 5, global.p = 1, global.q = 1;
+  const std::vector<std::pair<std::string, Pool2dShape>> cases = {
+      {"valid 2x2/2 on 8x6", pool_geometry(8, 6, 2, 2, Padding::Valid)},
+      {"valid 2x2/2 on 7x7", pool_geometry(7, 7, 2, 2, Padding::Valid)},
+      {"same 2x2/1 on 6x6 (pads 0/1)", pool_geometry(6, 6, 2, 1, Padding::Same)},
+      {"valid 3x3/2 on 9x9 (overlapping)", pool_geometry(9, 9, 3, 2, Padding::Valid)},
+      {"same 3x3/2 on 8x8 (pads 0/1)", pool_geometry(8, 8, 3, 2, Padding::Same)},
+      {"global 7x5", global}};
+  for (const bool nhwc : {false, true})
+    for (const auto& [label, g] : cases) {
+      const Layout act = nhwc ? Layout::NHWC : Layout::RowMajor;
+      const std::string what = label + (nhwc ? " (NHWC)" : " (NCHW)");
+      const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 111);
+      const Tensor dy = test::random_tensor(Shape{g.n, g.c, g.p, g.q}, 112);
+      Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+      Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+      cpu::avgpool2d_forward(g, x.to_layout(Layout::NHWC), y);
+      cpu::avgpool2d_backward(g, dy.to_layout(Layout::NHWC), dx);
+      const Tensor xg = x.to_layout(act).to(kGpu), dyg = dy.to_layout(act).to(kGpu);
+      Tensor yg = nan_on_gpu(dy.shape(), act), dxg = nan_on_gpu(x.shape(), act);
+      cuda::avgpool2d_forward(ctx(), g, xg, yg);
+      cuda::avgpool2d_backward(ctx(), g, dyg, dxg);
+      ctx().synchronize();
+      EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-6) << what;
+      EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-6) << what;
+    }
+}
+
+// Every new layer run as a model on the GPU runs it (parameters, gradients and state device
+// tensors; the dispatch in layers/ops/ picking the CUDA op and keeping the input's layout, the
+// CPU converting to NHWC): two training steps (forward, input and parameter gradients, the state
+// after each) and an inference forward match the same layer on the CPU, for NCHW and NHWC 4-D
+// input; output gradients come row-major (the dispatch converts them). The ops' arithmetic is
+// checked tightly above; 1e-5 (floor 1) here, the loosest of those bounds, still catches a wrong
+// layout, a missed conversion or state the device did not update.
+TEST_F(Parity, NewLayersOnTheGpuMatchTheirCpuTwins) {
+  struct Case {
+    std::string label;
+    std::function<std::unique_ptr<Layer>()> make;
+    Shape sample;
+  };
+  const std::vector<Case> cases = {
+      {"Sigmoid", [] { return std::make_unique<Sigmoid>(); }, Shape{4, 6, 5}},
+      {"Tanh", [] { return std::make_unique<Tanh>(); }, Shape{4, 6, 5}},
+      {"LeakyReLU", [] { return std::make_unique<LeakyReLU>(0.1f); }, Shape{4, 6, 5}},
+      {"Softmax", [] { return std::make_unique<Softmax>(); }, Shape{10}},
+      {"BatchNormalization", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{4, 6, 5}},
+      {"BatchNormalization (F,)", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{12}},
+      {"AvgPool2D 2x2",
+       [] {
+         return std::make_unique<AvgPool2D>(Size2{2, 2});
+       },
+       Shape{4, 7, 6}},
+      {"AvgPool2D same 2x2/1",
+       [] {
+         return std::make_unique<AvgPool2D>(Size2{2, 2}, Size2{1, 1}, Padding::Same);
+       },
+       Shape{3, 6, 6}},
+      {"AvgPool2D 3x3/2",
+       [] {
+         return std::make_unique<AvgPool2D>(Size2{3, 3}, Size2{2, 2});
+       },
+       Shape{3, 9, 8}},
+      {"GlobalAvgPool2D", [] { return std::make_unique<GlobalAvgPool2D>(); }, Shape{5, 7, 6}}};
+  for (const Case& c : cases)
+    for (const Layout layout : {Layout::RowMajor, Layout::NHWC}) {
+      if (layout == Layout::NHWC && c.sample.rank() != 3) continue;
+      const std::string label = c.label + (layout == Layout::NHWC ? " (NHWC input)" : "");
+      std::unique_ptr<Layer> on_cpu = c.make(), on_gpu = c.make();
+      test::build_standalone(*on_cpu, c.sample, 7);
+      test::build_standalone(*on_gpu, c.sample, 7);
+      move_to_gpu(*on_gpu);
+      std::vector<int64_t> dims = {5};
+      for (int64_t d : c.sample) dims.push_back(d);
+      const Shape batch(dims);
+      for (int step = 0; step < 2; ++step) {
+        const Tensor x = test::random_tensor(batch, 120 + static_cast<uint64_t>(step), -2.0f, 2.0f).to_layout(layout);
+        const Tensor xg = x.to(kGpu);
+        const Tensor& yc = on_cpu->forward(x, true);
+        const Tensor& yg = on_gpu->forward(xg, true);
+        EXPECT_EQ(yg.device(), kGpu) << label;
+        if (yg.rank() == 4) {
+          EXPECT_EQ(yg.layout(), layout) << label << ": a GPU keeps the input's layout";
+        }
+        EXPECT_LE(rel_error(yg.to_vector(), yc.to_vector()), 1e-5) << label << " step " << step;
+        const Tensor dy = test::random_tensor(yc.shape(), 130 + static_cast<uint64_t>(step));
+        const std::vector<float> dxc = on_cpu->backward(dy).to_vector();
+        EXPECT_LE(rel_error(on_gpu->backward(dy.to(kGpu)).to_vector(), dxc), 1e-5) << label << ": dx";
+        for (size_t i = 0; i < on_cpu->grads().size(); ++i)
+          EXPECT_LE(rel_error(on_gpu->grads()[i].to_vector(), on_cpu->grads()[i].to_vector()), 1e-5)
+              << label << ": gradient " << i;
+        for (size_t i = 0; i < on_cpu->state().size(); ++i) {
+          EXPECT_EQ(on_gpu->state()[i].device(), kGpu) << label;
+          EXPECT_LE(rel_error(on_gpu->state()[i].to_vector(), on_cpu->state()[i].to_vector()), 1e-5)
+              << label << ": state " << i << " after step " << step;
+        }
+      }
+      const Tensor x = test::random_tensor(batch, 140, -2.0f, 2.0f).to_layout(layout);
+      const Tensor xg = x.to(kGpu);
+      EXPECT_LE(rel_error(on_gpu->forward(xg, false).to_vector(), on_cpu->forward(x, false).to_vector()), 1e-5)
+          << label << ": inference";
+    }
 }
 
 }  // namespace

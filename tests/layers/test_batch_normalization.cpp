@@ -110,6 +110,11 @@ TEST(BatchNormalization, RejectsBadArguments) {
   EXPECT_THROW(BatchNormalization(0.99f, 0.0f), ArgumentError);
   BatchNormalization bn;
   EXPECT_THROW(bn.build(Shape{3, 4}), ShapeError);
+  // One value per channel in training: no variance (as PyTorch, refused on every backend).
+  BatchNormalization one;
+  test::build_standalone(one, Shape{5}, 1);
+  EXPECT_THROW(one.forward(test::random_tensor(Shape{1, 5}, 2), true), ShapeError);
+  EXPECT_NO_THROW(one.forward(test::random_tensor(Shape{1, 5}, 2), false));  // inference is fine
 }
 
 std::unique_ptr<Sequential> bn_model() {

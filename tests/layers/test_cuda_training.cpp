@@ -3,7 +3,12 @@
 // why, without a usable GPU (CI here); scripts/gpu_check.sh runs it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/reference_cnn.h"
 #include "core/cuda_module.h"
@@ -184,6 +189,67 @@ TEST(CudaGraphs, FitWithGraphsGivesTheSameBitsAsEagerFit) {
   std::filesystem::remove_all(dir);
 }
 
+// As FitWithGraphsGivesTheSameBitsAsEagerFit, with BatchNormalization and Dropout in the model
+// (a narrower bn-cnn: Conv-BN-ReLU-Pool twice, Dropout, Dense, built here): the moving
+// statistics and Dropout's step counter live in device state and are updated inside the
+// captured step, so each replay must move the statistics and draw the next step's mask as the
+// eager step does. The counter ends at 33, one per step, replayed or not. A short last
+// batch (eager) and validation (inference: the moving statistics, Dropout off) run between the
+// replays. Deterministic FP32: parameters, optimizer state, state() and history bit for bit.
+TEST(CudaGraphs, BatchNormAndDropoutReplayLikeEager) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  set_gpu_deterministic(true);
+  const std::string dir = test::temp_dir("gpu_graphs_bn");
+  test::write_synthetic_mnist(dir, 330, 96, false);  // 10 batches of 32 and one of 10
+  const MnistData data = load_mnist(dir);
+  auto train = [&](bool graphs) {
+    Sequential m;
+    m.add<Conv2D>(16, Size2{3, 3}, Activation::None, Padding::Same);
+    m.add<BatchNormalization>();
+    m.add<ReLU>();
+    m.add<MaxPool2D>(Size2{2, 2});
+    m.add<Conv2D>(32, Size2{3, 3}, Activation::None, Padding::Same);
+    m.add<BatchNormalization>();
+    m.add<ReLU>();
+    m.add<MaxPool2D>(Size2{2, 2});
+    m.add<Flatten>();
+    m.add<Dropout>(0.5f);
+    m.add<Dense>(10);
+    m.build(Shape{1, 28, 28}, 5);
+    m.compile(std::make_unique<Adam>());
+    m.to(Device::cuda(0));
+    FitOptions opt{.epochs = 3, .batch_size = 32, .seed = 7, .verbose = 0};
+    opt.cuda_graphs = graphs;
+    History h = m.fit(data.train, opt, &data.test);
+    return std::make_pair(std::move(m), std::move(h));
+  };
+  auto [eager, he] = train(false);
+  auto [graphed, hg] = train(true);
+  EXPECT_EQ(graphed.params().to_vector(), eager.params().to_vector());
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(graphed.optimizer()->state()[k].second.to_vector(), eager.optimizer()->state()[k].second.to_vector());
+  EXPECT_EQ(graphed.optimizer()->iterations(), 33);
+  EXPECT_EQ(graphed.state().device(), Device::cuda(0));
+  EXPECT_EQ(graphed.state().to_vector(), eager.state().to_vector());
+  const auto named = graphed.named_state();
+  ASSERT_EQ(named.size(), 5u);  // two BatchNormalizations' mean and variance, then the counter
+  EXPECT_EQ(named[4].first, "dropout/step");
+  EXPECT_EQ(named[4].second.to_vector(), (std::vector<float>{33.0f, 0.0f}));  // every step drew once
+  EXPECT_NE(named[0].second.to_vector(), std::vector<float>(16, 0.0f)) << "the moving mean never moved";
+  ASSERT_EQ(hg.epochs.size(), 3u);
+  ASSERT_EQ(he.epochs.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(hg.epochs[e].loss, he.epochs[e].loss) << "epoch " << e;
+    EXPECT_EQ(hg.epochs[e].accuracy, he.epochs[e].accuracy) << "epoch " << e;
+    EXPECT_EQ(*hg.epochs[e].val_loss, *he.epochs[e].val_loss) << "epoch " << e;
+    EXPECT_EQ(*hg.epochs[e].val_accuracy, *he.epochs[e].val_accuracy) << "epoch " << e;
+  }
+  EXPECT_EQ(gpu_memory_stats(0).graph_held, 0u);
+  set_gpu_deterministic(false);
+  std::filesystem::remove_all(dir);
+}
+
 // Channels-last activations (gpu_nhwc): the same training within rounding. Conv2D and MaxPool2D
 // run NHWC, Flatten converts back (a kernel on the GPU), Dense sees the public order, so the
 // parameters mean the same thing either way (checkpoints do not depend on the switch).
@@ -214,6 +280,86 @@ TEST(CudaTraining, NhwcActivationsTrainAsNchwDoes) {
   EXPECT_LE(worst, 1e-4);  // ten Adam steps; other algorithms, other rounding (as GPU vs CPU)
   for (size_t e = 0; e < 2; ++e)
     EXPECT_NEAR(*hc.epochs[e].val_loss, *hn.epochs[e].val_loss, 1e-4 * std::max(1.0, *hn.epochs[e].val_loss));
+  std::filesystem::remove_all(dir);
+}
+
+// Conv2D-BatchNormalization-ReLU-MaxPool2D-Flatten-Dropout-Dense, a few Adam steps on each
+// device from the same seed and batches. Dropout draws the same masks on both (a hash of the
+// seed, the step and the element), so nothing random differs: only float reassociation
+// (oneDNN vs cuDNN convolutions, BN's statistics summed in double vs float), ~1e-6 relative per
+// step. Adam divides by sqrt(v), so a parameter moves by up to lr = 1e-3 per step whatever its
+// gradient's size, and rounding in a small gradient shows in the step: after five steps 1e-4
+// (as StepsOnTheGpuMatchTheCpu allows) bounds that, 10x below one step's move. The moving
+// statistics (momentum 0.9 here, so five steps move them ~40% of the way) agree to 1e-4
+// relative; Dropout's step counter exactly. NCHW activations, then NHWC (gpu_nhwc: Conv2D,
+// BatchNormalization and MaxPool2D run channels-last on the GPU).
+TEST(CudaTraining, BatchNormDropoutModelMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);  // compared with the CPU in FP32
+  const std::string dir = test::temp_dir("gpu_bn_dropout");
+  test::write_synthetic_mnist(dir, 256, 96, false);
+  const MnistData data = load_mnist(dir);
+  auto make = [] {
+    Sequential m;
+    m.add<Conv2D>(8, Size2{3, 3});
+    m.add<BatchNormalization>(0.9f);
+    m.add<ReLU>();
+    m.add<MaxPool2D>(Size2{2, 2});
+    m.add<Flatten>();
+    m.add<Dropout>(0.5f);
+    m.add<Dense>(10);
+    m.build(Shape{1, 28, 28}, 13);
+    m.compile(std::make_unique<Adam>());
+    return m;
+  };
+  auto max_rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+      worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+    return worst;
+  };
+  struct NhwcOffAtExit {
+    ~NhwcOffAtExit() { set_gpu_nhwc(false); }  // also when an assertion below ends the test
+  } nhwc_off;
+  for (const bool nhwc : {false, true}) {
+    set_gpu_nhwc(nhwc);
+    const std::string label = nhwc ? "NHWC" : "NCHW";
+    Sequential cpu = make(), gpu = make();
+    gpu.to(Device::cuda(0));
+    ASSERT_EQ(gpu.state().device(), Device::cuda(0));
+    EXPECT_EQ(gpu.state().to_vector(), cpu.state().to_vector());  // moved, bit for bit
+    DataLoader loader(data.train, {.batch_size = 32, .shuffle = true, .seed = 1});
+    loader.start_epoch(0);
+    Batch b;
+    int steps = 0;
+    for (; steps < 5 && loader.next(b); ++steps) {
+      const float lc = cpu.train_step(b.x, b.y);
+      const float lg = gpu.train_step(b.x.to(Device::cuda(0)), b.y.to(Device::cuda(0)));
+      EXPECT_NEAR(lg, lc, 1e-4 * std::max(1.0f, lc)) << label << " step " << steps;
+    }
+    ASSERT_EQ(steps, 5);
+    const std::vector<float> pc = cpu.params().to_vector(), pg = gpu.params().to_vector();
+    double worst = 0;
+    for (size_t i = 0; i < pc.size(); ++i) worst = std::max(worst, std::abs(double(pg[i]) - pc[i]));
+    EXPECT_LE(worst, 1e-4) << label;
+    const auto sc = cpu.named_state(), sg = gpu.named_state();
+    ASSERT_EQ(sc.size(), 3u);
+    ASSERT_EQ(sg.size(), 3u);
+    for (size_t i = 0; i < 2; ++i) {  // the moving mean and variance
+      EXPECT_EQ(sg[i].first, sc[i].first);
+      EXPECT_EQ(sg[i].second.device(), Device::cuda(0));
+      EXPECT_LE(max_rel(sg[i].second.to_vector(), sc[i].second.to_vector()), 1e-4) << label << ": " << sc[i].first;
+    }
+    EXPECT_NE(sc[0].second.to_vector(), std::vector<float>(8, 0.0f)) << "the moving mean never moved";
+    EXPECT_EQ(sg[2].first, "dropout/step");
+    EXPECT_EQ(sg[2].second.to_vector(), (std::vector<float>{5.0f, 0.0f})) << label;
+    EXPECT_EQ(sc[2].second.to_vector(), (std::vector<float>{5.0f, 0.0f})) << label;
+    // Inference reads the moving statistics (and passes Dropout through) on both.
+    const EvalResult ec = cpu.evaluate(data.test), eg = gpu.evaluate(data.test);
+    EXPECT_NEAR(eg.loss, ec.loss, 1e-4 * std::max(1.0, ec.loss)) << label;
+    EXPECT_NEAR(eg.accuracy, ec.accuracy, 2.0 / 96) << label;  // a borderline sample or two may flip
+  }
   std::filesystem::remove_all(dir);
 }
 
