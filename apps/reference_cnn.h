@@ -17,9 +17,11 @@ inline void add_reference_cnn(Sequential& m) {
   m.add<Dense>(10);
 }
 
-// train_mnist --model bn-cnn: Conv32-BatchNorm-ReLU-Pool, Conv64-BatchNorm-ReLU-Pool, Dropout,
+// train_mnist --model bn-cnn: Conv32-BatchNorm-ReLU-Pool, Conv64-BatchNorm-ReLU-Pool, Dropout 0.25,
 // Dense10, the 3x3 convolutions SAME-padded (28 -> 14 -> 7). The convolutions keep their bias
-// (Keras would drop it before BatchNormalization: BN's beta absorbs it; it costs 96 parameters).
+// (Keras would drop it before BatchNormalization, whose beta absorbs it: 96 parameters). On
+// Fashion-MNIST, 15 epochs, seed 1 (docs/benchmarks.md): 92.27% with --lr-schedule cosine;
+// Dropout 0.5 gave 91.70% (constant rate) and 92.02% (cosine), a hidden Dense128 91.75%.
 inline void add_bn_cnn(Sequential& m) {
   m.add<Conv2D>(32, Size2{3, 3}, Activation::None, Padding::Same);
   m.add<BatchNormalization>();
@@ -30,7 +32,7 @@ inline void add_bn_cnn(Sequential& m) {
   m.add<ReLU>();
   m.add<MaxPool2D>(Size2{2, 2});
   m.add<Flatten>();
-  m.add<Dropout>(0.5f);
+  m.add<Dropout>(0.25f);
   m.add<Dense>(10);
 }
 

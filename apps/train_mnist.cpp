@@ -529,7 +529,7 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
   app.add_option("--model", a.model,
                  "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10) or bn-cnn "
-                 "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.5-Dense10)")
+                 "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.25-Dense10)")
       ->check(CLI::IsMember({"reference", "bn-cnn"}));
   app.add_option("--lr-schedule", a.lr_schedule,
                  "Learning rate per epoch from --lr: constant, step (x --lr-decay every --lr-decay-epochs, default "
