@@ -261,15 +261,15 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
   hooks.learning_rate = [&] { return replicas_[0]->optimizer()->learning_rate(); };
   // Early stopping: the replicas agree, so replica 0's weights are every replica's; every rank
   // sees the same val_loss (reduced over the world) and decides alike.
-  Tensor best_params, best_state;
+  Tensor best_params, best_stats;  // parameters and moving statistics (not the step counters)
   hooks.keep_best_weights = [&] {
     best_params = replicas_[0]->params().clone();
-    best_state = replicas_[0]->state().clone();
+    best_stats = replicas_[0]->averaged_state().clone();
   };
   hooks.restore_best_weights = [&] {
     for (auto& m : replicas_) {
       m->params().copy_from(best_params);
-      m->state().copy_from(best_state);
+      m->averaged_state().copy_from(best_stats);
     }
   };
   hooks.totals_on_host =

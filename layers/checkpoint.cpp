@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -59,16 +60,16 @@ int64_t parse_int(const std::map<std::string, std::string>& m, const std::string
 }
 
 // The seed: an unsigned 64-bit decimal (a "-1" would wrap).
-uint64_t parse_seed(const std::map<std::string, std::string>& m, const std::string& path) {
-  const auto it = m.find("seed");
+uint64_t parse_seed(const std::map<std::string, std::string>& m, const std::string& path, const std::string& key) {
+  const auto it = m.find(key);
   if (it == m.end()) return 0;
   const std::string& text = it->second;
   if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
-    bad(path, "metadata 'seed' is not an unsigned integer: '" + text + "'");
+    bad(path, "metadata '" + key + "' is not an unsigned integer: '" + text + "'");
   try {
     return std::stoull(text);
   } catch (const std::exception&) {
-    bad(path, "metadata 'seed' is out of range: '" + text + "'");
+    bad(path, "metadata '" + key + "' is out of range: '" + text + "'");
   }
 }
 }  // namespace
@@ -127,6 +128,7 @@ void save_checkpoint(const Sequential& model, const std::string& path, const Tra
   st.metadata["epochs_done"] = std::to_string(state.epochs_done);
   if (state.batches_done > 0) st.metadata["batches_done"] = std::to_string(state.batches_done);
   st.metadata["seed"] = std::to_string(state.seed);
+  st.metadata["random_seed"] = std::to_string(model.random_seed());  // Dropout's masks
   st.metadata["batch_size"] = std::to_string(state.batch_size);
   write_safetensors(path, st);
 }
@@ -185,7 +187,24 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
   if (restore_now) detail::check_optimizer_state(*opt, saved);
   TrainingState state;
   state.epochs_done = static_cast<int>(parse_int(st.metadata, "epochs_done", path, 0, 1 << 30));
-  state.seed = parse_seed(st.metadata, path);
+  state.seed = parse_seed(st.metadata, path, "seed");
+  const bool has_random_seed = st.metadata.count("random_seed") > 0;
+  const uint64_t random_seed = parse_seed(st.metadata, path, "random_seed");
+  // State values a layer could not use: a moving statistic that is not finite, a step counter
+  // that is not an integer [lo, hi] below 2^24 (layers/random_bits.h).
+  for (const auto& l : model.layers()) {
+    const auto specs = l->state_specs();
+    for (const auto& spec : specs) {
+      const std::string name = l->name() + "/" + spec.name;
+      for (float v : by_name.at(name).to_vector()) {
+        const bool ok =
+            spec.averaged ? std::isfinite(v) : std::isfinite(v) && v >= 0.0f && v < 16777216.0f && v == std::floor(v);
+        if (!ok)
+          bad(path, "state '" + name + "' holds " + std::to_string(v) +
+                        (spec.averaged ? ", not a finite number" : ", not a step count (an integer in [0, 2^24))"));
+      }
+    }
+  }
   state.batch_size = parse_int(st.metadata, "batch_size", path, 0, int64_t{1} << 40);
   state.batches_done = parse_int(st.metadata, "batches_done", path, 0, int64_t{1} << 40);
   if (state.batches_done > 0 && state.batch_size <= 0)
@@ -193,6 +212,7 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
 
   // Everything checked: now change the model.
   for (auto& [name, p] : params) p.copy_from(by_name.at(name));
+  if (has_random_seed) model.set_random_seed(random_seed);
   if (restore_now) {
     detail::apply_optimizer_state(*opt, saved, model.device());  // checked above
   } else if (!opt && saved_name) {
@@ -200,7 +220,7 @@ TrainingState load_checkpoint(Sequential& model, const std::string& path) {
   }
   for (const auto& [k, v] : st.metadata)
     if (k != "format" && k != "ember_version" && k != "architecture" && k != "optimizer" && k != "epochs_done" &&
-        k != "batches_done" && k != "seed" && k != "batch_size")
+        k != "batches_done" && k != "seed" && k != "random_seed" && k != "batch_size")
       state.extra[k] = v;
   return state;
 }

@@ -113,14 +113,16 @@ History Sequential::fit(const Dataset& train, const FitOptions& options, const D
   };
   hooks.set_learning_rate = [this](float lr) { optimizer_->set_learning_rate(lr); };
   hooks.learning_rate = [this] { return optimizer_->learning_rate(); };
-  Tensor best_params, best_state;  // early stopping's copy, on the model's device
+  // Early stopping's copy, on the model's device: the parameters and the moving statistics (not
+  // the step counters: a later fit must not draw the same Dropout masks again).
+  Tensor best_params, best_stats;
   hooks.keep_best_weights = [&] {
     best_params = params_.clone();
-    best_state = state_.clone();
+    best_stats = averaged_state().clone();
   };
   hooks.restore_best_weights = [&] {
     params_.copy_from(best_params);
-    state_.copy_from(best_state);
+    averaged_state().copy_from(best_stats);
   };
   hooks.totals_on_host = device_.is_cpu();
   hooks.print = options.verbose > 0;
@@ -240,7 +242,9 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
     if (options.on_epoch_end && !options.on_epoch_end(logs)) break;
     if (const auto& es = options.early_stopping) {
       // Keras' EarlyStopping: better than the best by more than min_delta resets the wait.
-      if (!have_best || *logs.val_loss < history.best_val_loss - es->min_delta) {
+      // A NaN val_loss never improves (as Keras), not even as the first epoch.
+      const bool finite = std::isfinite(*logs.val_loss);
+      if (finite && (!have_best || *logs.val_loss < history.best_val_loss - es->min_delta)) {
         have_best = true;
         history.best_epoch = logs.epoch;
         history.best_val_loss = *logs.val_loss;
@@ -248,7 +252,7 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
         if (es->restore_best_weights) hooks.keep_best_weights();
       } else if (++since_best >= es->patience) {
         history.stopped_early = true;
-        if (es->restore_best_weights) hooks.restore_best_weights();
+        if (es->restore_best_weights && have_best) hooks.restore_best_weights();
         if (print)
           std::printf("Early stopping after epoch %d: val_loss has not improved on epoch %d's %.4f for %d epoch%s%s\n",
                       logs.epoch, history.best_epoch, history.best_val_loss, since_best, since_best == 1 ? "" : "s",

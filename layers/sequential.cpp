@@ -130,6 +130,11 @@ void Sequential::seed_random_layers() {
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_random_seed(base.fork(i).next_u64());
 }
 
+void Sequential::set_random_seed(uint64_t seed) {
+  seed_ = seed;
+  if (built()) seed_random_layers();
+}
+
 void Sequential::set_random_stream(uint64_t stream) {
   random_stream_ = stream;
   if (built()) seed_random_layers();

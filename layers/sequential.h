@@ -84,8 +84,9 @@ struct LearningRateSchedule {
 // Early stopping on val_loss (Keras' EarlyStopping(monitor="val_loss")): an epoch improves when
 // its val_loss is below the best so far by more than min_delta; after `patience` epochs in a
 // row without improvement the fit stops, and with restore_best_weights the parameters and the
-// non-trainable state of the best epoch come back (the optimizer's state stays as it is, as
-// in Keras). Needs validation data.
+// moving statistics of the best epoch come back (the optimizer's state and Dropout's step
+// counters stay as they are: a later fit does not draw the same masks again). Needs validation
+// data. A NaN val_loss never counts as an improvement.
 struct EarlyStopping {
   int patience = 0;
   double min_delta = 0;
@@ -207,11 +208,16 @@ class Sequential {
   Tensor averaged_state() const;
   // Elements of averaged state: summary()'s "Non-trainable params".
   int64_t num_non_trainable() const { return averaged_state_numel_; }
-  // "<layer>/<state>" views ("batch_normalization/moving_mean"), in buffer order.
+  // "<layer>/<state>" views ("batch_normalization/moving_mean"), in layer order (the buffer
+  // holds every layer's averaged statistics first).
   std::vector<std::pair<std::string, Tensor>> named_state() const;
   // Replica `stream` of a data-parallel strategy: random layers (Dropout) draw from their own
   // streams per replica, so replicas do not drop the same units of their shards. 0 by default.
   void set_random_stream(uint64_t stream);
+  // The seed random layers draw from (build()'s seed); checkpoints save it and load() sets it, so
+  // a resumed run drops what the uninterrupted one would have, whatever seed it was built with.
+  uint64_t random_seed() const { return seed_; }
+  void set_random_seed(uint64_t seed);
   // "kernel"/"bias" views per layer, named "<layer>/<param>", in buffer order.
   std::vector<std::pair<std::string, Tensor>> named_params() const;
   // Per layer: name, type, device and the kernel that runs it at this batch size

@@ -108,13 +108,13 @@ Dataset pattern_dataset(int64_t n) {
   return Dataset(images, labels, 3);
 }
 
-std::unique_ptr<Sequential> dropout_model() {
+std::unique_ptr<Sequential> dropout_model(uint64_t seed = 5) {
   auto m = std::make_unique<Sequential>();
   m->add<Flatten>();
   m->add<Dense>(16, Activation::ReLU);
   m->add<Dropout>(0.5f);
   m->add<Dense>(3);
-  m->build(Shape{1, 4, 4}, 5);
+  m->build(Shape{1, 4, 4}, seed);
   m->compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 1e-2f}));
   return m;
 }
@@ -137,14 +137,30 @@ TEST(Dropout, AResumedRunDrawsWhatTheUninterruptedOneDrew) {
   EXPECT_EQ(first->named_state()[0].first, "dropout/step");
   EXPECT_EQ(first->named_state()[0].second.to_vector(), (std::vector<float>{5.0f, 0.0f}));  // 40 / 8 steps
 
-  auto resumed = dropout_model();
+  // Built with another seed: the checkpoint's (random_seed) is what Dropout draws from.
+  auto resumed = dropout_model(99);
   const TrainingState st = resumed->load(path.string());
+  EXPECT_EQ(resumed->random_seed(), 5u);
   FitOptions rest = opt;
   rest.initial_epoch = st.epochs_done;
   resumed->fit(data, rest);
-  std::filesystem::remove(path);
   EXPECT_EQ(resumed->params().to_vector(), straight->params().to_vector());
   EXPECT_EQ(resumed->state().to_vector(), straight->state().to_vector());
+
+  // A step counter that is no step count is the file's fault, named; the model is unchanged.
+  for (float bad : {0.5f, -1.0f, 16777216.0f, std::nanf("")}) {
+    SafeTensors file = read_safetensors(path.string());
+    for (auto& [name, t] : file.tensors)
+      if (name == "dropout/step") t.f32()[0] = bad;
+    const auto broken = std::filesystem::temp_directory_path() / "ember_dropout_broken.safetensors";
+    write_safetensors(broken.string(), file);
+    auto fresh = dropout_model();
+    const std::vector<float> before = fresh->params().to_vector();
+    EXPECT_THROW(fresh->load(broken.string()), CheckpointError) << bad;
+    EXPECT_EQ(fresh->params().to_vector(), before);
+    std::filesystem::remove(broken);
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace
