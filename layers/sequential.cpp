@@ -180,30 +180,26 @@ void Sequential::require_built(const char* what) const {
   EMBER_CHECK(built(), Error, std::string("Sequential::") + what + ": build() the model first (or call fit())");
 }
 
-const Tensor& Sequential::forward(const Tensor& x, bool training) {
-  require_built("forward");
+// The first `count` layers on x, after the checks every entry point shares.
+const Tensor& Sequential::run_layers(const Tensor& x, bool training, size_t count, const char* what) {
+  require_built(what);
   EMBER_CHECK(x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_, ShapeError,
               "Sequential: expects input (N" + batch_shape(input_shape_).substr(5) + ", given " + x.shape().str());
   EMBER_CHECK(x.device() == device_, DeviceError,
               "Sequential: the input is on " + x.device().str() + " but the model on " + device_.str() +
                   ": copy it with to() (nothing migrates silently)");
   const Tensor* h = &x;
-  for (auto& l : layers_) h = &l->forward(*h, training);
+  for (size_t i = 0; i < count; ++i) h = &layers_[i]->forward(*h, training);
   return *h;
 }
 
+const Tensor& Sequential::forward(const Tensor& x, bool training) {
+  return run_layers(x, training, layers_.size(), "forward");
+}
+
+// Without a final Softmax: the loss reads its input.
 const Tensor& Sequential::forward_logits(const Tensor& x, bool training) {
-  if (logit_layers() == layers_.size()) return forward(x, training);
-  require_built("forward_logits");
-  // forward()'s checks, without the last layer: the loss reads the Softmax's input.
-  EMBER_CHECK(x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_, ShapeError,
-              "Sequential: expects input (N" + batch_shape(input_shape_).substr(5) + ", given " + x.shape().str());
-  EMBER_CHECK(x.device() == device_, DeviceError,
-              "Sequential: the input is on " + x.device().str() + " but the model on " + device_.str() +
-                  ": copy it with to() (nothing migrates silently)");
-  const Tensor* h = &x;
-  for (size_t i = 0; i < logit_layers(); ++i) h = &layers_[i]->forward(*h, training);
-  return *h;
+  return run_layers(x, training, logit_layers(), "forward_logits");
 }
 
 void Sequential::backward(const Tensor& dlogits) {

@@ -234,6 +234,7 @@ class Sequential {
 
   void seed_random_layers();
   size_t logit_layers() const;  // layers before the loss: all but a final Softmax
+  const Tensor& run_layers(const Tensor& x, bool training, size_t count, const char* what);
 
   Tensor params_, grads_, state_;
   int64_t averaged_state_numel_ = 0;
