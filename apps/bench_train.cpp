@@ -2,8 +2,15 @@
 //   step  - forward, loss, backward and Adam on a batch already in memory (data excluded)
 //   data  - the same plus the DataLoader's gather and normalisation (data included)
 //   graph - (GPU) 'data' captured once as a CUDA graph, one replay per step (fit's cuda_graphs)
+//   eval  - inference on the batch in memory: forward (training=false) and the loss's sums,
+//           what evaluate() runs per batch (its FLOP are a third of the step's: GFLOP/s shown
+//           are of the forward's multiply-adds)
 // Median of --steps timed steps after --warmup; images/s and achieved GFLOP/s.
-//   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--csv out.csv]
+// --profile adds per-layer medians of the 'step' mode (each layer's forward and backward, the
+// loss and the optimizer, timed one by one; the total is above the step's own median by the
+// clock reads).
+//   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--profile] [--csv out.csv]
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -12,11 +19,64 @@
 #include "bench/harness.h"
 #include "ember.h"
 
+namespace {
+// Each layer's forward and backward, the loss and the optimizer, timed one by one (medians).
+void profile_layers(ember::Sequential& model, const ember::Tensor& x, const ember::Tensor& y, int warmup, int steps,
+                    ember::Device device) {
+  using namespace ember;
+  using clock = std::chrono::steady_clock;
+  const auto& layers = model.layers();
+  const size_t n = layers.size();
+  std::vector<std::vector<double>> fwd(n), bwd(n);
+  std::vector<double> loss_ms, opt_ms;
+  SoftmaxCrossEntropy loss;
+  MetricSums sums(device);
+  auto lap = [&](clock::time_point& t0) {
+    synchronize(device);
+    const auto t1 = clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    t0 = t1;
+    return ms;
+  };
+  for (int it = 0; it < warmup + steps; ++it) {
+    const bool keep = it >= warmup;
+    synchronize(device);
+    auto t0 = clock::now();
+    const Tensor* h = &x;
+    for (size_t i = 0; i < n; ++i) {
+      h = &layers[i]->forward(*h, true);
+      const double ms = lap(t0);
+      if (keep) fwd[i].push_back(ms);
+    }
+    loss.forward(*h, y, sums);
+    const Tensor* g = &loss.backward();
+    if (const double ms = lap(t0); keep) loss_ms.push_back(ms);
+    for (size_t i = n; i-- > 0;) {
+      g = &layers[i]->backward(*g);
+      const double ms = lap(t0);
+      if (keep) bwd[i].push_back(ms);
+    }
+    model.apply_gradients();
+    if (const double ms = lap(t0); keep) opt_ms.push_back(ms);
+  }
+  double total = 0;
+  std::printf("  %-22s %10s %10s\n", "layer", "fwd ms", "bwd ms");
+  for (size_t i = 0; i < n; ++i) {
+    const double f = bench::summarize(fwd[i]).median, b = bench::summarize(bwd[i]).median;
+    total += f + b;
+    std::printf("  %-22s %10.3f %10.3f\n", layers[i]->name().c_str(), f, b);
+  }
+  const double l = bench::summarize(loss_ms).median, o = bench::summarize(opt_ms).median;
+  std::printf("  %-22s %10.3f\n  %-22s %10.3f\n  %-22s %10.3f\n", "loss (fwd+bwd)", l, "optimizer", o, "sum of medians",
+              total + l + o);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ember;
   std::string batches = "32,64,128,256,512,1024", csv, data_dir = "data/mnist", device_name = "cpu";
   int steps = 100, warmup = 20, threads = 0;
-  bool tf32 = false, nhwc = false;
+  bool tf32 = false, nhwc = false, profile = false;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--batch-sizes", batches, "Comma-separated batch sizes");
@@ -28,6 +88,7 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
   app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for cuDNN (set_gpu_nhwc)");
   app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)");
+  app.add_flag("--profile", profile, "Per-layer forward/backward medians of the step (CPU)");
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
@@ -84,6 +145,7 @@ int main(int argc, char** argv) {
         }
       };
       MetricSums sums(device);
+      SoftmaxCrossEntropy eval_loss;
       // "graph" (GPU): the 'data' step (gather included) captured once as a CUDA graph, each
       // timed step one replay, as fit(cuda_graphs) runs it.
       DataLoader graph_loader(train, {.batch_size = batch,
@@ -106,7 +168,7 @@ int main(int argc, char** argv) {
         }
       };
       CudaGraph graph;
-      std::vector<const char*> modes{"step", "data"};
+      std::vector<const char*> modes{"step", "data", "eval"};
       if (device.is_cuda()) {
         modes.push_back("graph");
         for (int i = 0; i < 2; ++i) {  // warm: plans, workspaces, optimizer state
@@ -122,13 +184,15 @@ int main(int argc, char** argv) {
         graph.launch();
       }
       for (const char* mode : modes) {
-        const bool with_data = mode[0] == 'd', graphed = mode[0] == 'g';
+        const bool with_data = mode[0] == 'd', graphed = mode[0] == 'g', eval = mode[0] == 'e';
         const bench::Stats s = bench::time_ms(
             [&] {
               if (graphed) {
                 graph_next();
                 graph.launch();
                 model.optimizer()->count_step();
+              } else if (eval) {
+                eval_loss.forward(model.forward_logits(x, false), y, sums);
               } else if (with_data) {
                 next();
                 if (b.x.dim(0) != batch) next();  // keep the batch size fixed (skip an epoch's last)
@@ -139,14 +203,16 @@ int main(int argc, char** argv) {
             },
             warmup, steps, [&] { synchronize(device); });
         const double ips = static_cast<double>(batch) / (s.median / 1e3);
+        const double mode_flop = eval ? apps::inference_flop(model, batch) : flop;
         std::printf("%6lld %6s %10.3f %10.3f %12.0f %9.1f\n", static_cast<long long>(batch), mode, s.median, s.min, ips,
-                    flop / s.median / 1e6);
+                    mode_flop / s.median / 1e6);
         std::fflush(stdout);
         char row[256];
         std::snprintf(row, sizeof row, "ember,%s,%lld,%s,%.4f,%.4f,%.1f,%.2f", device.is_cuda() ? "cuda" : "cpu",
-                      static_cast<long long>(batch), mode, s.median, s.min, ips, flop / s.median / 1e6);
+                      static_cast<long long>(batch), mode, s.median, s.min, ips, mode_flop / s.median / 1e6);
         rows.push_back(row);
       }
+      if (profile) profile_layers(model, x, y, warmup, steps, device);
     }
     if (!csv.empty()) {
       std::ofstream f(csv);

@@ -2,6 +2,8 @@
 // Conv32-Pool-Conv64-Pool-Conv64-Flatten-Dense64-Dense10, ReLU after each Conv and the first Dense.
 #pragma once
 
+#include <vector>
+
 #include "ember.h"
 
 namespace ember::apps {
@@ -36,21 +38,34 @@ inline void add_bn_cnn(Sequential& m) {
   m.add<Dense>(10);
 }
 
-// Multiply-adds x2 of one training step (forward, input and weight gradients; the first
-// layer computes no input gradient), for GFLOP/s figures. Pooling, ReLU, loss and Adam are
-// memory-bound and not counted.
-inline double training_flop(const Sequential& m, int64_t batch) {
-  double flop = 0;
+// Multiply-adds x2 of each layer's forward at this batch size (0 for layers without weights).
+inline std::vector<double> forward_flop(const Sequential& m, int64_t batch) {
   const auto& shapes = m.layer_output_shapes();
-  for (size_t i = 0; i < m.layers().size(); ++i) {
+  std::vector<double> flop(m.layers().size(), 0.0);
+  for (size_t i = 0; i < flop.size(); ++i) {
     const Layer& l = *m.layers()[i];
     if (l.params().empty()) continue;
     const Shape k = l.params()[0].shape();                                              // (K, C, R, S) or (out, in)
     const double per_out = static_cast<double>(k.numel()) / static_cast<double>(k[0]);  // C*R*S or in
-    const double outputs = static_cast<double>(shapes[i].numel()) * static_cast<double>(batch);
-    const double fwd = 2.0 * outputs * per_out;
-    flop += fwd * (i == 0 ? 2.0 : 3.0);  // forward + weight gradient (+ input gradient)
+    flop[i] = 2.0 * static_cast<double>(shapes[i].numel()) * static_cast<double>(batch) * per_out;
   }
+  return flop;
+}
+
+// One training step: forward, weight gradients and input gradients (the first layer computes
+// no input gradient), for GFLOP/s figures. Pooling, ReLU, loss and Adam are memory-bound and
+// not counted.
+inline double training_flop(const Sequential& m, int64_t batch) {
+  const std::vector<double> f = forward_flop(m, batch);
+  double flop = 0;
+  for (size_t i = 0; i < f.size(); ++i) flop += f[i] * (i == 0 ? 2.0 : 3.0);
+  return flop;
+}
+
+// One inference forward (what evaluate() runs per batch).
+inline double inference_flop(const Sequential& m, int64_t batch) {
+  double flop = 0;
+  for (double f : forward_flop(m, batch)) flop += f;
   return flop;
 }
 
