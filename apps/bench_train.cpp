@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   using namespace ember;
   std::string batches = "32,64,128,256,512,1024", csv, data_dir = "data/mnist", device_name = "cpu";
   int steps = 100, warmup = 20, threads = 0;
+  int64_t micro_batch = 64;
   bool tf32 = false, nhwc = false, profile = false;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
   app.option_defaults()->always_capture_default();
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
   app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for cuDNN (set_gpu_nhwc)");
   app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)");
+  app.add_option("--cpu-micro-batch", micro_batch,
+                 "CPU: run larger batches as slices of this many rows (Sequential::set_cpu_micro_batch; 0: whole)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_flag("--profile", profile, "Per-layer forward/backward medians of the step (CPU)");
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
@@ -123,6 +127,7 @@ int main(int argc, char** argv) {
       apps::add_reference_cnn(model);
       model.build(Shape{1, 28, 28}, 1);
       model.compile(std::make_unique<Adam>());
+      model.set_cpu_micro_batch(micro_batch);
       model.to(device);
       const double flop = apps::training_flop(model, batch);
       // On a GPU the loader holds the data set there and gathers each batch with a kernel.
@@ -145,7 +150,6 @@ int main(int argc, char** argv) {
         }
       };
       MetricSums sums(device);
-      SoftmaxCrossEntropy eval_loss;
       // "graph" (GPU): the 'data' step (gather included) captured once as a CUDA graph, each
       // timed step one replay, as fit(cuda_graphs) runs it.
       DataLoader graph_loader(train, {.batch_size = batch,
@@ -192,7 +196,7 @@ int main(int argc, char** argv) {
                 graph.launch();
                 model.optimizer()->count_step();
               } else if (eval) {
-                eval_loss.forward(model.forward_logits(x, false), y, sums);
+                model.evaluate_batch(x, y, sums);
               } else if (with_data) {
                 next();
                 if (b.x.dim(0) != batch) next();  // keep the batch size fixed (skip an epoch's last)

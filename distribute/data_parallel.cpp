@@ -88,13 +88,12 @@ EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset
                            .device = model.device()});
   loader.start_epoch(0);
   Batch b;
-  SoftmaxCrossEntropy loss;
   MetricSums sums(model.device());
   int64_t seen = 0;
   while (loader.next(b)) {
     const int64_t n = b.x.dim(0);
     if (n == 0) continue;
-    loss.forward(model.forward_logits(b.x, false), b.y, sums);
+    model.evaluate_batch(b.x, b.y, sums);
     seen += n;
   }
   const MetricSums::Values v = sums.read();

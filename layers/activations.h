@@ -30,12 +30,14 @@ class Sigmoid : public PointwiseActivation {
  public:
   Sigmoid() : PointwiseActivation(detail::Pointwise::Sigmoid, 0.0f) {}
   std::string type() const override { return "Sigmoid"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
 };
 
 class Tanh : public PointwiseActivation {
  public:
   Tanh() : PointwiseActivation(detail::Pointwise::Tanh, 0.0f) {}
   std::string type() const override { return "Tanh"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
 };
 
 class LeakyReLU : public PointwiseActivation {
@@ -43,12 +45,14 @@ class LeakyReLU : public PointwiseActivation {
   // alpha >= 0 and finite (ArgumentError else).
   explicit LeakyReLU(float alpha = 0.3f);
   std::string type() const override { return "LeakyReLU"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
   float alpha() const { return alpha_; }
 };
 
 class Softmax : public Layer {
  public:
   std::string type() const override { return "Softmax"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   bool softmax_output() const override { return true; }
 

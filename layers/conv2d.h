@@ -18,6 +18,7 @@ class Conv2D : public Layer {
          Size2 strides = {1, 1});
 
   std::string type() const override { return "Conv2D"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
   std::string kernel_info(int64_t batch, Device device) const override;

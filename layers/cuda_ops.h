@@ -28,7 +28,7 @@ struct LayerCudaOps {
   void (*matmul)(const Tensor& a, const Tensor& b, Tensor& c);
   void (*relu_forward)(const Tensor& x, Tensor& y);
   void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
-  void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
+  void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
   int64_t (*count_correct)(const Tensor& logits, const Tensor& labels);
   void (*softmax_xent_accumulate)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
   // Issue 17's layers; contracts of the CPU twins in layers/cpu/{pointwise,softmax,dropout,

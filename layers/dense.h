@@ -13,6 +13,7 @@ class Dense : public Layer {
   explicit Dense(int64_t units, Activation activation = Activation::None);
 
   std::string type() const override { return "Dense"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
   bool relu_output() const override { return relu_; }

@@ -16,6 +16,7 @@ class Dropout : public Layer {
   // 0 <= rate < 1 (ArgumentError else).
   explicit Dropout(float rate);
   std::string type() const override { return "Dropout"; }
+  bool rows_independent(bool training) const override { return !training; }
   Shape build(const Shape& sample_shape) override { return sample_shape; }
   std::vector<StateSpec> state_specs() const override;
   void set_random_seed(uint64_t seed) override { params_rng_.seed = seed; }

@@ -288,11 +288,10 @@ EvalResult Sequential::evaluate(DataLoader& loader) {
   loader.start_epoch(0);
   Batch batch;
   int64_t seen = 0;
-  SoftmaxCrossEntropy loss;  // not the training loss object: evaluate must not disturb a step
   MetricSums sums(device_);  // on a GPU: summed there, read once at the end
   while (loader.next(batch)) {
     if (batch.gather) batch.gather();
-    loss.forward(forward_logits(batch.x, false), batch.y, sums);
+    evaluate_batch(batch.x, batch.y, sums);
     seen += batch.x.dim(0);
   }
   const MetricSums::Values v = sums.read();
@@ -310,8 +309,11 @@ Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
   if (rm.device() != device_) rm = rm.to(device_);
   const int64_t n = x.dim(0), k = output_shape()[0];
   Tensor out = Tensor::empty(Shape{n, k}, DType::F32, Device::cpu());
-  for (int64_t i = 0; i < n; i += batch_size) {
-    const int64_t b = std::min(batch_size, n - i);
+  // CPU micro-batches (set_cpu_micro_batch): a batch larger than a slice runs slice by slice.
+  const int64_t step =
+      std::min(batch_size, slice_rows(rm.view(0, input_shape_.with_batch(std::min(batch_size, n))), false));
+  for (int64_t i = 0; i < n; i += step) {
+    const int64_t b = std::min(step, n - i);
     const Tensor xb = rm.view(i * input_shape_.numel(), input_shape_.with_batch(b));
     const Tensor& logits = forward(xb, false);
     out.view(i * k, Shape{b, k}).copy_from(logits);  // device to host when the model is on a GPU

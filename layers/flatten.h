@@ -10,6 +10,7 @@ namespace ember {
 class Flatten : public Layer {
  public:
   std::string type() const override { return "Flatten"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   std::string kernel_info(int64_t, Device device) const override {
     return device.is_cuda() ? "reshape" : "reshape (NHWC inputs reordered to NCHW)";

@@ -92,6 +92,12 @@ class Layer {
   // A softmax over the last axis: as a model's last layer, the loss reads its input (logits).
   virtual bool softmax_output() const { return false; }
   virtual bool fuse_input_relu_mask() { return false; }
+  // True when each output row depends on its own input row only and backward's parameter
+  // gradients are sums over rows, in this mode (training or inference): the batch may then run
+  // as consecutive slices whose gradients add up (Sequential's CPU micro-batches). False by
+  // default, so a layer that does not say so is never sliced; false for what mixes rows or
+  // draws per call (BatchNormalization and Dropout in training).
+  virtual bool rows_independent(bool /*training*/) const { return false; }
   void set_output_grad_premasked(bool v) { output_grad_premasked_ = v; }
   bool output_grad_premasked() const { return output_grad_premasked_; }
 

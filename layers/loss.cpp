@@ -17,10 +17,10 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, i
   return static_cast<float>(v.loss_sum / static_cast<double>(std::max<int64_t>(logits.dim(0), 1)));
 }
 
-const Tensor& SoftmaxCrossEntropy::backward() {
+const Tensor& SoftmaxCrossEntropy::backward(int64_t mean_rows) {
   EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
   ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
-  detail::softmax_xent_backward(probs_, labels_, dlogits_);
+  detail::softmax_xent_backward(probs_, labels_, dlogits_, mean_rows == 0 ? probs_.dim(0) : mean_rows);
   return dlogits_;
 }
 

@@ -18,8 +18,9 @@ class SoftmaxCrossEntropy {
   // The same through sums of its own, read back: returns the batch's mean loss (and, when
   // `correct` is given, its correct count). Synchronises with a GPU.
   float forward(const Tensor& logits, const Tensor& labels, int64_t* correct = nullptr);
-  // d(mean loss)/d(logits), written (=); valid until the next forward.
-  const Tensor& backward();
+  // d(mean loss)/d(logits), written (=); valid until the next forward. `mean_rows`: the rows
+  // the mean is over when the last forward's logits are a slice of a larger batch (0: theirs).
+  const Tensor& backward(int64_t mean_rows = 0);
   // Softmax probabilities of the last forward.
   const Tensor& probabilities() const { return probs_; }
 

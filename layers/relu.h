@@ -9,6 +9,7 @@ namespace ember {
 class ReLU : public Layer {
  public:
   std::string type() const override { return "ReLU"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override { return sample_shape; }
   bool relu_output() const override { return true; }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -209,16 +210,80 @@ void Sequential::backward(const Tensor& dlogits) {
 }
 
 float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
-  const Tensor& logits = forward_logits(x, true);
-  const float loss = loss_.forward(logits, labels, correct);  // the MetricSums path, read back
-  backward(loss_.backward());
-  return loss;
+  MetricSums sums(device_);
+  compute_gradients(x, labels, sums);  // read back
+  const MetricSums::Values v = sums.read();
+  if (correct) *correct = v.correct;
+  return static_cast<float>(v.loss_sum / static_cast<double>(std::max<int64_t>(x.dim(0), 1)));
 }
 
+void Sequential::set_cpu_micro_batch(int64_t rows) {
+  EMBER_CHECK(rows >= 0, ArgumentError,
+              "Sequential::set_cpu_micro_batch: rows must be >= 0, got " + std::to_string(rows));
+  cpu_micro_batch_ = rows;
+}
+
+int64_t Sequential::slice_rows(const Tensor& x, bool training) const {
+  const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
+  if (!device_.is_cpu() || cpu_micro_batch_ == 0 || n <= cpu_micro_batch_ || x.layout() != Layout::RowMajor) return n;
+  for (const auto& l : layers_)
+    if (!l->rows_independent(training)) return n;
+  return cpu_micro_batch_;
+}
+
+namespace {
+// Runs `slice(begin, rows)` over consecutive slices of a batch of n rows, keeping the metric
+// sums' count of finite batches per batch (one batch, however many slices).
+template <typename F>
+void for_each_slice(int64_t n, int64_t rows, MetricSums& sums, F&& slice) {
+  double* acc = sums.buffer().data<double>();
+  const double finite_before = acc[3];
+  for (int64_t i = 0; i < n; i += rows) slice(i, std::min(rows, n - i));
+  acc[3] = finite_before + (std::isfinite(acc[0]) ? 1.0 : 0.0);
+}
+
+Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
+  const Shape sample = t.shape().without_batch();
+  return t.view(begin * sample.numel(), sample.with_batch(rows));
+}
+}  // namespace
+
 void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  const Tensor& logits = forward_logits(x, true);
-  loss_.forward(logits, labels, sums);
-  backward(loss_.backward());
+  const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, true);
+  if (rows == n) {
+    const Tensor& logits = forward_logits(x, true);
+    loss_.forward(logits, labels, sums);
+    backward(loss_.backward());
+    return;
+  }
+  EMBER_CHECK(labels.shape() == Shape{n} && labels.layout() == Layout::RowMajor, ShapeError,
+              "Sequential: labels must be (" + std::to_string(n) + ",) for this batch, got " + labels.str());
+  ensure(grad_sum_, grads_.shape(), DType::F32, grads_.device());
+  float* total = grad_sum_.f32();
+  const float* g = grads_.f32();
+  const int64_t count = grads_.numel();
+  for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
+    loss_.forward(forward_logits(rows_of(x, begin, b), true), rows_of(labels, begin, b), sums);
+    backward(loss_.backward(n));  // the mean over the whole batch
+    if (begin == 0)
+      std::copy(g, g + count, total);
+    else
+      for (int64_t i = 0; i < count; ++i) total[i] += g[i];
+  });
+  grads_.copy_from(grad_sum_);
+}
+
+void Sequential::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+  const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, false);
+  if (rows == n) {
+    eval_loss_.forward(forward_logits(x, false), labels, sums);
+    return;
+  }
+  EMBER_CHECK(labels.shape() == Shape{n} && labels.layout() == Layout::RowMajor, ShapeError,
+              "Sequential: labels must be (" + std::to_string(n) + ",) for this batch, got " + labels.str());
+  for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
+    eval_loss_.forward(forward_logits(rows_of(x, begin, b), false), rows_of(labels, begin, b), sums);
+  });
 }
 
 void Sequential::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {

@@ -191,6 +191,22 @@ class Sequential {
   void train_step(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void apply_gradients();
+  // Inference on one batch, adding its loss sum and correct count to `sums` (what evaluate()
+  // runs per batch; it uses a loss object of its own, not the training step's).
+  void evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums);
+
+  // --- CPU micro-batches --------------------------------------------------------------------
+  // On the CPU, a batch of more than `rows` rows runs through compute_gradients/train_step,
+  // evaluate_batch/evaluate and predict as consecutive slices of at most `rows` rows: the
+  // gradients are summed over the slices and the loss is the mean over the whole batch, so the
+  // step means what it meant; each layer's activations then stay the size of a slice, which
+  // keeps them in the cores' caches (batch 256 ran 9-13% slower per image than batch 64 without
+  // it: docs/benchmarks.md) and the process's memory small. Only when every layer's rows are
+  // independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
+  // training); then the results equal the whole batch's up to the order of float sums, and are
+  // the same bits from run to run. 0: whole batches. Default 64. GPUs always run whole batches.
+  void set_cpu_micro_batch(int64_t rows);
+  int64_t cpu_micro_batch() const { return cpu_micro_batch_; }
 
   Tensor& params() { return params_; }
   const Tensor& params() const { return params_; }
@@ -244,7 +260,11 @@ class Sequential {
   // load() before compile(): the checkpoint's optimizer state, restored by compile().
   std::optional<SavedOptimizerState> saved_optimizer_;
   friend void detail::keep_optimizer_state(Sequential& model, SavedOptimizerState saved);
-  SoftmaxCrossEntropy loss_;
+  SoftmaxCrossEntropy loss_, eval_loss_;
+  int64_t cpu_micro_batch_ = 64;
+  Tensor grad_sum_;  // the sliced step's gradient sum
+  // Rows per slice for a batch of x in this mode: x.dim(0) when it runs whole.
+  int64_t slice_rows(const Tensor& x, bool training) const;
 };
 
 }  // namespace ember

@@ -72,10 +72,10 @@ void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor&
   if (std::isfinite(acc[0])) acc[3] += 1.0;  // batches before the first non-finite loss
 }
 
-void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows) {
   const auto [n, k, p, y] = check(probs, labels, dlogits, "dlogits");
   float* d = dlogits.f32();
-  const float scale = 1.0f / static_cast<float>(n);
+  const float scale = 1.0f / static_cast<float>(mean_rows);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < k; ++j) d[i * k + j] = p[i * k + j] * scale;
     d[i * k + y[i]] -= scale;

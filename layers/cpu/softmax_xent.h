@@ -15,7 +15,7 @@ float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& p
 // slots in layers/metrics.h) += {batch loss sum, correct count}. Throws as above.
 void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
 // dlogits = (probs - onehot(labels)) / N, written (=).
-void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
 // Number of rows whose argmax equals the label (first maximum wins on ties).
 int64_t count_correct(const Tensor& logits, const Tensor& labels);
 

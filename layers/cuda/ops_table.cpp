@@ -42,8 +42,8 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.matmul = [](const Tensor& x, const Tensor& w, Tensor& y) { matmul(context_of(x), x, w, y); };
     a.relu_forward = [](const Tensor& x, Tensor& y) { relu_forward(context_of(x), x, y); };
     a.relu_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) { relu_backward(context_of(y), y, dy, dx); };
-    a.softmax_xent_backward = [](const Tensor& p, const Tensor& y, Tensor& d) {
-      softmax_xent_backward(context_of(p), p, y, d);
+    a.softmax_xent_backward = [](const Tensor& p, const Tensor& y, Tensor& d, int64_t mean_rows) {
+      softmax_xent_backward(context_of(p), p, y, d, mean_rows);
     };
     a.count_correct = [](const Tensor& z, const Tensor& y) { return count_correct(context_of(z), z, y); };
     a.softmax_xent_accumulate = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums) {

@@ -85,8 +85,8 @@ __global__ void reduce_add2(const double* __restrict__ a, const double* __restri
 }
 
 __global__ void xent_backward(const float* __restrict__ p, const int32_t* __restrict__ y, float* __restrict__ d,
-                              int64_t n, int64_t k) {
-  const float scale = 1.0f / static_cast<float>(n);
+                              int64_t n, int64_t k, int64_t mean_rows) {
+  const float scale = 1.0f / static_cast<float>(mean_rows);
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n * k; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e / k, j = e % k;
     d[e] = p[e] * scale - (j == y[i] ? scale : 0.0f);
@@ -170,14 +170,15 @@ void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& l
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits,
+                           int64_t mean_rows) {
   check(probs, labels, ctx);
   EMBER_CHECK(dlogits.shape() == probs.shape() && dlogits.device() == probs.device(), ShapeError,
               "softmax cross-entropy (cuda): dlogits must match probs");
   const int64_t n = probs.dim(0), k = probs.dim(1);
   xent_backward<<<blocks(n * k), kThreads, 0, ctx.stream()>>>(static_cast<const float*>(probs.raw()),
                                                               static_cast<const int32_t*>(labels.raw()),
-                                                              static_cast<float*>(dlogits.raw()), n, k);
+                                                              static_cast<float*>(dlogits.raw()), n, k, mean_rows);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,7 +15,7 @@ float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& lab
 // sums: 4 f64 {loss sum, correct, bad-label flag, batches while the loss sum was finite}
 // (MetricSums in layers/metrics.h).
 void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
-void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits);
+void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels);
 
 }  // namespace ember::cuda

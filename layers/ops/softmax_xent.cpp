@@ -14,11 +14,14 @@ void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor&
     cpu::softmax_xent_accumulate(logits, labels, probs, sums);
 }
 
-void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows) {
+  EMBER_CHECK(mean_rows >= probs.dim(0) && mean_rows > 0, ArgumentError,
+              "softmax cross-entropy: the mean is over " + std::to_string(mean_rows) + " rows but " +
+                  std::to_string(probs.dim(0)) + " are given");
   if (on_gpu(probs))
-    layer_cuda_ops().softmax_xent_backward(probs, labels, dlogits);
+    layer_cuda_ops().softmax_xent_backward(probs, labels, dlogits, mean_rows);
   else
-    cpu::softmax_xent_backward(probs, labels, dlogits);
+    cpu::softmax_xent_backward(probs, labels, dlogits, mean_rows);
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {

@@ -156,11 +156,11 @@ TEST_F(Parity, SoftmaxCrossEntropyAndAccuracy) {
   const Tensor y = labels(lv);
   Tensor p = Tensor::empty(z.shape()), d = Tensor::empty(z.shape());
   const float loss = cpu::softmax_xent_forward(z, y, p);
-  cpu::softmax_xent_backward(p, y, d);
+  cpu::softmax_xent_backward(p, y, d, 201);  // as one slice of a batch of 201
   const Tensor zg = z.to(kGpu), yg = y.to(kGpu);
   Tensor pg = nan_on_gpu(z.shape()), dg = nan_on_gpu(z.shape());
   const float loss_g = cuda::softmax_xent_forward(ctx(), zg, yg, pg);
-  cuda::softmax_xent_backward(ctx(), pg, yg, dg);
+  cuda::softmax_xent_backward(ctx(), pg, yg, dg, 201);
   ctx().synchronize();
   // expf on the GPU is within 2 ulps of the CPU's; sums run in double on both.
   EXPECT_NEAR(loss_g, loss, 1e-5 * std::max(1.0f, loss));

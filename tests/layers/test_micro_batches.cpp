@@ -1,0 +1,149 @@
+// CPU micro-batches (Sequential::set_cpu_micro_batch): a batch larger than a slice runs slice
+// by slice with the same meaning (gradients summed, the loss a mean over the whole batch), only
+// for models whose layers keep rows independent, and deterministically.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "apps/reference_cnn.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+constexpr int64_t kRows = 150;  // two full slices of 64 and a short one of 22
+
+Tensor labels_for(int64_t n) {
+  Tensor y = Tensor::empty(Shape{n}, DType::I32);
+  for (int64_t i = 0; i < n; ++i) y.data<int32_t>()[i] = static_cast<int32_t>((i * 7 + 3) % 10);
+  return y;
+}
+
+// max |a - b| over max |b|: the error of reordered float sums relative to the tensor's scale.
+double scaled_error(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return worst / scale;
+}
+
+Sequential reference_model(int64_t micro_batch) {
+  Sequential m;
+  apps::add_reference_cnn(m);
+  m.build(Shape{1, 28, 28}, 11);
+  m.set_cpu_micro_batch(micro_batch);
+  return m;
+}
+
+struct StepResult {
+  std::vector<float> grads;
+  MetricSums::Values sums;
+};
+
+StepResult gradients_of(Sequential& m, const Tensor& x, const Tensor& y) {
+  MetricSums sums(Device::cpu());
+  m.compute_gradients(x, y, sums);
+  return {m.grads().to_vector(), sums.read()};
+}
+
+TEST(MicroBatches, ASlicedStepMeansWhatTheWholeBatchMeans) {
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 5, 0.0f, 1.0f), y = labels_for(kRows);
+  Sequential whole = reference_model(0), sliced = reference_model(64);
+  EXPECT_EQ(sliced.cpu_micro_batch(), 64);
+  const StepResult a = gradients_of(whole, x, y), b = gradients_of(sliced, x, y);
+  // The per-row contributions are the same; only the order in which 150 of them are added
+  // differs (three slice sums added): a float32 reordering of a 150-term sum moves it by
+  // ~150 * 2^-24 * (sum of |terms|) ~ 1e-5 of the largest gradient. Were the slices' means
+  // not rescaled to the batch's mean, the error would be ~1 (150/64 times too large).
+  EXPECT_LT(scaled_error(b.grads, a.grads), 1e-4);
+  EXPECT_NE(b.grads, a.grads);  // it did run another way (else this test proves nothing)
+  EXPECT_NEAR(b.sums.loss_sum, a.sums.loss_sum, 1e-9 * a.sums.loss_sum + 1e-4);
+  EXPECT_EQ(b.sums.correct, a.sums.correct);
+  EXPECT_EQ(b.sums.finite_batches, 1);  // one batch however many slices
+  EXPECT_EQ(a.sums.finite_batches, 1);
+
+  // The float-returning step is the same step.
+  int64_t correct = -1;
+  const float loss = sliced.compute_gradients(x, y, &correct);
+  EXPECT_EQ(sliced.grads().to_vector(), b.grads);
+  EXPECT_FLOAT_EQ(loss, static_cast<float>(b.sums.loss_sum / kRows));
+  EXPECT_EQ(correct, b.sums.correct);
+}
+
+TEST(MicroBatches, SlicedTrainingIsTheSameBitsEveryRun) {
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 6, 0.0f, 1.0f), y = labels_for(kRows);
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    Sequential m = reference_model(64);
+    m.compile(std::make_unique<Adam>());
+    MetricSums sums(Device::cpu());
+    for (int step = 0; step < 3; ++step) m.train_step(x, y, sums);
+    if (run == 0)
+      first = m.params().to_vector();
+    else
+      EXPECT_EQ(m.params().to_vector(), first);
+  }
+}
+
+TEST(MicroBatches, EvaluationAndPredictionAreSlicedToo) {
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 7, 0.0f, 1.0f), y = labels_for(kRows);
+  Sequential whole = reference_model(0), sliced = reference_model(64);
+  MetricSums a(Device::cpu()), b(Device::cpu());
+  whole.evaluate_batch(x, y, a);
+  sliced.evaluate_batch(x, y, b);
+  const MetricSums::Values va = a.read(), vb = b.read();
+  EXPECT_NEAR(vb.loss_sum, va.loss_sum, 1e-6 * va.loss_sum);  // per-row losses, summed in double
+  EXPECT_EQ(vb.correct, va.correct);
+  EXPECT_EQ(vb.finite_batches, 1);
+  // Rows are computed alone: whichever kernel oneDNN picks for a batch size, each logit is the
+  // same dot products (up to their own order, ~1e-6 of the logits' scale).
+  EXPECT_LT(scaled_error(sliced.predict(x, 150).to_vector(), whole.predict(x, 150).to_vector()), 1e-5);
+}
+
+TEST(MicroBatches, ModelsThatMixRowsInTrainingRunWholeBatches) {
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 8, 0.0f, 1.0f), y = labels_for(kRows);
+  for (int which = 0; which < 2; ++which) {
+    auto make = [&](int64_t micro_batch) {
+      Sequential m;
+      m.add<Conv2D>(8, Size2{3, 3}, Activation::ReLU);
+      if (which == 0)
+        m.add<BatchNormalization>();
+      else
+        m.add<Dropout>(0.3f);
+      m.add<Flatten>();
+      m.add<Dense>(10);
+      m.build(Shape{1, 28, 28}, 12);
+      m.set_cpu_micro_batch(micro_batch);
+      return m;
+    };
+    Sequential whole = make(0), sliced = make(64);
+    EXPECT_FALSE(sliced.layers()[1]->rows_independent(true));
+    EXPECT_TRUE(sliced.layers()[1]->rows_independent(false));
+    // Batch statistics over 150 rows, or Dropout's masks drawn for the whole batch: a slice
+    // would change what the step computes, so it runs whole: the same bits as micro-batches off.
+    EXPECT_EQ(gradients_of(sliced, x, y).grads, gradients_of(whole, x, y).grads) << which;
+  }
+}
+
+TEST(MicroBatches, BadArgumentsAreRefused) {
+  Sequential m = reference_model(64);
+  EXPECT_THROW(m.set_cpu_micro_batch(-1), ArgumentError);
+  EXPECT_EQ(m.cpu_micro_batch(), 64);
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 9, 0.0f, 1.0f);
+  MetricSums sums(Device::cpu());
+  EXPECT_THROW(m.compute_gradients(x, labels_for(kRows - 1), sums), ShapeError);
+  SoftmaxCrossEntropy loss;
+  const Tensor z = test::random_tensor(Shape{4, 10}, 10);
+  loss.forward(z, labels_for(4), sums);
+  EXPECT_THROW(loss.backward(3), ArgumentError);  // a mean over fewer rows than given
+  // As one slice of a batch of 8: half the gradient of the mean over its own 4 rows.
+  const std::vector<float> own = loss.backward().to_vector(), half = loss.backward(8).to_vector();
+  for (size_t i = 0; i < own.size(); ++i) EXPECT_FLOAT_EQ(half[i], own[i] * 0.5f);
+}
+
+}  // namespace
+}  // namespace ember
