@@ -26,6 +26,15 @@ struct Plan {
   dnnl::convolution_forward fwd;
   memory src, dst, bias, wei_user, wei_fwd;  // wei_fwd == wei_user when no reorder is needed
   std::optional<dnnl::reorder> wei_to_fwd;
+  // Winograd forward (see winograd_shape): x reordered into its blocked layout, y back out.
+  bool winograd = false;
+  memory src_blk, dst_blk;
+  std::optional<dnnl::reorder> src_to_blk, blk_to_dst;
+  dnnl::convolution_forward::primitive_desc direct_fwd_pd;  // the hint of the backward passes
+  // Weight gradient in the layout oneDNN prefers for it (see blocked_weight_gradient): x and dy
+  // reordered into it where that differs from NHWC.
+  memory bwd_src_blk, bwd_diff_dst_blk;
+  std::optional<dnnl::reorder> bwd_src_to_blk, bwd_diff_dst_to_blk;
   // backward (built on first use)
   bool bwd_ready = false;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
@@ -62,6 +71,25 @@ memory maybe_own(const memory::desc& want, const memory& user) {
   return want == user.get_desc() ? user : memory(want, dnnl_engine());
 }
 
+// Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3: AVX-512 only, 3x3 kernels at stride 1, C and K
+// multiples of 16) computes the forward in fewer multiplies than the direct convolution; it runs
+// in the blocked nChw16c layout only, so x is reordered in and y out. Measured in the reference
+// CNN's step (docs/benchmarks.md): conv2d_1 (32 -> 64 channels, 11x11 outputs) 0.98 -> 0.85 ms
+// forward; its weight gradient gained nothing after the reorders and the backward-data pass
+// nothing at all, so both stay direct; conv2d_2's 3x3 outputs (below 64 per image) are too few
+// tiles to gain. Used where this CPU has it (else the direct kernels); its rounding differs from
+// the direct convolution's (~1e-6 relative), the same bits every run.
+bool winograd_shape(const Conv2dShape& g) {
+  return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.c % 16 == 0 && g.k % 16 == 0 &&
+         g.p * g.q >= 64;
+}
+
+// A one-channel input (the first layer on grey images): oneDNN's weight gradient runs ~2x faster
+// with dy in its blocked layout (nChw16c) than in NHWC, the reorder included (0.57 -> 0.45 ms in
+// the reference CNN's step, docs/benchmarks.md). With 32 or 64 input channels the NHWC kernels
+// win (measured: 0.59 -> 0.65 ms and 2.15 -> 2.23 ms), so they keep them.
+bool blocked_weight_gradient(const Conv2dShape& g) { return g.c == 1; }
+
 Plan& plan_for(const Conv2dShape& g) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, int64_t, bool, int>;
@@ -87,11 +115,29 @@ Plan& plan_for(const Conv2dShape& g) {
     attr.set_post_ops(ops);
   }
   plan->fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr, eng);
-  plan->fwd = dnnl::convolution_forward(plan->fwd_pd);
+  plan->direct_fwd_pd = plan->fwd_pd;
   plan->src = memory(d.src, eng, DNNL_MEMORY_NONE);
   plan->dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan->bias = memory(d.bias, eng, DNNL_MEMORY_NONE);
   plan->wei_user = memory(d.wei_user, eng, DNNL_MEMORY_NONE);
+  if (winograd_shape(g)) {
+    const memory::desc any_src(dims4(g.n, g.c, g.h, g.w), dt::f32, tag::any),
+        any_dst(dims4(g.n, g.k, g.p, g.q), dt::f32, tag::any);
+    dnnl::convolution_forward::desc wd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
+                                       any_src, d.wei_any, d.bias, any_dst, d.strides, d.pad_l, d.pad_r);
+    try {
+      plan->fwd_pd = dnnl::convolution_forward::primitive_desc(wd, attr, eng, /*allow_empty=*/false);
+      plan->winograd = true;
+    } catch (const dnnl::error&) {  // not on this CPU: the direct kernels
+    }
+  }
+  plan->fwd = dnnl::convolution_forward(plan->fwd_pd);
+  if (plan->winograd) {
+    plan->src_blk = memory(plan->fwd_pd.src_desc(), eng);
+    plan->dst_blk = memory(plan->fwd_pd.dst_desc(), eng);
+    plan->src_to_blk = dnnl::reorder(plan->src, plan->src_blk);
+    plan->blk_to_dst = dnnl::reorder(plan->dst_blk, plan->dst);
+  }
   plan->wei_fwd = maybe_own(plan->fwd_pd.weights_desc(), plan->wei_user);
   if (plan->wei_fwd != plan->wei_user) plan->wei_to_fwd = dnnl::reorder(plan->wei_user, plan->wei_fwd);
   return *cache.emplace(key, std::move(plan)).first->second;
@@ -103,11 +149,30 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
   auto& eng = dnnl_engine();
   dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_auto, d.src, d.wei_any, d.dst, d.strides,
                                             d.pad_l, d.pad_r);
-  plan.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bdd, eng, plan.fwd_pd);
+  plan.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bdd, eng, plan.direct_fwd_pd);
   plan.bwd_data = dnnl::convolution_backward_data(plan.bwd_data_pd);
-  dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_auto, d.src, d.wei_any, d.bias, d.dst,
-                                               d.strides, d.pad_l, d.pad_r);
-  plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, eng, plan.fwd_pd);
+  if (blocked_weight_gradient(g)) {
+    const memory::desc any_src(dims4(g.n, g.c, g.h, g.w), dt::f32, tag::any),
+        any_dst(dims4(g.n, g.k, g.p, g.q), dt::f32, tag::any);
+    dnnl::convolution_forward::desc hint_d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                           any_src, d.wei_any, d.bias, any_dst, d.strides, d.pad_l, d.pad_r);
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, any_src, d.wei_any, d.bias,
+                                                 any_dst, d.strides, d.pad_l, d.pad_r);
+    plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(
+        bwd, eng, dnnl::convolution_forward::primitive_desc(hint_d, eng));
+    if (plan.bwd_w_pd.src_desc() != d.src) {
+      plan.bwd_src_blk = memory(plan.bwd_w_pd.src_desc(), eng);
+      plan.bwd_src_to_blk = dnnl::reorder(memory(d.src, eng, DNNL_MEMORY_NONE), plan.bwd_src_blk);
+    }
+    if (plan.bwd_w_pd.diff_dst_desc() != d.dst) {
+      plan.bwd_diff_dst_blk = memory(plan.bwd_w_pd.diff_dst_desc(), eng);
+      plan.bwd_diff_dst_to_blk = dnnl::reorder(memory(d.dst, eng, DNNL_MEMORY_NONE), plan.bwd_diff_dst_blk);
+    }
+  } else {
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_auto, d.src, d.wei_any, d.bias, d.dst,
+                                                 d.strides, d.pad_l, d.pad_r);
+    plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, eng, plan.direct_fwd_pd);
+  }
   plan.bwd_w = dnnl::convolution_backward_weights(plan.bwd_w_pd);
 
   plan.diff_dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
@@ -152,10 +217,12 @@ void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, cons
   plan.src.set_data_handle(const_cast<float*>(x.f32()));
   plan.bias.set_data_handle(const_cast<float*>(b.f32()));
   plan.dst.set_data_handle(y.f32());
-  plan.fwd.execute(strm, {{DNNL_ARG_SRC, plan.src},
+  if (plan.winograd) plan.src_to_blk->execute(strm, plan.src, plan.src_blk);
+  plan.fwd.execute(strm, {{DNNL_ARG_SRC, plan.winograd ? plan.src_blk : plan.src},
                           {DNNL_ARG_WEIGHTS, plan.wei_fwd},
                           {DNNL_ARG_BIAS, plan.bias},
-                          {DNNL_ARG_DST, plan.dst}});
+                          {DNNL_ARG_DST, plan.winograd ? plan.dst_blk : plan.dst}});
+  if (plan.winograd) plan.blk_to_dst->execute(strm, plan.dst_blk, plan.dst);
   strm.wait();
 }
 
@@ -183,8 +250,10 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
 
   plan.diff_bias.set_data_handle(db.f32());
   plan.diff_wei_user.set_data_handle(dw.f32());
-  plan.bwd_w.execute(strm, {{DNNL_ARG_SRC, plan.src},
-                            {DNNL_ARG_DIFF_DST, plan.diff_dst},
+  if (plan.bwd_src_to_blk) plan.bwd_src_to_blk->execute(strm, plan.src, plan.bwd_src_blk);
+  if (plan.bwd_diff_dst_to_blk) plan.bwd_diff_dst_to_blk->execute(strm, plan.diff_dst, plan.bwd_diff_dst_blk);
+  plan.bwd_w.execute(strm, {{DNNL_ARG_SRC, plan.bwd_src_to_blk ? plan.bwd_src_blk : plan.src},
+                            {DNNL_ARG_DIFF_DST, plan.bwd_diff_dst_to_blk ? plan.bwd_diff_dst_blk : plan.diff_dst},
                             {DNNL_ARG_DIFF_WEIGHTS, plan.diff_wei_bwd},
                             {DNNL_ARG_DIFF_BIAS, plan.diff_bias}});
   if (plan.diff_wei_to_user) plan.diff_wei_to_user->execute(strm, plan.diff_wei_bwd, plan.diff_wei_user);

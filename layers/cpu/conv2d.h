@@ -2,7 +2,8 @@
 // created once per shape and cached per thread. Bias and the optional ReLU are fused as
 // post-ops in the forward pass.
 //
-// Layouts: x, y, dx, dy are NHWC (the layout oneDNN's direct kernels run fastest in);
+// Layouts: x, y, dx, dy are NHWC (the layout oneDNN's direct kernels run fastest in; where a
+// Winograd forward or a blocked weight gradient is faster, conv2d.cpp reorders around it);
 // w is (K, C, R, S) row-major, b is (K). Outputs are written (=), never accumulated.
 #pragma once
 

@@ -59,13 +59,16 @@ TEST_P(Conv2DForward, MatchesNaiveLoop) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Conv2DForward,
-    ::testing::Values(ConvCase{2, 1, 8, 8, 4, 3, 3, Padding::Valid, 1, Activation::None},   // MNIST-like first layer
-                      ConvCase{2, 3, 9, 7, 5, 3, 3, Padding::Valid, 1, Activation::ReLU},   // fused ReLU
-                      ConvCase{3, 4, 6, 6, 8, 3, 3, Padding::Same, 1, Activation::ReLU},    // same padding
-                      ConvCase{2, 2, 7, 7, 3, 2, 2, Padding::Same, 1, Activation::None},    // even kernel, same
-                      ConvCase{2, 3, 9, 9, 4, 3, 3, Padding::Valid, 2, Activation::None},   // stride 2
-                      ConvCase{1, 16, 5, 5, 16, 1, 1, Padding::Valid, 1, Activation::None}  // 1x1
-                      ));
+    ::testing::Values(ConvCase{2, 1, 8, 8, 4, 3, 3, Padding::Valid, 1, Activation::None},    // MNIST-like first layer
+                      ConvCase{2, 3, 9, 7, 5, 3, 3, Padding::Valid, 1, Activation::ReLU},    // fused ReLU
+                      ConvCase{3, 4, 6, 6, 8, 3, 3, Padding::Same, 1, Activation::ReLU},     // same padding
+                      ConvCase{2, 2, 7, 7, 3, 2, 2, Padding::Same, 1, Activation::None},     // even kernel, same
+                      ConvCase{2, 3, 9, 9, 4, 3, 3, Padding::Valid, 2, Activation::None},    // stride 2
+                      ConvCase{1, 16, 5, 5, 16, 1, 1, Padding::Valid, 1, Activation::None},  // 1x1
+                      // Winograd forward on AVX-512 (3x3, stride 1, C and K multiples of 16, >= 64
+                      // outputs per image): the reference CNN's conv2d_1, and SAME padding
+                      ConvCase{2, 32, 13, 13, 64, 3, 3, Padding::Valid, 1, Activation::ReLU},
+                      ConvCase{2, 16, 9, 9, 16, 3, 3, Padding::Same, 1, Activation::None}));
 
 TEST(Conv2D, GradientsValid) {
   Conv2D conv(3, {3, 3}, Activation::None);
@@ -77,6 +80,12 @@ TEST(Conv2D, GradientsSamePaddingWithRelu) {
   Conv2D conv(4, {3, 3}, Activation::ReLU, Padding::Same);
   test::build_standalone(conv, Shape{3, 4, 4}, 4);
   test::check_layer_gradients(conv, test::random_tensor(Shape{2, 3, 4, 4}, 5), 6);
+}
+
+TEST(Conv2D, GradientsOneInputChannel) {  // the weight gradient runs in oneDNN's blocked layout
+  Conv2D conv(16, {3, 3}, Activation::ReLU);
+  test::build_standalone(conv, Shape{1, 6, 6}, 10);
+  test::check_layer_gradients(conv, test::random_tensor(Shape{2, 1, 6, 6}, 11), 12);
 }
 
 TEST(Conv2D, GradientsStride2) {
