@@ -3,7 +3,10 @@
 # optimizer and batch, run alternately (Ember, PyTorch NCHW, PyTorch channels_last) for
 # ROUNDS rounds in one invocation, so that machine noise hits all three alike. Reports the
 # median over rounds of each run's median step time, and Ember's ratio to PyTorch's faster
-# layout (the anchor). Optionally (EPOCHS=1) also one full MNIST epoch each, with peak RSS.
+# layout (the anchor). Each CPU round also times oneDNN's sgemm (n = 2000, bench_matmul): the
+# step's GFLOP/s (direct-convolution FLOP) are reported as a fraction of that same-run peak,
+# which does not depend on the day's machine as absolute times do. Optionally (EPOCHS=1) also one
+# full MNIST epoch each, with peak RSS.
 #
 #   bench/compare_pytorch.sh                 # CPU, 2 threads, batch 64
 #   DEVICE=cuda bench/compare_pytorch.sh     # on a GPU machine (PyTorch's own build there)
@@ -25,6 +28,10 @@ for r in $(seq 1 "$ROUNDS"); do
   "$EMBER_BIN"/bench_train --device "$([[ $DEVICE == cuda ]] && echo gpu || echo cpu)" --batch-sizes "$BATCH" \
     --steps "$STEPS" --threads "$THREADS" --csv "$tmp" >/dev/null
   tail -n +2 "$tmp" | sed "s/^/$r,/" >> "$raw"
+  if [[ $DEVICE == cpu ]]; then  # the same-run GEMM peak: oneDNN sgemm at n = 2000
+    "$EMBER_BIN"/bench_matmul --sizes 2000 --naive-max 0 --threads "$THREADS" --csv "$tmp" >/dev/null
+    awk -F, -v r="$r" 'NR == 2 { printf "%s,onednn-sgemm,cpu,2000,sgemm,%s,%s,,%s\n", r, $3, $3, $4 }' "$tmp" >> "$raw"
+  fi
   for fmt in nchw channels_last; do
     for mode in step data; do
       "$PYTHON" bench/pytorch_reference.py --mode $mode --memory-format $fmt --device "$DEVICE" --threads "$THREADS" \
@@ -47,8 +54,19 @@ print(f"{'framework':24s} {'mode':5s} {'median ms':>10s} {'range over rounds':>2
 for (fw, mode), v in sorted(by.items()):
     print(f"{fw:24s} {mode:5s} {statistics.median(v):10.3f} {min(v):9.3f} .. {max(v):7.3f}")
     out.write(f"{fw},{mode},{len(v)},{statistics.median(v):.4f},{min(v):.4f},{max(v):.4f}\n")
+peaks = [float(r["gflops"]) for r in rows if r["framework"] == "onednn-sgemm"]
+peak = statistics.median(peaks) if peaks else None
+# The step's FLOP (direct convolution, apps/reference_cnn.h) from Ember's rows: the same model.
+step = next((r for r in rows if r["framework"] == "ember" and r["mode"] == "step"), None)
+gflop = float(step["gflops"]) * float(step["median_ms"]) / 1e3 if step else None
+if peak:
+    print(f"oneDNN sgemm (n = 2000), same run: {peak:.0f} GFLOP/s (median over rounds); the step: {gflop:.3f} GFLOP")
 for mode in ("step", "data"):
     e = statistics.median(by[("ember", mode)])
+    if peak:
+        for fw in ("ember", "pytorch-nchw", "pytorch-channels_last"):
+            g = gflop / (statistics.median(by[(fw, mode)]) / 1e3)
+            print(f"{mode}: {fw:22s} {g:5.0f} GFLOP/s = {g / peak:.2f} of the same-run sgemm peak")
     torch_best = min(statistics.median(by[(f"pytorch-{f}", mode)]) for f in ("nchw", "channels_last"))
     # Per-round ratios too: each round ran both back to back, so their spread shows the noise.
     per_round = []
