@@ -7,8 +7,8 @@
 //           are of the forward's multiply-adds)
 // Median of --steps timed steps after --warmup; images/s and achieved GFLOP/s.
 // --profile adds per-layer medians of the 'step' mode (each layer's forward and backward, the
-// loss and the optimizer, timed one by one; the total is above the step's own median by the
-// clock reads).
+// loss and the optimizer, timed one by one on the whole batch: no CPU micro-batches; the total
+// is above the step's own median by the clock reads).
 //   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--profile] [--csv out.csv]
 #include <chrono>
 #include <cstdio>

@@ -20,7 +20,8 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, i
 const Tensor& SoftmaxCrossEntropy::backward(int64_t mean_rows) {
   EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
   ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
-  detail::softmax_xent_backward(probs_, labels_, dlogits_, mean_rows == 0 ? probs_.dim(0) : mean_rows);
+  detail::softmax_xent_backward(probs_, labels_, dlogits_,
+                                mean_rows == 0 ? std::max<int64_t>(probs_.dim(0), 1) : mean_rows);
   return dlogits_;
 }
 

@@ -242,6 +242,18 @@ void for_each_slice(int64_t n, int64_t rows, MetricSums& sums, F&& slice) {
   acc[3] = finite_before + (std::isfinite(acc[0]) ? 1.0 : 0.0);
 }
 
+// A sliced batch's labels, checked whole first: a bad one throws before any slice has added to
+// the metric sums or the gradients (as the whole batch's loss does).
+void check_labels(const Tensor& labels, int64_t classes) {
+  EMBER_CHECK(labels.dtype() == DType::I32 && labels.device().is_cpu(), ShapeError,
+              "Sequential: labels must be i32 on the cpu, got " + labels.str());
+  const int32_t* y = labels.data<int32_t>();
+  for (int64_t i = 0; i < labels.numel(); ++i)
+    EMBER_CHECK(y[i] >= 0 && y[i] < classes, ArgumentError,
+                "softmax cross-entropy: label " + std::to_string(y[i]) + " at row " + std::to_string(i) +
+                    " is outside [0, " + std::to_string(classes) + ")");
+}
+
 Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
   const Shape sample = t.shape().without_batch();
   return t.view(begin * sample.numel(), sample.with_batch(rows));
@@ -258,6 +270,7 @@ void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, Metric
   }
   EMBER_CHECK(labels.shape() == Shape{n} && labels.layout() == Layout::RowMajor, ShapeError,
               "Sequential: labels must be (" + std::to_string(n) + ",) for this batch, got " + labels.str());
+  check_labels(labels, output_shape()[0]);  // before any slice adds to the sums
   ensure(grad_sum_, grads_.shape(), DType::F32, grads_.device());
   float* total = grad_sum_.f32();
   const float* g = grads_.f32();
@@ -281,6 +294,7 @@ void Sequential::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSum
   }
   EMBER_CHECK(labels.shape() == Shape{n} && labels.layout() == Layout::RowMajor, ShapeError,
               "Sequential: labels must be (" + std::to_string(n) + ",) for this batch, got " + labels.str());
+  check_labels(labels, output_shape()[0]);
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
     eval_loss_.forward(forward_logits(rows_of(x, begin, b), false), rows_of(labels, begin, b), sums);
   });

@@ -201,7 +201,8 @@ class Sequential {
   // gradients are summed over the slices and the loss is the mean over the whole batch, so the
   // step means what it meant; each layer's activations then stay the size of a slice, which
   // keeps them in the cores' caches (batch 256 ran 9-13% slower per image than batch 64 without
-  // it: docs/benchmarks.md) and the process's memory small. Only when every layer's rows are
+  // it: docs/benchmarks.md) and the process's memory small. Only for row-major inputs (the
+  // loaders' and predict's) and when every layer's rows are
   // independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
   // training); then the results equal the whole batch's up to the order of float sums, and are
   // the same bits from run to run. 0: whole batches. Default 64. GPUs always run whole batches.

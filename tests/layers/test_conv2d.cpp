@@ -88,6 +88,19 @@ TEST(Conv2D, GradientsOneInputChannel) {  // the weight gradient runs in oneDNN'
   test::check_layer_gradients(conv, test::random_tensor(Shape{2, 1, 6, 6}, 11), 12);
 }
 
+// Forward by Winograd on AVX-512 (3x3, stride 1, C and K multiples of 16, >= 64 outputs per
+// image), backward direct. Without ReLU: with 144-term sums most weights' finite-difference steps
+// cross some output's kink; the fused ReLU's mask is the direct path's (checked above).
+TEST(Conv2D, GradientsOfAWinogradShape) {
+  Conv2D conv(16, {3, 3}, Activation::None, Padding::Same);
+  test::build_standalone(conv, Shape{16, 8, 8}, 13);
+  if (__builtin_cpu_supports("avx512f")) {
+    const std::string info = conv.kernel_info(1, Device::cpu());
+    EXPECT_NE(info.find("wino"), std::string::npos) << info;
+  }
+  test::check_layer_gradients(conv, test::random_tensor(Shape{1, 16, 8, 8}, 14), 15);
+}
+
 TEST(Conv2D, GradientsStride2) {
   Conv2D conv(2, {3, 3}, Activation::None, Padding::Valid, {2, 2});
   test::build_standalone(conv, Shape{2, 7, 7}, 7);

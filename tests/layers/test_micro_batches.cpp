@@ -136,6 +136,13 @@ TEST(MicroBatches, BadArgumentsAreRefused) {
   const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 9, 0.0f, 1.0f);
   MetricSums sums(Device::cpu());
   EXPECT_THROW(m.compute_gradients(x, labels_for(kRows - 1), sums), ShapeError);
+  // A bad label in the last slice throws before any slice has added to the sums.
+  Tensor bad = labels_for(kRows);
+  bad.data<int32_t>()[kRows - 1] = 10;
+  EXPECT_THROW(m.compute_gradients(x, bad, sums), ArgumentError);
+  EXPECT_THROW(m.evaluate_batch(x, bad, sums), ArgumentError);
+  EXPECT_EQ(sums.read().loss_sum, 0.0);
+  EXPECT_EQ(sums.read().finite_batches, 0);
   SoftmaxCrossEntropy loss;
   const Tensor z = test::random_tensor(Shape{4, 10}, 10);
   loss.forward(z, labels_for(4), sums);
