@@ -38,33 +38,42 @@ void profile_layers(ember::Sequential& model, const ember::Tensor& x, const embe
     t0 = t1;
     return ms;
   };
+  // Stages: a layer, or a pair the model runs fused (timed as one, named after both).
+  std::vector<std::pair<size_t, size_t>> stages;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t end = model.fused_with_next(i) ? i + 2 : i + 1;
+    stages.emplace_back(i, end);
+    i = end - 1;
+  }
   for (int it = 0; it < warmup + steps; ++it) {
     const bool keep = it >= warmup;
     synchronize(device);
     auto t0 = clock::now();
     const Tensor* h = &x;
-    for (size_t i = 0; i < n; ++i) {
-      h = &layers[i]->forward(*h, true);
+    for (size_t k = 0; k < stages.size(); ++k) {
+      h = &model.forward_layers(*h, true, stages[k].first, stages[k].second);
       const double ms = lap(t0);
-      if (keep) fwd[i].push_back(ms);
+      if (keep) fwd[k].push_back(ms);
     }
     loss.forward(*h, y, sums);
     const Tensor* g = &loss.backward();
     if (const double ms = lap(t0); keep) loss_ms.push_back(ms);
-    for (size_t i = n; i-- > 0;) {
-      g = &layers[i]->backward(*g);
+    for (size_t k = stages.size(); k-- > 0;) {
+      g = &model.backward_layers(*g, stages[k].first, stages[k].second);
       const double ms = lap(t0);
-      if (keep) bwd[i].push_back(ms);
+      if (keep) bwd[k].push_back(ms);
     }
     model.apply_gradients();
     if (const double ms = lap(t0); keep) opt_ms.push_back(ms);
   }
   double total = 0;
   std::printf("  %-22s %10s %10s\n", "layer", "fwd ms", "bwd ms");
-  for (size_t i = 0; i < n; ++i) {
-    const double f = bench::summarize(fwd[i]).median, b = bench::summarize(bwd[i]).median;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    const double f = bench::summarize(fwd[k]).median, b = bench::summarize(bwd[k]).median;
     total += f + b;
-    std::printf("  %-22s %10.3f %10.3f\n", layers[i]->name().c_str(), f, b);
+    std::string name = layers[stages[k].first]->name();
+    for (size_t i = stages[k].first + 1; i < stages[k].second; ++i) name += "+" + layers[i]->name();
+    std::printf("  %-22s %10.3f %10.3f\n", name.c_str(), f, b);
   }
   const double l = bench::summarize(loss_ms).median, o = bench::summarize(opt_ms).median;
   std::printf("  %-22s %10.3f\n  %-22s %10.3f\n  %-22s %10.3f\n", "loss (fwd+bwd)", l, "optimizer", o, "sum of medians",
@@ -77,7 +86,7 @@ int main(int argc, char** argv) {
   std::string batches = "32,64,128,256,512,1024", csv, data_dir = "data/mnist", device_name = "cpu";
   int steps = 100, warmup = 20, threads = 0;
   int64_t micro_batch = 64;
-  bool tf32 = false, nhwc = false, profile = false;
+  bool tf32 = false, nhwc = false, profile = false, no_fusion = false;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--batch-sizes", batches, "Comma-separated batch sizes");
@@ -92,6 +101,7 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-micro-batch", micro_batch,
                  "CPU: run larger batches as slices of this many rows (Sequential::set_cpu_micro_batch; 0: whole)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_flag("--no-fusion", no_fusion, "CPU: run every layer on its own (Sequential::set_cpu_fusion(false))");
   app.add_flag("--profile", profile, "Per-layer forward/backward medians of the step (CPU)");
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
@@ -128,6 +138,7 @@ int main(int argc, char** argv) {
       model.build(Shape{1, 28, 28}, 1);
       model.compile(std::make_unique<Adam>());
       model.set_cpu_micro_batch(micro_batch);
+      model.set_cpu_fusion(!no_fusion);
       model.to(device);
       const double flop = apps::training_flop(model, batch);
       // On a GPU the loader holds the data set there and gathers each batch with a kernel.

@@ -23,14 +23,14 @@ class Conv2D : public Layer {
   std::vector<ParamSpec> param_specs() const override;
   std::string kernel_info(int64_t batch, Device device) const override;
   bool relu_output() const override { return activation_ == Activation::ReLU; }
+  // The geometry build() computed, for a batch of `batch` rows.
+  Conv2dShape geometry(int64_t batch) const;
 
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;
   const Tensor& do_backward(const Tensor& dy) override;
 
  private:
-  Conv2dShape geometry(int64_t batch) const;
-
   int64_t filters_;
   Size2 kernel_, strides_;
   Activation activation_;

@@ -22,6 +22,12 @@ class MaxPool2D : public Layer {
   Shape build(const Shape& sample_shape) override;
   std::string kernel_info(int64_t batch, Device device) const override;
   bool fuse_input_relu_mask() override { return mask_input_relu_ = true; }
+  // The geometry build() computed, for a batch of `batch` rows.
+  Pool2dShape geometry(int64_t batch) const {
+    Pool2dShape g = g_;
+    g.n = batch;
+    return g;
+  }
 
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;

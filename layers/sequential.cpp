@@ -10,8 +10,14 @@
 #include "../core/error.h"
 #include "../core/logger.h"
 #include "../core/runtime.h"
+#include "conv_pool_block.h"
 
 namespace ember {
+
+Sequential::Sequential() = default;
+Sequential::~Sequential() = default;
+Sequential::Sequential(Sequential&&) noexcept = default;
+Sequential& Sequential::operator=(Sequential&&) noexcept = default;
 
 namespace {
 // Keras' names: the type in snake case ("BatchNormalization" -> "batch_normalization", "Conv2D"
@@ -101,6 +107,11 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
     if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask())
       layers_[i]->set_output_grad_premasked(true);
+  blocks_.clear();
+  blocks_.resize(layers_.size());
+  ran_fused_.assign(layers_.size(), 0);
+  for (size_t i = 0; i + 1 < layers_.size(); ++i)
+    blocks_[i] = detail::ConvPoolBlock::make(*layers_[i], *layers_[i + 1]);
   if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
 }
 
@@ -181,33 +192,76 @@ void Sequential::require_built(const char* what) const {
   EMBER_CHECK(built(), Error, std::string("Sequential::") + what + ": build() the model first (or call fit())");
 }
 
-// The first `count` layers on x, after the checks every entry point shares.
-const Tensor& Sequential::run_layers(const Tensor& x, bool training, size_t count, const char* what) {
+detail::ConvPoolBlock* Sequential::block_at(size_t i, size_t end) const {
+  if (!cpu_fusion_ || !device_.is_cpu() || i + 1 >= end || i >= blocks_.size()) return nullptr;
+  return blocks_[i].get();
+}
+
+bool Sequential::fused_with_next(size_t i) const { return block_at(i, layers_.size()) != nullptr; }
+
+// Layers [begin, end) on x (the checks of the model's input when begin is 0).
+const Tensor& Sequential::run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what) {
   require_built(what);
-  EMBER_CHECK(x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_, ShapeError,
-              "Sequential: expects input (N" + batch_shape(input_shape_).substr(5) + ", given " + x.shape().str());
+  EMBER_CHECK(begin <= end && end <= layers_.size(), ArgumentError,
+              std::string("Sequential::") + what + ": layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+                  ") of a model of " + std::to_string(layers_.size()));
+  const Shape& in = begin == 0 ? input_shape_ : output_shapes_[begin - 1];
+  EMBER_CHECK(x.rank() == in.rank() + 1 && x.shape().without_batch() == in, ShapeError,
+              "Sequential: expects input (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
   EMBER_CHECK(x.device() == device_, DeviceError,
               "Sequential: the input is on " + x.device().str() + " but the model on " + device_.str() +
                   ": copy it with to() (nothing migrates silently)");
   const Tensor* h = &x;
-  for (size_t i = 0; i < count; ++i) h = &layers_[i]->forward(*h, training);
+  for (size_t i = begin; i < end; ++i) {
+    if (detail::ConvPoolBlock* b = block_at(i, end)) {
+      h = &b->forward(*h, training);
+      ran_fused_[i] = 1;
+      ran_fused_[++i] = 0;  // the pool ran inside it
+      continue;
+    }
+    ran_fused_[i] = 0;
+    h = &layers_[i]->forward(*h, training);
+  }
   return *h;
 }
 
 const Tensor& Sequential::forward(const Tensor& x, bool training) {
-  return run_layers(x, training, layers_.size(), "forward");
+  return run_layers(x, training, 0, layers_.size(), "forward");
 }
 
 // Without a final Softmax: the loss reads its input.
 const Tensor& Sequential::forward_logits(const Tensor& x, bool training) {
-  return run_layers(x, training, logit_layers(), "forward_logits");
+  return run_layers(x, training, 0, logit_layers(), "forward_logits");
 }
 
-void Sequential::backward(const Tensor& dlogits) {
-  require_built("backward");
-  const Tensor* g = &dlogits;
-  for (size_t i = logit_layers(); i-- > 0;) g = &layers_[i]->backward(*g);
+const Tensor& Sequential::forward_layers(const Tensor& x, bool training, size_t begin, size_t end) {
+  return run_layers(x, training, begin, end, "forward_layers");
 }
+
+const Tensor& Sequential::backward_layers(const Tensor& dy, size_t begin, size_t end) {
+  require_built("backward_layers");
+  EMBER_CHECK(begin <= end && end <= layers_.size(), ArgumentError,
+              "Sequential::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+                  ") of a model of " + std::to_string(layers_.size()));
+  static const Tensor none;  // the input gradient of a fused pair (a first layer's: none)
+  const std::string split = "Sequential::backward_layers: layers [" + std::to_string(begin) + ", " +
+                            std::to_string(end) + ") split a pair that ran fused";
+  const Tensor* g = &dy;
+  for (size_t i = end; i-- > begin;) {
+    if (i > 0 && ran_fused_[i - 1]) {  // layer i ran inside the pair (i - 1, i)
+      EMBER_CHECK(i > begin, ArgumentError, split);
+      blocks_[i - 1]->backward(*g);
+      g = &none;
+      --i;
+      continue;
+    }
+    EMBER_CHECK(!ran_fused_[i], ArgumentError, split);  // the first of a fused pair, its second beyond `end`
+    g = &layers_[i]->backward(*g);
+  }
+  return *g;
+}
+
+void Sequential::backward(const Tensor& dlogits) { backward_layers(dlogits, 0, logit_layers()); }
 
 float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
   MetricSums sums(device_);
@@ -365,9 +419,15 @@ std::string Sequential::summary() const {
 std::string Sequential::placement_report(int64_t batch_size) const {
   require_built("placement_report");
   std::ostringstream os;
-  for (const auto& l : layers_)
-    os << "  " << l->name() << " (" << l->type() << "): " << device_.str() << ", "
-       << l->kernel_info(batch_size, device_) << "\n";
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    const bool second_of_pair = i > 0 && fused_with_next(i - 1);
+    os << "  " << l.name() << " (" << l.type() << "): " << device_.str() << ", "
+       << (fused_with_next(i) ? blocks_[i]->kernel_info()
+           : second_of_pair   ? "fused into '" + layers_[i - 1]->name() + "'"
+                              : l.kernel_info(batch_size, device_))
+       << "\n";
+  }
   return os.str();
 }
 

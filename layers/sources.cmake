@@ -4,13 +4,13 @@ ember_folder(layers
   PUBLIC_HEADERS layers.h activation.h activations.h avgpool2d.h batch_normalization.h checkpoint.h conv2d.h dense.h
                  dropout.h flatten.h geometry.h layer.h loss.h matmul.h maxpool2d.h metrics.h random_bits.h relu.h
                  sequential.h
-  SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp checkpoint.cpp conv2d.cpp cuda_ops.cpp
+  SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp checkpoint.cpp conv2d.cpp conv_pool_block.cpp cuda_ops.cpp
           dense.cpp dropout.cpp fit.cpp flatten.cpp geometry.cpp layer.cpp learning_rate.cpp loss.cpp matmul.cpp maxpool2d.cpp
           metrics.cpp
           progress.cpp relu.cpp sequential.cpp
           ops/avgpool2d.cpp ops/batchnorm.cpp ops/conv2d.cpp ops/dense.cpp ops/dropout.cpp ops/maxpool2d.cpp
           ops/pointwise.cpp ops/relu.cpp ops/softmax.cpp ops/softmax_xent.cpp
-          cpu/avgpool2d.cpp cpu/batchnorm.cpp cpu/conv2d.cpp cpu/dense.cpp cpu/dropout.cpp cpu/maxpool2d.cpp
+          cpu/avgpool2d.cpp cpu/batchnorm.cpp cpu/conv2d.cpp cpu/conv2d_maxpool.cpp cpu/dense.cpp cpu/dropout.cpp cpu/maxpool2d.cpp
           cpu/pointwise.cpp cpu/relu.cpp cpu/softmax.cpp cpu/softmax_xent.cpp
   CUDA_SOURCES cuda/avgpool2d.cu cuda/batchnorm.cpp cuda/conv2d.cpp cuda/dense.cpp cuda/dense_kernels.cu cuda/dropout.cu
                cuda/maxpool2d.cpp cuda/ops_table.cpp cuda/pad.cu cuda/pointwise.cu cuda/relu.cu cuda/softmax.cu

@@ -47,6 +47,22 @@ double max_rel_error(std::span<const float> a, std::span<const float> b) {
   return worst;
 }
 
+double scaled_error(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return worst / scale;
+}
+
+Tensor cycling_labels(int64_t n, int classes) {
+  Tensor y = Tensor::empty(Shape{n}, DType::I32, Device::cpu());
+  for (int64_t i = 0; i < n; ++i) y.data<int32_t>()[i] = static_cast<int32_t>((i * 7 + 3) % classes);
+  return y;
+}
+
 GradCheckResult check_gradient(const std::function<double()>& loss, std::span<float> values,
                                std::span<const float> analytic, const std::string& what, const GradCheckOptions& opt) {
   GradCheckResult r;

@@ -25,6 +25,10 @@ Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed);
 
 // Max |a - b| / max(1, |b|) over two equal-length sequences (relative with an absolute floor).
 double max_rel_error(std::span<const float> a, std::span<const float> b);
+// Max |a - b| over max |b|: the error of reordered float sums relative to the tensor's scale.
+double scaled_error(std::span<const float> a, std::span<const float> b);
+// n i32 labels in [0, classes), (7 i + 3) mod classes: every class, no pattern a layer could exploit.
+Tensor cycling_labels(int64_t n, int classes);
 
 struct GradCheckOptions {
   // Step: big enough that float32 rounding in a forward pass (~1e-6 relative) is small next to

@@ -14,23 +14,6 @@ namespace {
 
 constexpr int64_t kRows = 150;  // two full slices of 64 and a short one of 22
 
-Tensor labels_for(int64_t n) {
-  Tensor y = Tensor::empty(Shape{n}, DType::I32);
-  for (int64_t i = 0; i < n; ++i) y.data<int32_t>()[i] = static_cast<int32_t>((i * 7 + 3) % 10);
-  return y;
-}
-
-// max |a - b| over max |b|: the error of reordered float sums relative to the tensor's scale.
-double scaled_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return worst / scale;
-}
-
 Sequential reference_model(int64_t micro_batch) {
   Sequential m;
   apps::add_reference_cnn(m);
@@ -51,7 +34,7 @@ StepResult gradients_of(Sequential& m, const Tensor& x, const Tensor& y) {
 }
 
 TEST(MicroBatches, ASlicedStepMeansWhatTheWholeBatchMeans) {
-  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 5, 0.0f, 1.0f), y = labels_for(kRows);
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 5, 0.0f, 1.0f), y = test::cycling_labels(kRows, 10);
   Sequential whole = reference_model(0), sliced = reference_model(64);
   EXPECT_EQ(sliced.cpu_micro_batch(), 64);
   const StepResult a = gradients_of(whole, x, y), b = gradients_of(sliced, x, y);
@@ -59,7 +42,7 @@ TEST(MicroBatches, ASlicedStepMeansWhatTheWholeBatchMeans) {
   // differs (three slice sums added): a float32 reordering of a 150-term sum moves it by
   // ~150 * 2^-24 * (sum of |terms|) ~ 1e-5 of the largest gradient. Were the slices' means
   // not rescaled to the batch's mean, the error would be ~1 (150/64 times too large).
-  EXPECT_LT(scaled_error(b.grads, a.grads), 1e-4);
+  EXPECT_LT(test::scaled_error(b.grads, a.grads), 1e-4);
   EXPECT_NE(b.grads, a.grads);  // it did run another way (else this test proves nothing)
   EXPECT_NEAR(b.sums.loss_sum, a.sums.loss_sum, 1e-9 * a.sums.loss_sum + 1e-4);
   EXPECT_EQ(b.sums.correct, a.sums.correct);
@@ -75,7 +58,7 @@ TEST(MicroBatches, ASlicedStepMeansWhatTheWholeBatchMeans) {
 }
 
 TEST(MicroBatches, SlicedTrainingIsTheSameBitsEveryRun) {
-  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 6, 0.0f, 1.0f), y = labels_for(kRows);
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 6, 0.0f, 1.0f), y = test::cycling_labels(kRows, 10);
   std::vector<float> first;
   for (int run = 0; run < 2; ++run) {
     Sequential m = reference_model(64);
@@ -90,7 +73,7 @@ TEST(MicroBatches, SlicedTrainingIsTheSameBitsEveryRun) {
 }
 
 TEST(MicroBatches, EvaluationAndPredictionAreSlicedToo) {
-  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 7, 0.0f, 1.0f), y = labels_for(kRows);
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 7, 0.0f, 1.0f), y = test::cycling_labels(kRows, 10);
   Sequential whole = reference_model(0), sliced = reference_model(64);
   MetricSums a(Device::cpu()), b(Device::cpu());
   whole.evaluate_batch(x, y, a);
@@ -101,11 +84,11 @@ TEST(MicroBatches, EvaluationAndPredictionAreSlicedToo) {
   EXPECT_EQ(vb.finite_batches, 1);
   // Rows are computed alone: whichever kernel oneDNN picks for a batch size, each logit is the
   // same dot products (up to their own order, ~1e-6 of the logits' scale).
-  EXPECT_LT(scaled_error(sliced.predict(x, 150).to_vector(), whole.predict(x, 150).to_vector()), 1e-5);
+  EXPECT_LT(test::scaled_error(sliced.predict(x, 150).to_vector(), whole.predict(x, 150).to_vector()), 1e-5);
 }
 
 TEST(MicroBatches, ModelsThatMixRowsInTrainingRunWholeBatches) {
-  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 8, 0.0f, 1.0f), y = labels_for(kRows);
+  const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 8, 0.0f, 1.0f), y = test::cycling_labels(kRows, 10);
   for (int which = 0; which < 2; ++which) {
     auto make = [&](int64_t micro_batch) {
       Sequential m;
@@ -135,9 +118,9 @@ TEST(MicroBatches, BadArgumentsAreRefused) {
   EXPECT_EQ(m.cpu_micro_batch(), 64);
   const Tensor x = test::random_tensor(Shape{kRows, 1, 28, 28}, 9, 0.0f, 1.0f);
   MetricSums sums(Device::cpu());
-  EXPECT_THROW(m.compute_gradients(x, labels_for(kRows - 1), sums), ShapeError);
+  EXPECT_THROW(m.compute_gradients(x, test::cycling_labels(kRows - 1, 10), sums), ShapeError);
   // A bad label in the last slice throws before any slice has added to the sums.
-  Tensor bad = labels_for(kRows);
+  Tensor bad = test::cycling_labels(kRows, 10);
   bad.data<int32_t>()[kRows - 1] = 10;
   EXPECT_THROW(m.compute_gradients(x, bad, sums), ArgumentError);
   EXPECT_THROW(m.evaluate_batch(x, bad, sums), ArgumentError);
@@ -145,7 +128,7 @@ TEST(MicroBatches, BadArgumentsAreRefused) {
   EXPECT_EQ(sums.read().finite_batches, 0);
   SoftmaxCrossEntropy loss;
   const Tensor z = test::random_tensor(Shape{4, 10}, 10);
-  loss.forward(z, labels_for(4), sums);
+  loss.forward(z, test::cycling_labels(4, 10), sums);
   EXPECT_THROW(loss.backward(3), ArgumentError);  // a mean over fewer rows than given
   // As one slice of a batch of 8: half the gradient of the mean over its own 4 rows.
   const std::vector<float> own = loss.backward().to_vector(), half = loss.backward(8).to_vector();

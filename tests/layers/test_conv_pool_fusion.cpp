@@ -1,0 +1,235 @@
+// CPU layer fusion (Sequential::set_cpu_fusion): a first-layer Conv2D -> MaxPool2D pair runs as
+// one pass (layers/cpu/conv2d_maxpool.cpp) and must mean exactly what the two layers mean.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+struct PairCase {
+  const char* name;
+  int64_t c, h, w, k, kernel, stride;
+  Padding padding;
+  Activation activation;
+  int64_t pool;
+  bool nhwc_input;  // x handed over channels-last (the copying path)
+};
+void PrintTo(const PairCase& c, std::ostream* os) { *os << c.name; }
+
+// Multiples of 1/4 in [-2, 2] (inputs, bias) and of 1/4 in [-1, 1] (kernel): every convolution sum
+// of at most 32 such products is exact in float32, so the fused and unfused convolutions give the
+// same bits whatever their order of additions, and ties between window positions (frequent with
+// such coarse values, and ReLU's zeros) test that both keep the first maximum.
+float quarter(uint64_t& state, int range) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  const auto v = static_cast<int>((state >> 33) % static_cast<uint64_t>(2 * range + 1)) - range;
+  return static_cast<float>(v) / 4.0f;
+}
+
+Tensor quarters(const Shape& shape, uint64_t seed, int range) {
+  Tensor t = Tensor::empty(shape, DType::F32, Device::cpu());
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = quarter(seed, range);
+  return t;
+}
+
+Sequential pair_model(const PairCase& pc, bool fusion) {
+  Sequential m;
+  m.add<Conv2D>(pc.k, Size2{pc.kernel, pc.kernel}, pc.activation, pc.padding, Size2{pc.stride, pc.stride});
+  m.add<MaxPool2D>(Size2{pc.pool, pc.pool});
+  m.add<Flatten>();
+  m.add<Dense>(5);
+  m.build(Shape{pc.c, pc.h, pc.w}, 3);
+  m.set_cpu_fusion(fusion);
+  m.set_cpu_micro_batch(0);
+  // The convolution's parameters on the quarter grid (the Dense keeps its Glorot values).
+  uint64_t seed = 99;
+  for (auto& [name, t] : m.named_params())
+    if (name.rfind("conv2d/", 0) == 0)
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = quarter(seed, name == "conv2d/bias" ? 8 : 4);
+  return m;
+}
+
+class FusedPair : public ::testing::TestWithParam<PairCase> {};
+
+TEST_P(FusedPair, MeansWhatTheTwoLayersMean) {
+  const PairCase& pc = GetParam();
+  constexpr int64_t kBatch = 7;  // odd: the threads split it unevenly
+  Tensor x = quarters(Shape{kBatch, pc.c, pc.h, pc.w}, 5, 8);
+  if (pc.nhwc_input) x = x.to_layout(Layout::NHWC);
+  const Tensor y = test::cycling_labels(kBatch, 5);
+  Sequential fused = pair_model(pc, true), plain = pair_model(pc, false);
+  ASSERT_TRUE(fused.fused_with_next(0)) << pc.name;
+  ASSERT_FALSE(plain.fused_with_next(0));
+  EXPECT_NE(fused.placement_report(kBatch).find("one pass per image"), std::string::npos)
+      << fused.placement_report(kBatch);
+
+  // Forward: the pool's output has the same bits (exact sums, the same tie rule), so the logits do.
+  const std::vector<float> logits = fused.forward_logits(x, true).to_vector();
+  EXPECT_EQ(logits, plain.forward_logits(x, true).to_vector());
+  EXPECT_EQ(fused.forward_logits(x, false).to_vector(), logits);  // inference: no argmax, same output
+
+  // Gradients: the Dense's are the same bits; the convolution's are the same products summed in
+  // another order (per image, then over images) over kBatch * PP * QQ terms: float32 reordering
+  // moves such a sum by ~1e-6 of its scale; 1e-5 leaves room and still fails on any wrong window,
+  // mask or tap (those move a gradient by its own size).
+  MetricSums a(Device::cpu()), b(Device::cpu());
+  fused.compute_gradients(x, y, a);
+  plain.compute_gradients(x, y, b);
+  EXPECT_EQ(a.read().loss_sum, b.read().loss_sum);
+  const auto grads = [](Sequential& m, const std::string& prefix) {
+    std::vector<float> out;
+    for (const auto& l : m.layers())
+      if (l->name().rfind(prefix, 0) == 0)
+        for (const auto& g : l->grads()) {
+          const std::vector<float> v = g.to_vector();
+          out.insert(out.end(), v.begin(), v.end());
+        }
+    return out;
+  };
+  EXPECT_EQ(grads(fused, "dense"), grads(plain, "dense"));
+  const std::vector<float> gf = grads(fused, "conv2d"), gp = grads(plain, "conv2d");
+  EXPECT_LT(test::scaled_error(gf, gp), 1e-5) << pc.name;
+  EXPECT_GT(*std::max_element(gp.begin(), gp.end()), 0.0f);  // a gradient that is all zeros tests nothing
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedPair,
+                         ::testing::Values(
+                             // The reference CNN's first block (the unrolled 9-tap, 4-position kernels).
+                             PairCase{"reference", 1, 28, 28, 32, 3, 1, Padding::Valid, Activation::ReLU, 2, false},
+                             // Filters not a multiple of 8 or 16 (partial vectors); an odd output (11 -> 5: a row and a
+                             // column the pool drops); no ReLU (negative maxima, every window position's gradient).
+                             PairCase{"tails", 1, 13, 13, 10, 3, 1, Padding::Valid, Activation::None, 2, false},
+                             // RGB, SAME padding (the zero-bordered copy), 27 taps.
+                             PairCase{"rgb_same", 3, 12, 12, 20, 3, 1, Padding::Same, Activation::ReLU, 2, false},
+                             // Channels-last input, 3x3 pool windows (9 positions), a 5x5 kernel at stride 2.
+                             PairCase{"nhwc_strided", 1, 17, 17, 16, 5, 2, Padding::Valid, Activation::ReLU, 3, true},
+                             PairCase{"nhwc_rgb", 3, 10, 10, 8, 3, 1, Padding::Valid, Activation::ReLU, 2, true}),
+                         [](const ::testing::TestParamInfo<PairCase>& p) { return std::string(p.param.name); });
+
+Sequential reference_first_block(uint64_t seed) {
+  Sequential m;
+  m.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
+  m.add<MaxPool2D>(Size2{2, 2});
+  m.add<Conv2D>(16, Size2{3, 3}, Activation::ReLU);
+  m.add<Flatten>();
+  m.add<Dense>(10);
+  m.build(Shape{1, 28, 28}, seed);
+  m.set_cpu_micro_batch(0);
+  return m;
+}
+
+TEST(ConvPoolFusion, SameBitsAtAnyThreadCountAndEveryRun) {
+  const Tensor x = test::random_tensor(Shape{9, 1, 28, 28}, 7, 0.0f, 1.0f);
+  Tensor y = Tensor::empty(Shape{9}, DType::I32);
+  for (int64_t i = 0; i < 9; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  const int threads = num_threads();
+  std::vector<std::vector<float>> runs;
+  for (int t : {1, 2, 1}) {
+    set_num_threads(t);
+    Sequential m = reference_first_block(4);
+    ASSERT_TRUE(m.fused_with_next(0));
+    m.compute_gradients(x, y);
+    runs.push_back(m.grads().to_vector());
+  }
+  set_num_threads(threads);
+  // Only the first layer's gradient is the fused kernel's; the others come from oneDNN, whose
+  // split of work (and sums) may depend on the thread count: compare the first layer's.
+  const int64_t first = 32 * 9 + 32;
+  for (const auto& r : runs)
+    EXPECT_TRUE(std::equal(r.begin(), r.begin() + first, runs[0].begin())) << "per-image sums added in image order";
+  EXPECT_EQ(runs[2], runs[0]);  // one thread twice: every bit
+}
+
+TEST(ConvPoolFusion, ANaNInTheKernelStaysANaN) {
+  // A fused max must not turn a NaN into 0 (with ReLU: max(relu(a), ...) compares a NaN false
+  // both ways), or a diverged first layer would pass on as zeros. (oneDNN's ReLU post-op in the
+  // unfused convolution does map NaN to 0; the fused pair is the stricter of the two.)
+  const Tensor x = test::random_tensor(Shape{3, 1, 28, 28}, 8, 0.0f, 1.0f);
+  Sequential m = reference_first_block(5);
+  m.layers()[0]->params()[0].view(4, Shape{1}).fill(std::nanf(""));  // filter 0's centre tap
+  for (bool training : {true, false}) {
+    const std::vector<float> out = m.forward_layers(x, training, 0, 2).to_vector();  // (3, 32, 13, 13)
+    int64_t nan = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const bool filter0 = (i / (13 * 13)) % 32 == 0;
+      nan += std::isnan(out[i]) ? 1 : 0;
+      if (!filter0) {
+        EXPECT_FALSE(std::isnan(out[i])) << "a NaN in a filter it is not in, at " << i;
+      }
+    }
+    EXPECT_EQ(nan, 3 * 13 * 13) << "every pooled output of filter 0";
+  }
+}
+
+TEST(ConvPoolFusion, OnlyWhereItFits) {
+  const auto fuses = [](auto&& add, const Shape& in) {
+    Sequential m;
+    add(m);
+    m.add<Flatten>();
+    m.add<Dense>(3);
+    m.build(in, 1);
+    bool any = false;
+    for (size_t i = 0; i < m.layers().size(); ++i) any = any || m.fused_with_next(i);
+    return any;
+  };
+  EXPECT_TRUE(fuses(
+      [](Sequential& m) {
+        m.add<Conv2D>(4, Size2{3, 3});
+        m.add<MaxPool2D>(Size2{2, 2});
+      },
+      Shape{1, 8, 8}));
+  // 4 channels x 3 x 3 = 36 taps: oneDNN's kernels are the faster ones there.
+  EXPECT_FALSE(fuses(
+      [](Sequential& m) {
+        m.add<Conv2D>(4, Size2{3, 3});
+        m.add<MaxPool2D>(Size2{2, 2});
+      },
+      Shape{4, 8, 8}));
+  // Overlapping windows (stride 1) and a padded pool (SAME on an odd size) do not tile.
+  EXPECT_FALSE(fuses(
+      [](Sequential& m) {
+        m.add<Conv2D>(4, Size2{3, 3});
+        m.add<MaxPool2D>(Size2{2, 2}, Size2{1, 1});
+      },
+      Shape{1, 8, 8}));
+  EXPECT_FALSE(fuses(
+      [](Sequential& m) {
+        m.add<Conv2D>(4, Size2{3, 3});
+        m.add<MaxPool2D>(Size2{2, 2}, std::nullopt, Padding::Same);
+      },
+      Shape{1, 9, 9}));
+  // A pair that is not the first layer needs its input gradient: not fused.
+  EXPECT_FALSE(fuses(
+      [](Sequential& m) {
+        m.add<ReLU>();
+        m.add<Conv2D>(4, Size2{3, 3});
+        m.add<MaxPool2D>(Size2{2, 2});
+      },
+      Shape{1, 8, 8}));
+  Sequential off = reference_first_block(1);
+  off.set_cpu_fusion(false);
+  EXPECT_FALSE(off.fused_with_next(0));
+  EXPECT_EQ(off.placement_report(4).find("one pass per image"), std::string::npos);
+}
+
+TEST(ConvPoolFusion, RangesRunWhatTheyCoverAndBackwardMustNotSplitAFusedPair) {
+  Sequential m = reference_first_block(2);
+  const Tensor x = test::random_tensor(Shape{2, 1, 28, 28}, 9, 0.0f, 1.0f);
+  const Tensor& pooled = m.forward_layers(x, true, 0, 2);  // the pair, fused
+  EXPECT_EQ(pooled.shape(), (Shape{2, 32, 13, 13}));
+  const Tensor dy = Tensor::zeros(pooled.shape(), DType::F32, Device::cpu());
+  EXPECT_THROW(m.backward_layers(dy, 1, 2), ArgumentError);  // the pool alone: it ran inside the pair
+  EXPECT_FALSE(m.backward_layers(dy, 0, 2).defined());       // the first layers: no input gradient
+  // A range that ends inside the pair runs the convolution on its own (and its backward works).
+  const Tensor& conv_out = m.forward_layers(x, true, 0, 1);
+  EXPECT_EQ(conv_out.shape(), (Shape{2, 32, 26, 26}));
+  EXPECT_NO_THROW(m.backward_layers(Tensor::zeros(conv_out.shape(), DType::F32, Device::cpu()), 0, 1));
+  EXPECT_THROW(m.forward_layers(x, true, 1, 2), ShapeError);  // layer 1 wants (N, 32, 26, 26)
+}
+
+}  // namespace
+}  // namespace ember
