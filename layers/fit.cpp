@@ -233,6 +233,7 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       const EvalResult v = hooks.evaluate(*validation, std::max<int64_t>(options.batch_size, 256));
       logs.val_loss = v.loss;
       logs.val_accuracy = v.accuracy;
+      logs.val_samples = v.samples;
       metrics.push_back({"val_loss", v.loss});
       metrics.push_back({"val_accuracy", v.accuracy});
     }

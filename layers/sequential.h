@@ -44,6 +44,7 @@ struct EpochLogs {
   double loss = 0, accuracy = 0;
   double learning_rate = 0;  // the optimizer's rate during this epoch
   std::optional<double> val_loss, val_accuracy;
+  int64_t val_samples = 0;  // the images the validation saw
   double seconds = 0;
   double images_per_second = 0;
   int64_t steps = 0;
