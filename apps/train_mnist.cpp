@@ -414,7 +414,7 @@ int run(const Args& a) {
     state.batch_size = a.batch_size;
   }
   if (a.evaluate_only) {
-    const EvalResult r = strategy->evaluate(data.test, 256);
+    const EvalResult r = strategy->evaluate(data.test, std::max<int64_t>(a.batch_size, 256));  // as fit validates
     if (chief)
       std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
                   static_cast<long long>(r.samples));

@@ -1,15 +1,19 @@
 // The fused Conv2D -> MaxPool2D pair (see the header).
 #include "conv_pool_block.h"
 
+#include <typeinfo>
+
 #include "../core/error.h"
 #include "cpu/conv2d_maxpool.h"
 
 namespace ember::detail {
 
 std::unique_ptr<ConvPoolBlock> ConvPoolBlock::make(Layer& first, Layer& second) {
-  auto* conv = dynamic_cast<Conv2D*>(&first);
-  auto* pool = dynamic_cast<MaxPool2D*>(&second);
-  if (!conv || !pool || conv->needs_input_grad() || conv->params().size() != 2) return nullptr;
+  // Exactly these two classes: a subclass may override what the fused pass would skip.
+  if (typeid(first) != typeid(Conv2D) || typeid(second) != typeid(MaxPool2D)) return nullptr;
+  auto* conv = static_cast<Conv2D*>(&first);
+  auto* pool = static_cast<MaxPool2D*>(&second);
+  if (conv->needs_input_grad() || conv->params().size() != 2) return nullptr;
   if (!cpu::conv2d_maxpool_fits(conv->geometry(1), pool->geometry(1))) return nullptr;
   return std::unique_ptr<ConvPoolBlock>(new ConvPoolBlock(*conv, *pool));
 }

@@ -26,6 +26,9 @@ class ConvPoolBlock {
   const Tensor& forward(const Tensor& x, bool training);
   // Writes (=) the convolution's kernel and bias gradients from the pool output's gradient.
   void backward(const Tensor& dy);
+  // Whether it may run now: the convolution's input gradient is still not wanted (a custom loop
+  // may ask for it after build; then the layers run on their own).
+  bool usable() const { return !conv_.needs_input_grad(); }
   // For placement_report: what runs the pair.
   std::string kernel_info() const;
 

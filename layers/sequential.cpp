@@ -109,7 +109,7 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
       layers_[i]->set_output_grad_premasked(true);
   blocks_.clear();
   blocks_.resize(layers_.size());
-  ran_fused_.assign(layers_.size(), 0);
+  ran_fused_.assign(layers_.size(), kAlone);
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
     blocks_[i] = detail::ConvPoolBlock::make(*layers_[i], *layers_[i + 1]);
   if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
@@ -193,7 +193,8 @@ void Sequential::require_built(const char* what) const {
 }
 
 detail::ConvPoolBlock* Sequential::block_at(size_t i, size_t end) const {
-  if (!cpu_fusion_ || !device_.is_cpu() || i + 1 >= end || i >= blocks_.size()) return nullptr;
+  if (!cpu_fusion_ || !device_.is_cpu() || i + 1 >= end || i >= blocks_.size() || !blocks_[i] || !blocks_[i]->usable())
+    return nullptr;
   return blocks_[i].get();
 }
 
@@ -215,11 +216,11 @@ const Tensor& Sequential::run_layers(const Tensor& x, bool training, size_t begi
   for (size_t i = begin; i < end; ++i) {
     if (detail::ConvPoolBlock* b = block_at(i, end)) {
       h = &b->forward(*h, training);
-      ran_fused_[i] = 1;
-      ran_fused_[++i] = 0;  // the pool ran inside it
+      ran_fused_[i] = kFusedFirst;
+      ran_fused_[++i] = kFusedSecond;
       continue;
     }
-    ran_fused_[i] = 0;
+    ran_fused_[i] = kAlone;
     h = &layers_[i]->forward(*h, training);
   }
   return *h;
@@ -248,14 +249,14 @@ const Tensor& Sequential::backward_layers(const Tensor& dy, size_t begin, size_t
                             std::to_string(end) + ") split a pair that ran fused";
   const Tensor* g = &dy;
   for (size_t i = end; i-- > begin;) {
-    if (i > 0 && ran_fused_[i - 1]) {  // layer i ran inside the pair (i - 1, i)
+    if (ran_fused_[i] == kFusedSecond) {  // layer i ran inside the pair (i - 1, i)
       EMBER_CHECK(i > begin, ArgumentError, split);
       blocks_[i - 1]->backward(*g);
       g = &none;
       --i;
       continue;
     }
-    EMBER_CHECK(!ran_fused_[i], ArgumentError, split);  // the first of a fused pair, its second beyond `end`
+    EMBER_CHECK(ran_fused_[i] == kAlone, ArgumentError, split);  // the first of a fused pair, its second beyond `end`
     g = &layers_[i]->backward(*g);
   }
   return *g;

@@ -221,9 +221,11 @@ class Sequential {
   // size, no padding) runs as one pass per image when the convolution is a few multiply-adds
   // per output (C*R*S <= 32: a first layer on grey or RGB images) and is the model's first layer
   // (no input gradient): its output then never exists in memory (the reference CNN's first
-  // block: 1.5 -> ~0.4 ms per step, docs/benchmarks.md). The results equal the unfused pair's up
-  // to the order of float sums; the same bits from run to run. fused_with_next(i): layers i and
-  // i + 1 run fused here. On by default; GPUs run the layers one by one.
+  // block: 1.5 -> 0.73 ms per step, docs/benchmarks.md). The results equal the unfused pair's up
+  // to the order of float sums, except that a NaN stays a NaN (the unfused pair's ReLU and pool
+  // drop it); the same bits from run to run. fused_with_next(i): layers i and i + 1 run fused
+  // here. On by default; GPUs run the layers one by one, and so does a pair whose convolution was
+  // asked for its input gradient (set_needs_input_grad(true)) after build.
   void set_cpu_fusion(bool on) { cpu_fusion_ = on; }
   bool cpu_fusion() const { return cpu_fusion_; }
   bool fused_with_next(size_t i) const;
@@ -293,7 +295,9 @@ class Sequential {
   Tensor grad_sum_;  // the sliced step's gradient sum
   bool cpu_fusion_ = true;
   std::vector<std::unique_ptr<detail::ConvPoolBlock>> blocks_;  // per layer: the pair it starts, or null
-  std::vector<char> ran_fused_;                                 // per layer: its pair ran fused last forward
+  // Per layer, how its last forward ran: on its own, or as the first or second of a fused pair.
+  enum RanAs : char { kAlone, kFusedFirst, kFusedSecond };
+  std::vector<RanAs> ran_fused_;
   // Rows per slice for a batch of x in this mode: x.dim(0) when it runs whole.
   int64_t slice_rows(const Tensor& x, bool training) const;
 };

@@ -23,8 +23,9 @@ namespace ember::cpu {
 bool conv2d_maxpool_fits(const Conv2dShape& conv, const Pool2dShape& pool);
 
 // y = maxpool(relu?(conv(x, w) + b)). argmax may be null (inference). A NaN in a window is the
-// window's maximum (as a NaN stays a NaN through the unfused pair's arithmetic, a diverged model
-// shows in the loss). scratch: the op's own, reused across calls.
+// window's maximum and stays a NaN through the ReLU, so a diverged first layer shows in the loss
+// (stricter than the unfused pair: oneDNN's ReLU post-op maps NaN to 0 and the pool's strict
+// comparison skips it). scratch: the op's own, reused across calls.
 void conv2d_maxpool_forward(const Conv2dShape& conv, const Pool2dShape& pool, const Tensor& x, const Tensor& w,
                             const Tensor& b, Tensor& y, Tensor* argmax, Tensor& scratch);
 
