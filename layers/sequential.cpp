@@ -192,6 +192,12 @@ void Sequential::require_built(const char* what) const {
   EMBER_CHECK(built(), Error, std::string("Sequential::") + what + ": build() the model first (or call fit())");
 }
 
+void Sequential::check_range(size_t begin, size_t end, const char* what) const {
+  EMBER_CHECK(begin <= end && end <= layers_.size(), ArgumentError,
+              std::string("Sequential::") + what + ": layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+                  ") of a model of " + std::to_string(layers_.size()));
+}
+
 detail::ConvPoolBlock* Sequential::block_at(size_t i, size_t end) const {
   if (!cpu_fusion_ || !device_.is_cpu() || i + 1 >= end || i >= blocks_.size() || !blocks_[i] || !blocks_[i]->usable())
     return nullptr;
@@ -203,9 +209,7 @@ bool Sequential::fused_with_next(size_t i) const { return block_at(i, layers_.si
 // Layers [begin, end) on x (the checks of the model's input when begin is 0).
 const Tensor& Sequential::run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what) {
   require_built(what);
-  EMBER_CHECK(begin <= end && end <= layers_.size(), ArgumentError,
-              std::string("Sequential::") + what + ": layers [" + std::to_string(begin) + ", " + std::to_string(end) +
-                  ") of a model of " + std::to_string(layers_.size()));
+  check_range(begin, end, what);
   const Shape& in = begin == 0 ? input_shape_ : output_shapes_[begin - 1];
   EMBER_CHECK(x.rank() == in.rank() + 1 && x.shape().without_batch() == in, ShapeError,
               "Sequential: expects input (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
@@ -241,22 +245,22 @@ const Tensor& Sequential::forward_layers(const Tensor& x, bool training, size_t 
 
 const Tensor& Sequential::backward_layers(const Tensor& dy, size_t begin, size_t end) {
   require_built("backward_layers");
-  EMBER_CHECK(begin <= end && end <= layers_.size(), ArgumentError,
-              "Sequential::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
-                  ") of a model of " + std::to_string(layers_.size()));
+  check_range(begin, end, "backward_layers");
   static const Tensor none;  // the input gradient of a fused pair (a first layer's: none)
-  const std::string split = "Sequential::backward_layers: layers [" + std::to_string(begin) + ", " +
-                            std::to_string(end) + ") split a pair that ran fused";
+  const auto split = [&] {   // built only when the check fails
+    return "Sequential::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+           ") split a pair that ran fused";
+  };
   const Tensor* g = &dy;
   for (size_t i = end; i-- > begin;) {
     if (ran_fused_[i] == kFusedSecond) {  // layer i ran inside the pair (i - 1, i)
-      EMBER_CHECK(i > begin, ArgumentError, split);
+      EMBER_CHECK(i > begin, ArgumentError, split());
       blocks_[i - 1]->backward(*g);
       g = &none;
       --i;
       continue;
     }
-    EMBER_CHECK(ran_fused_[i] == kAlone, ArgumentError, split);  // the first of a fused pair, its second beyond `end`
+    EMBER_CHECK(ran_fused_[i] == kAlone, ArgumentError, split());  // the first of a pair, its second beyond end
     g = &layers_[i]->backward(*g);
   }
   return *g;

@@ -280,7 +280,8 @@ class Sequential {
   void seed_random_layers();
   size_t logit_layers() const;  // layers before the loss: all but a final Softmax
   const Tensor& run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what);
-  detail::ConvPoolBlock* block_at(size_t i, size_t end) const;  // the pair (i, i + 1) if it runs fused here
+  detail::ConvPoolBlock* block_at(size_t i, size_t end) const;         // the pair (i, i + 1) if it runs fused here
+  void check_range(size_t begin, size_t end, const char* what) const;  // ArgumentError unless [begin, end) are layers
 
   Tensor params_, grads_, state_;
   int64_t averaged_state_numel_ = 0;
