@@ -31,7 +31,8 @@ inline void load(f8& v, const float* p) { v = *reinterpret_cast<const f8u*>(p); 
 inline void store(float* p, const f8& v) { *reinterpret_cast<f8u*>(p) = v; }
 constexpr int64_t kLanes = 8;
 constexpr int64_t kPoints = 36;               // the 6x6 transform domain
-constexpr int64_t kChunkTiles = 72;           // tiles per chunk: U, V of a chunk (1 MB at C + K = 96) stay in L2
+constexpr int64_t kChunkTiles = 72;           // tiles per chunk (whole images: more where one image has more):
+                                              // U, V of 72 tiles (1 MB at C + K = 96) stay in L2
 constexpr int64_t kBlockK = 4, kBlockC = 16;  // accumulate_block's register tile
 constexpr int64_t kSumPoint = 1 * 6 + 1;      // V there is the tile's sum of dy
 
@@ -198,7 +199,7 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
         for (int64_t k0 = 0; k0 < g.k; k0 += kBlockK)
           for (int64_t c0 = 0; c0 < g.c; c0 += kBlockC)
             accumulate_block(v + pt * sv + k0, g.k, u + pt * su + c0, g.c, tiles, m + (pt * g.k + k0) * g.c + c0, g.c);
-      if (pt == kSumPoint)
+      if (pt == kSumPoint)  // db: one running sum per filter of one term per tile (not 36 products)
         for (int64_t t = 0; t < tiles; ++t)
           for (int64_t k = 0; k < g.k; ++k) db[k] += v[kSumPoint * sv + t * g.k + k];
     }

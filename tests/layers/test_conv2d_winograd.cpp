@@ -89,7 +89,7 @@ TEST_P(WinogradWeightGradient, MatchesTheDirectSum) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, WinogradWeightGradient,
     ::testing::Values(Case{9, 32, 13, 13, 64, 0},   // the reference CNN's conv2d_1: 11x11 outputs in 3x3 tiles of
-                                                    // 4 (the last row and column partial), 3 chunks, the last of 1
+                                                    // 4 (the last row and column partial), 2 chunks: 8 images and 1
                       Case{2, 16, 8, 8, 8, 1},      // SAME padding: tiles read zeros outside the image
                       Case{1, 16, 38, 41, 16, 0},   // one image of 9x10 tiles (more than a chunk's 72)
                       Case{5, 48, 6, 7, 24, 1},     // outputs 6x7: two tiles each way, the second partial
