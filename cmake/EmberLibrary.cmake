@@ -54,7 +54,8 @@ if(EMBER_CPU_ARCH AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
 endif()
 # The fused conv + pool kernel's sums as fused multiply-adds (ISO C++ mode contracts none): the
 # same bits every run, like oneDNN's FMA kernels.
-set_source_files_properties(layers/cpu/conv2d_maxpool.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=fast")
+set_source_files_properties(layers/cpu/conv2d_maxpool.cpp layers/cpu/conv2d_winograd.cpp PROPERTIES COMPILE_OPTIONS
+                            "-ffp-contract=fast")
 # The CUDA backend: a separate module that libember dlopens on first use (core/cuda_module.h),
 # so that libember itself links no CUDA library.
 if(EMBER_HAVE_CUDA)

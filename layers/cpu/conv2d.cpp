@@ -9,8 +9,10 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "../../core/cpu/dnnl_context.h"
+#include "conv2d_winograd.h"
 #include "relu.h"
 
 namespace ember::cpu {
@@ -42,6 +44,8 @@ struct Plan {
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd;
   dnnl::convolution_backward_weights bwd_w;
   memory diff_dst, diff_src, diff_bias, diff_wei_user, diff_wei_bwd, wei_bwd;
+  bool winograd_bwd_w = false;  // the weight gradient by conv2d_winograd.h instead of bwd_w
+  std::vector<float> winograd_scratch;
   std::optional<dnnl::reorder> wei_to_bwd, diff_wei_to_user;
   Tensor masked_dy;  // dy * (y > 0) when ReLU is fused
 };
@@ -174,6 +178,7 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
     plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, eng, plan.direct_fwd_pd);
   }
   plan.bwd_w = dnnl::convolution_backward_weights(plan.bwd_w_pd);
+  plan.winograd_bwd_w = conv2d_winograd_weight_gradient_fits(g);
 
   plan.diff_dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan.diff_src = memory(d.src, eng, DNNL_MEMORY_NONE);
@@ -248,15 +253,19 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
   plan.diff_dst.set_data_handle(const_cast<float*>(grad->f32()));
   plan.src.set_data_handle(const_cast<float*>(x.f32()));
 
-  plan.diff_bias.set_data_handle(db.f32());
-  plan.diff_wei_user.set_data_handle(dw.f32());
-  if (plan.bwd_src_to_blk) plan.bwd_src_to_blk->execute(strm, plan.src, plan.bwd_src_blk);
-  if (plan.bwd_diff_dst_to_blk) plan.bwd_diff_dst_to_blk->execute(strm, plan.diff_dst, plan.bwd_diff_dst_blk);
-  plan.bwd_w.execute(strm, {{DNNL_ARG_SRC, plan.bwd_src_to_blk ? plan.bwd_src_blk : plan.src},
-                            {DNNL_ARG_DIFF_DST, plan.bwd_diff_dst_to_blk ? plan.bwd_diff_dst_blk : plan.diff_dst},
-                            {DNNL_ARG_DIFF_WEIGHTS, plan.diff_wei_bwd},
-                            {DNNL_ARG_DIFF_BIAS, plan.diff_bias}});
-  if (plan.diff_wei_to_user) plan.diff_wei_to_user->execute(strm, plan.diff_wei_bwd, plan.diff_wei_user);
+  if (plan.winograd_bwd_w) {
+    conv2d_winograd_weight_gradient(g, x.f32(), grad->f32(), dw.f32(), db.f32(), plan.winograd_scratch);
+  } else {
+    plan.diff_bias.set_data_handle(db.f32());
+    plan.diff_wei_user.set_data_handle(dw.f32());
+    if (plan.bwd_src_to_blk) plan.bwd_src_to_blk->execute(strm, plan.src, plan.bwd_src_blk);
+    if (plan.bwd_diff_dst_to_blk) plan.bwd_diff_dst_to_blk->execute(strm, plan.diff_dst, plan.bwd_diff_dst_blk);
+    plan.bwd_w.execute(strm, {{DNNL_ARG_SRC, plan.bwd_src_to_blk ? plan.bwd_src_blk : plan.src},
+                              {DNNL_ARG_DIFF_DST, plan.bwd_diff_dst_to_blk ? plan.bwd_diff_dst_blk : plan.diff_dst},
+                              {DNNL_ARG_DIFF_WEIGHTS, plan.diff_wei_bwd},
+                              {DNNL_ARG_DIFF_BIAS, plan.diff_bias}});
+    if (plan.diff_wei_to_user) plan.diff_wei_to_user->execute(strm, plan.diff_wei_bwd, plan.diff_wei_user);
+  }
 
   if (dx) {
     plan.wei_user.set_data_handle(const_cast<float*>(w.f32()));
@@ -275,8 +284,9 @@ std::string conv2d_kernel_info(const Conv2dShape& g) {
   const size_t scratch = plan.fwd_pd.scratchpad_desc().get_size() + plan.bwd_data_pd.scratchpad_desc().get_size() +
                          plan.bwd_w_pd.scratchpad_desc().get_size();
   return std::string("oneDNN fwd ") + plan.fwd_pd.impl_info_str() + ", bwd-data " + plan.bwd_data_pd.impl_info_str() +
-         ", bwd-weights " + plan.bwd_w_pd.impl_info_str() + ", workspace " + std::to_string(scratch) +
-         " bytes (N=" + std::to_string(g.n) + ")";
+         ", bwd-weights " +
+         (plan.winograd_bwd_w ? std::string("ember winograd F(4x4,3x3)") : plan.bwd_w_pd.impl_info_str()) +
+         ", workspace " + std::to_string(scratch) + " bytes (N=" + std::to_string(g.n) + ")";
 }
 
 }  // namespace ember::cpu

@@ -1,0 +1,31 @@
+// The weight gradient of a 3x3 stride-1 convolution by Winograd F(4x4, 3x3) (CPU; conv2d.cpp
+// uses it where conv2d_winograd_weight_gradient_fits() says so). The direct weight gradient
+// multiplies each of the 3x3 taps with every output position: 9 multiply-adds per output, input
+// and filter channel. Here dy is cut into 4x4 tiles and x into the 6x6 tiles under them; in the
+// transformed domain (A dy A^T, B^T x B: 36 points each) a tile's 3x3 weight gradient is a
+// product per point, so the sums over tiles and images become 36 small GEMMs (K x C, over the
+// tiles): 36/16 multiply-adds per output instead of 9, and the transforms on top. oneDNN 2.6's
+// own Winograd weight gradient runs in its blocked layout only and gained nothing after the
+// reorders (docs/benchmarks.md); this one reads NHWC as it is.
+//
+// Layouts: x (N, H, W, C) and dy (N, P, Q, K) NHWC; dw (K, C, 3, 3) row-major; db (K). Written
+// (=), not accumulated. The same bits at any thread count; the rounding differs from the direct
+// sum's by about 2e-6 of the sum of |products| (tests/layers/test_conv2d_winograd.cpp).
+#pragma once
+
+#include <vector>
+
+#include "../geometry.h"
+
+namespace ember::cpu {
+
+// 3x3 kernels at stride 1 (any padding) with C a multiple of 16, K of 8, and outputs of at least
+// 4x4 (smaller outputs leave most of each tile empty).
+bool conv2d_winograd_weight_gradient_fits(const Conv2dShape& g);
+
+// dw, db from x and dy (the ReLU's mask already applied). scratch: the caller's, reused.
+// allow_avx512 = false: the AVX2 sums even where the CPU has AVX-512 (tests run both).
+void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const float* dy, float* dw, float* db,
+                                     std::vector<float>& scratch, bool allow_avx512 = true);
+
+}  // namespace ember::cpu

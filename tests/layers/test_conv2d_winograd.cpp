@@ -1,0 +1,158 @@
+// The Winograd F(4x4, 3x3) weight gradient (layers/cpu/conv2d_winograd.h) against a direct sum in
+// double, on shapes that cover partial tiles at the right and bottom edges, padding, chunks of
+// several images and a last chunk with fewer; which shapes it takes; same bits run to run and at
+// one thread or two.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "layers/cpu/conv2d.h"
+#include "layers/cpu/conv2d_winograd.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+Conv2dShape shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad) {
+  Conv2dShape g;
+  g.n = n, g.c = c, g.h = h, g.w = w, g.k = k, g.r = 3, g.s = 3;
+  g.pad_top = g.pad_left = g.pad_bottom = g.pad_right = pad;
+  g.p = h + 2 * pad - 2, g.q = w + 2 * pad - 2;
+  return g;
+}
+
+struct Reference {
+  std::vector<float> dw, db;
+  double scale = 0;  // max over dw of the sum of |products|: what the rounding is relative to
+};
+
+// dw[k][c][r][s] = sum over n, p, q of dy[n][p][q][k] * x[n][p + r - pad][q + s - pad][c] (NHWC).
+Reference direct(const Conv2dShape& g, const float* x, const float* dy) {
+  Reference ref;
+  ref.dw.resize(size_t(g.k * g.c * 9));
+  ref.db.resize(size_t(g.k));
+  for (int64_t k = 0; k < g.k; ++k) {
+    double b = 0;
+    for (int64_t i = 0; i < g.n * g.p * g.q; ++i) b += dy[i * g.k + k];
+    ref.db[size_t(k)] = float(b);
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t s = 0; s < 3; ++s) {
+          double sum = 0, abs = 0;
+          for (int64_t n = 0; n < g.n; ++n)
+            for (int64_t p = 0; p < g.p; ++p)
+              for (int64_t q = 0; q < g.q; ++q) {
+                const int64_t h = p + r - g.pad_top, w = q + s - g.pad_left;
+                if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;
+                const double t =
+                    double(dy[((n * g.p + p) * g.q + q) * g.k + k]) * x[((n * g.h + h) * g.w + w) * g.c + c];
+                sum += t, abs += std::fabs(t);
+              }
+          ref.dw[size_t(((k * g.c + c) * 3 + r) * 3 + s)] = float(sum);
+          ref.scale = std::max(ref.scale, abs);
+        }
+  }
+  return ref;
+}
+
+struct Case {
+  int64_t n, c, h, w, k, pad;
+};
+
+class WinogradWeightGradient : public ::testing::TestWithParam<Case> {};
+
+// The transforms scale terms by up to 8 (A) and 5 (B^T) per axis before the 36 products and back
+// by 1/24 (G^T) after, so each product carries a few float roundings of a value up to ~1e3 times
+// its own size; measured errors are 2e-6..5e-6 of the sum of |products|. 3e-5 of it leaves 6x room;
+// a wrong coefficient in any transform gives errors of order 1e-2 of it or more.
+constexpr double kTolerance = 3e-5;
+
+TEST_P(WinogradWeightGradient, MatchesTheDirectSum) {
+  const Case cs = GetParam();
+  const Conv2dShape g = shape(cs.n, cs.c, cs.h, cs.w, cs.k, cs.pad);
+  ASSERT_TRUE(cpu::conv2d_winograd_weight_gradient_fits(g)) << g.str();
+  const Tensor x = test::random_tensor(Shape{g.n, g.h, g.w, g.c}, 1, 0.0f, 2.0f);  // after a ReLU
+  const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 2);
+  const Reference ref = direct(g, x.f32(), dy.f32());
+  for (const bool avx512 : {true, false}) {  // the AVX-512 sums (where the CPU has them), the AVX2 ones
+    std::vector<float> dw(size_t(g.k * g.c * 9)), db(size_t(g.k)), scratch;
+    cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw.data(), db.data(), scratch, avx512);
+    double err = 0;
+    for (size_t i = 0; i < dw.size(); ++i) err = std::max(err, std::fabs(double(dw[i]) - ref.dw[i]));
+    EXPECT_LT(err / ref.scale, kTolerance) << g.str() << (avx512 ? "" : " (AVX2)");
+    // db sums n * p * q terms of |dy| <= 1 in an order of their own: 1e-5 of the count.
+    for (int64_t k = 0; k < g.k; ++k)
+      EXPECT_NEAR(db[size_t(k)], ref.db[size_t(k)], 1e-5 * double(g.n * g.p * g.q)) << "k " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, WinogradWeightGradient,
+    ::testing::Values(Case{9, 32, 13, 13, 64, 0},   // the reference CNN's conv2d_1: 11x11 outputs in 3x3 tiles of
+                                                    // 4 (the last row and column partial), 2 chunks: 8 images and 1
+                      Case{2, 16, 8, 8, 8, 1},      // SAME padding: tiles read zeros outside the image
+                      Case{1, 16, 38, 41, 16, 0},   // one image of 9x10 tiles (more than a chunk's 72)
+                      Case{5, 48, 6, 7, 24, 1},     // outputs 6x7: two tiles each way, the second partial
+                      Case{3, 64, 5, 12, 64, 1}));  // two 32-channel blocks for the AVX-512 sums
+
+TEST(WinogradWeightGradient, TakesOnly3x3Stride1WithVectorChannelsAndTiles) {
+  EXPECT_TRUE(cpu::conv2d_winograd_weight_gradient_fits(shape(1, 32, 13, 13, 64, 0)));
+  Conv2dShape g = shape(1, 32, 13, 13, 64, 0);
+  g.stride_h = 2;
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_fits(g));
+  g = shape(1, 32, 13, 13, 64, 0);
+  g.r = g.s = 5, g.p = g.q = 9;
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_fits(g));
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_fits(shape(1, 8, 13, 13, 64, 0)));  // C not a multiple of 16
+  EXPECT_FALSE(cpu::conv2d_winograd_weight_gradient_fits(shape(1, 32, 13, 13, 4, 0)));  // K not a multiple of 8
+  EXPECT_FALSE(
+      cpu::conv2d_winograd_weight_gradient_fits(shape(1, 64, 5, 5, 64, 0)));  // 3x3 outputs: one tile, 7/16 empty
+}
+
+TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
+  const Conv2dShape g = shape(7, 32, 13, 13, 64, 0);
+  const Tensor x = test::random_tensor(Shape{g.n, g.h, g.w, g.c}, 3, 0.0f, 2.0f);
+  const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 4);
+  std::vector<float> dw1(size_t(g.k * g.c * 9)), db1(size_t(g.k)), dw2 = dw1, db2 = db1, scratch;
+  cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw1.data(), db1.data(), scratch);
+  std::vector<float> other_scratch(scratch.size(), 1e30f);  // stale contents must not leak in
+  cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw2.data(), db2.data(), other_scratch);
+  EXPECT_EQ(dw1, dw2);
+  EXPECT_EQ(db1, db2);
+  // At one thread too: each point's sums run over the tiles in order whoever runs them.
+  const int threads = num_threads();
+  set_num_threads(1);
+  cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw2.data(), db2.data(), scratch);
+  set_num_threads(threads);
+  EXPECT_EQ(dw1, dw2);
+  EXPECT_EQ(db1, db2);
+}
+
+// Through conv2d_backward (the layer's CPU path), with the ReLU's mask applied to dy first.
+TEST(WinogradWeightGradient, IsWhatConv2dBackwardUsesForItsShapes) {
+  Conv2dShape g = shape(3, 32, 13, 13, 64, 0);
+  g.relu = true;
+  const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 5, 0.0f, 2.0f).to_layout(Layout::NHWC);
+  const Tensor w = test::random_tensor(Shape{g.k, g.c, 3, 3}, 6, -0.1f, 0.1f);
+  const Tensor b = test::random_tensor(Shape{g.k}, 7, -0.1f, 0.1f);
+  Tensor y = Tensor::empty(Shape{g.n, g.k, g.p, g.q}, DType::F32, Device::cpu(), Layout::NHWC);
+  cpu::conv2d_forward(g, x, w, b, y);
+  const Tensor dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 8).to_layout(Layout::NHWC);
+  Tensor dw = Tensor::empty(Shape{g.k, g.c, 3, 3}), db = Tensor::empty(Shape{g.k});
+  cpu::conv2d_backward(g, x, w, y, dy, nullptr, dw, db);
+  std::vector<float> masked(dy.f32(), dy.f32() + dy.numel());
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < dy.numel(); ++i)
+    if (!(y.f32()[i] > 0)) masked[size_t(i)] = 0, ++zeros;
+  ASSERT_GT(zeros, dy.numel() / 10);  // the mask matters in this case
+  const Reference ref = direct(g, x.f32(), masked.data());
+  double err = 0;
+  for (int64_t i = 0; i < dw.numel(); ++i) err = std::max(err, std::fabs(double(dw.f32()[i]) - ref.dw[size_t(i)]));
+  EXPECT_LT(err / ref.scale, kTolerance);
+  EXPECT_LT(test::scaled_error({db.f32(), size_t(g.k)}, ref.db), 1e-5);
+  const std::string info = cpu::conv2d_kernel_info(g);
+  EXPECT_NE(info.find("bwd-weights ember winograd"), std::string::npos) << info;
+}
+
+}  // namespace
+}  // namespace ember
