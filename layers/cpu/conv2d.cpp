@@ -45,7 +45,7 @@ struct Plan {
   dnnl::convolution_backward_weights bwd_w;
   memory diff_dst, diff_src, diff_bias, diff_wei_user, diff_wei_bwd, wei_bwd;
   bool winograd_bwd_w = false;  // the weight gradient by conv2d_winograd.h instead of bwd_w
-  std::vector<float> winograd_scratch;
+  WinogradScratch winograd_scratch;
   std::optional<dnnl::reorder> wei_to_bwd, diff_wei_to_user;
   Tensor masked_dy;  // dy * (y > 0) when ReLU is fused
 };

@@ -4,13 +4,20 @@
 // bilinear form differentiated in w. So, per chunk of images (72 tiles: 8 images of 11x11 outputs):
 //   U[pt][t][c] = (B^T x_t B)[pt]      the 6x6 x tile under dy tile t, per channel
 //   V[pt][t][k] = (A dy_t A^T)[pt]     dy tile t (zero beyond the output), per filter
-//   M[pt] += V[pt]^T U[pt]             36 small GEMMs (K x C over the chunk's tiles)
-// and at the end dw[k][c] = G^T M[k][c] G. db is the sum of V at point (1, 1) (A's row 1 is all
-// ones, so that point is the tile's sum). The threads split the chunk's tiles for the transforms,
-// then its points for the GEMMs; each chunk's products are summed from zero and then added to M
-// (a running sum over all tiles was 3x less accurate, enough for a replica of half the batch to
-// drift from the whole batch's run at 1e-3 within ten Adam steps). Vectors of 8 channels (GCC
-// vector types, as in conv2d_maxpool.cpp); the GEMMs in 16 lanes where the CPU has AVX-512.
+//   P[pt] = V[pt]^T U[pt]              36 small GEMMs (K x C over the chunk's tiles), in float
+//   M[pt] += P[pt]                     in double
+// and at the end dw[k][c] = G^T M[k][c] G in double, rounded once. db is the sum of V at point
+// (1, 1) (A's row 1 is all ones, so that point is the tile's sum), in double. The threads split
+// the chunk's tiles for the transforms, then its points for the GEMMs.
+//
+// Why M is double: G^T M G cancels (M's entries are larger than dw's), so float rounding in M
+// shows in dw magnified. Summed across chunks in float, a mirrored replica's half batch (its own
+// chunks, then the all-reduce) drifted from the whole batch's run by 1e-3 within forty Adam steps
+// (Adam turns any difference on a near-zero gradient into a step of about lr); with chunks of
+// whole images summed in double, the halves' sums are the whole's up to dw's last rounding, as
+// with the direct sum. Adding P into M costs K * C adds per point and chunk, 1/72 of the GEMM's.
+// Vectors of 8 channels (GCC vector types, as in conv2d_maxpool.cpp); the GEMMs in 16 lanes
+// where the CPU has AVX-512.
 #include "conv2d_winograd.h"
 
 #include <omp.h>
@@ -86,9 +93,9 @@ void transform_tile(const float* img, int64_t h, int64_t w, int64_t c, int64_t y
   }
 }
 
-// m[k][c] += sum over t of v[t * sv + k] * u[t * su + c], k in [0, 4), c in [0, 16): 8 vector
+// p[k][c] = sum over t of v[t * sv + k] * u[t * su + c], k in [0, 4), c in [0, 16): 8 vector
 // accumulators, 2 loads and 4 broadcasts per tile.
-void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, int64_t tiles, float* m, int64_t ldm) {
+void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, int64_t tiles, float* p, int64_t ldp) {
   f8 acc[kBlockK][2];
   for (int64_t k = 0; k < kBlockK; ++k)
     for (int64_t h = 0; h < 2; ++h) acc[k][h] = f8{};
@@ -103,20 +110,16 @@ void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, in
     }
   }
   for (int64_t k = 0; k < kBlockK; ++k)
-    for (int64_t h = 0; h < 2; ++h) {
-      f8 sum;
-      load(sum, m + k * ldm + h * kLanes);
-      store(m + k * ldm + h * kLanes, sum + acc[k][h]);
-    }
+    for (int64_t h = 0; h < 2; ++h) store(p + k * ldp + h * kLanes, acc[k][h]);
 }
 
-// One point's M (K x C, row stride C) += V^T U over the tiles, where the CPU has AVX-512 and C is a
+// One point's P (K x C, row stride C) = V^T U over the tiles, where the CPU has AVX-512 and C is a
 // multiple of 32: 8 x 32 register tiles of 16 accumulators (of the 32 registers), per tile 2 loads
 // and 8 broadcasts for 16 fused multiply-adds of 16 lanes, twice accumulate_block's work per
 // instruction. Compiled for AVX-512 whatever the build's target; called only after the CPU check.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EMBER_WINOGRAD_AVX512 1
-__attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, const float* u, int64_t tiles, float* m,
+__attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, const float* u, int64_t tiles, float* p,
                                                                 int64_t k_count, int64_t c_count) {
   typedef float f16 __attribute__((vector_size(64)));
   typedef float f16u __attribute__((vector_size(64), aligned(4)));
@@ -136,15 +139,15 @@ __attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, 
         }
       }
       for (int64_t k = 0; k < kRows; ++k)
-        for (int64_t h = 0; h < 2; ++h) *reinterpret_cast<f16u*>(m + (k0 + k) * c_count + c0 + h * 16) += acc[k][h];
+        for (int64_t h = 0; h < 2; ++h) *reinterpret_cast<f16u*>(p + (k0 + k) * c_count + c0 + h * 16) = acc[k][h];
     }
 }
 #endif
 
 // G^T (3x6): dw = G^T M G.
-constexpr float kGt[3][6] = {{1.0f / 4, -1.0f / 6, -1.0f / 6, 1.0f / 24, 1.0f / 24, 0.0f},
-                             {0.0f, -1.0f / 6, 1.0f / 6, 1.0f / 12, -1.0f / 12, 0.0f},
-                             {0.0f, -1.0f / 6, -1.0f / 6, 1.0f / 6, 1.0f / 6, 1.0f}};
+constexpr double kGt[3][6] = {{1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24, 0.0},
+                              {0.0, -1.0 / 6, 1.0 / 6, 1.0 / 12, -1.0 / 12, 0.0},
+                              {0.0, -1.0 / 6, -1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0}};
 }  // namespace
 
 bool conv2d_winograd_weight_gradient_fits(const Conv2dShape& g) {
@@ -153,7 +156,7 @@ bool conv2d_winograd_weight_gradient_fits(const Conv2dShape& g) {
 }
 
 void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const float* dy, float* dw, float* db,
-                                     std::vector<float>& scratch, bool allow_avx512) {
+                                     WinogradScratch& scratch, bool allow_avx512) {
   EMBER_CHECK(conv2d_winograd_weight_gradient_fits(g), ArgumentError,
               "conv2d (cpu): no Winograd weight gradient for " + g.str());
   const int64_t th = (g.p + 3) / 4, tw = (g.q + 3) / 4, per_image = th * tw;
@@ -162,12 +165,13 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
   // padded by a cache line so that the transforms' 36 stores per tile do not alias in L1.
   const int64_t su = chunk_images * per_image * g.c + 16, sv = chunk_images * per_image * g.k + 16;
   const int64_t u_size = kPoints * su, v_size = kPoints * sv, m_size = kPoints * g.k * g.c;
-  scratch.resize(size_t(u_size + v_size + m_size));
-  float* const u = scratch.data();
+  scratch.tiles.resize(size_t(u_size + v_size + m_size));
+  float* const u = scratch.tiles.data();
   float* const v = u + u_size;
-  float* const m = v + v_size;
-  std::fill(m, m + m_size, 0.0f);
-  std::fill(db, db + g.k, 0.0f);
+  float* const p = v + v_size;
+  scratch.sums.assign(size_t(m_size + g.k), 0.0);
+  double* const m = scratch.sums.data();
+  double* const bias = m + m_size;
 #ifdef EMBER_WINOGRAD_AVX512
   const bool avx512 = allow_avx512 && g.c % 32 == 0 && g.k % 8 == 0 && __builtin_cpu_supports("avx512f");
 #else
@@ -187,41 +191,46 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
       for (int64_t k0 = 0; k0 < g.k; k0 += kLanes)
         transform_tile<4, a6>(dyn, g.p, g.q, g.k, ty * 4, tx * 4, k0, v + t * g.k + k0, sv);
     }
-    // M[pt] += V[pt]^T U[pt]: each point on one thread, its tiles in order, so the sums are the
-    // same at any thread count (the implicit barriers keep the next chunk's transforms waiting).
+    // P[pt] = V[pt]^T U[pt], M[pt] += P[pt]: each point on one thread, its tiles in order, so the
+    // sums are the same at any thread count (the implicit barriers keep the next chunk's
+    // transforms waiting).
 #pragma omp for schedule(static)
     for (int64_t pt = 0; pt < kPoints; ++pt) {
+      float* const pp = p + pt * g.k * g.c;
 #ifdef EMBER_WINOGRAD_AVX512
       if (avx512) {
-        accumulate_point_avx512(v + pt * sv, u + pt * su, tiles, m + pt * g.k * g.c, g.k, g.c);
+        accumulate_point_avx512(v + pt * sv, u + pt * su, tiles, pp, g.k, g.c);
       } else
 #endif
         for (int64_t k0 = 0; k0 < g.k; k0 += kBlockK)
           for (int64_t c0 = 0; c0 < g.c; c0 += kBlockC)
-            accumulate_block(v + pt * sv + k0, g.k, u + pt * su + c0, g.c, tiles, m + (pt * g.k + k0) * g.c + c0, g.c);
+            accumulate_block(v + pt * sv + k0, g.k, u + pt * su + c0, g.c, tiles, pp + k0 * g.c + c0, g.c);
+      double* const mp = m + pt * g.k * g.c;
+      for (int64_t i = 0; i < g.k * g.c; ++i) mp[i] += pp[i];
       if (pt == kSumPoint)  // db: one running sum per filter of one term per tile (not 36 products)
         for (int64_t t = 0; t < tiles; ++t)
-          for (int64_t k = 0; k < g.k; ++k) db[k] += v[kSumPoint * sv + t * g.k + k];
+          for (int64_t k = 0; k < g.k; ++k) bias[k] += v[kSumPoint * sv + t * g.k + k];
     }
   }
 
   // dw[k][c] = G^T M[k][c] G.
 #pragma omp parallel for schedule(static)
   for (int64_t kc = 0; kc < g.k * g.c; ++kc) {
-    float gm[3][6];  // G^T M
+    double gm[3][6];  // G^T M
     for (int64_t r = 0; r < 3; ++r)
       for (int64_t j = 0; j < 6; ++j) {
-        float s = 0.0f;
+        double s = 0.0;
         for (int64_t i = 0; i < 6; ++i) s += kGt[r][i] * m[(i * 6 + j) * g.k * g.c + kc];
         gm[r][j] = s;
       }
     for (int64_t r = 0; r < 3; ++r)
       for (int64_t s = 0; s < 3; ++s) {
-        float sum = 0.0f;
+        double sum = 0.0;
         for (int64_t j = 0; j < 6; ++j) sum += gm[r][j] * kGt[s][j];
-        dw[kc * 9 + r * 3 + s] = sum;
+        dw[kc * 9 + r * 3 + s] = float(sum);
       }
   }
+  for (int64_t k = 0; k < g.k; ++k) db[k] = float(bias[k]);
 }
 
 }  // namespace ember::cpu

@@ -9,8 +9,9 @@
 // reorders (docs/benchmarks.md); this one reads NHWC as it is.
 //
 // Layouts: x (N, H, W, C) and dy (N, P, Q, K) NHWC; dw (K, C, 3, 3) row-major; db (K). Written
-// (=), not accumulated. The same bits at any thread count; the rounding differs from the direct
-// sum's by about 2e-6 of the sum of |products| (tests/layers/test_conv2d_winograd.cpp).
+// (=), not accumulated. The same bits at any thread count, and the same sums for a batch as for
+// its halves added (chunks are whole images, summed across in double); the rounding differs from
+// the direct sum's by about 2e-6 of the sum of |products| (tests/layers/test_conv2d_winograd.cpp).
 #pragma once
 
 #include <vector>
@@ -23,9 +24,16 @@ namespace ember::cpu {
 // 4x4 (smaller outputs leave most of each tile empty).
 bool conv2d_winograd_weight_gradient_fits(const Conv2dShape& g);
 
+// The caller's buffers, reused from call to call: the transformed tiles and each chunk's products
+// (float), and the sums over the chunks (double).
+struct WinogradScratch {
+  std::vector<float> tiles;
+  std::vector<double> sums;
+};
+
 // dw, db from x and dy (the ReLU's mask already applied). scratch: the caller's, reused.
 // allow_avx512 = false: the AVX2 sums even where the CPU has AVX-512 (tests run both).
 void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const float* dy, float* dw, float* db,
-                                     std::vector<float>& scratch, bool allow_avx512 = true);
+                                     WinogradScratch& scratch, bool allow_avx512 = true);
 
 }  // namespace ember::cpu

@@ -75,7 +75,8 @@ TEST_P(WinogradWeightGradient, MatchesTheDirectSum) {
   const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 2);
   const Reference ref = direct(g, x.f32(), dy.f32());
   for (const bool avx512 : {true, false}) {  // the AVX-512 sums (where the CPU has them), the AVX2 ones
-    std::vector<float> dw(size_t(g.k * g.c * 9)), db(size_t(g.k)), scratch;
+    std::vector<float> dw(size_t(g.k * g.c * 9)), db(size_t(g.k));
+    cpu::WinogradScratch scratch;
     cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw.data(), db.data(), scratch, avx512);
     double err = 0;
     for (size_t i = 0; i < dw.size(); ++i) err = std::max(err, std::fabs(double(dw[i]) - ref.dw[i]));
@@ -113,9 +114,12 @@ TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
   const Conv2dShape g = shape(7, 32, 13, 13, 64, 0);
   const Tensor x = test::random_tensor(Shape{g.n, g.h, g.w, g.c}, 3, 0.0f, 2.0f);
   const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 4);
-  std::vector<float> dw1(size_t(g.k * g.c * 9)), db1(size_t(g.k)), dw2 = dw1, db2 = db1, scratch;
+  std::vector<float> dw1(size_t(g.k * g.c * 9)), db1(size_t(g.k)), dw2 = dw1, db2 = db1;
+  cpu::WinogradScratch scratch;
   cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw1.data(), db1.data(), scratch);
-  std::vector<float> other_scratch(scratch.size(), 1e30f);  // stale contents must not leak in
+  cpu::WinogradScratch other_scratch;  // stale contents must not leak in
+  other_scratch.tiles.assign(scratch.tiles.size(), 1e30f);
+  other_scratch.sums.assign(scratch.sums.size(), 1e300);
   cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw2.data(), db2.data(), other_scratch);
   EXPECT_EQ(dw1, dw2);
   EXPECT_EQ(db1, db2);
@@ -126,6 +130,39 @@ TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
   set_num_threads(threads);
   EXPECT_EQ(dw1, dw2);
   EXPECT_EQ(db1, db2);
+}
+
+// A mirrored replica's gradient of half the batch, added to the other half's, must be the whole
+// batch's up to dw's own last roundings, as with a direct sum; otherwise Adam turns the difference
+// on near-zero gradients into steps of about lr (tests/apps: MirroredEqualsDefault). Halves of
+// whole chunks (8 images of 9 tiles each for conv2d_1) give the same products per chunk, and the
+// sums across chunks and G^T M G are in double, so the only roundings left are dw's, dw_a's and
+// dw_b's to float and the float add: at most 3u (|dw_a| + |dw_b|), u = 2^-24; measured 2.0u,
+// allowed 4u. Summed across chunks in float instead (the first version), it measured 468u.
+TEST(WinogradWeightGradient, ABatchIsItsHalvesAddedUpToDwsOwnRounding) {
+  const Conv2dShape whole = shape(16, 32, 13, 13, 64, 0), half = shape(8, 32, 13, 13, 64, 0);
+  const Tensor x = test::random_tensor(Shape{whole.n, whole.h, whole.w, whole.c}, 9, 0.0f, 2.0f);
+  const Tensor dy = test::random_tensor(Shape{whole.n, whole.p, whole.q, whole.k}, 10);
+  const int64_t x_half = half.n * half.h * half.w * half.c, dy_half = half.n * half.p * half.q * half.k;
+  for (const bool avx512 : {true, false}) {
+    std::vector<float> dw(size_t(whole.k * whole.c * 9)), db(size_t(whole.k)), dwa = dw, dba = db, dwb = dw, dbb = db;
+    cpu::WinogradScratch scratch;
+    cpu::conv2d_winograd_weight_gradient(whole, x.f32(), dy.f32(), dw.data(), db.data(), scratch, avx512);
+    cpu::conv2d_winograd_weight_gradient(half, x.f32(), dy.f32(), dwa.data(), dba.data(), scratch, avx512);
+    cpu::conv2d_winograd_weight_gradient(half, x.f32() + x_half, dy.f32() + dy_half, dwb.data(), dbb.data(), scratch,
+                                         avx512);
+    const double u = std::ldexp(1.0, -24);
+    double worst = 0;  // in units of u (|dw_a| + |dw_b|)
+    for (size_t i = 0; i < dw.size(); ++i) {
+      const double bound = u * (std::fabs(dwa[i]) + std::fabs(dwb[i])) + 1e-30;
+      worst = std::max(worst, std::fabs(double(dw[i]) - double(dwa[i] + dwb[i])) / bound);
+    }
+    EXPECT_LE(worst, 4.0) << (avx512 ? "" : "(AVX2)");
+    for (size_t k = 0; k < db.size(); ++k)
+      EXPECT_LE(std::fabs(double(db[k]) - double(dba[k] + dbb[k])),
+                4 * u * (std::fabs(dba[k]) + std::fabs(dbb[k])) + 1e-30)
+          << "k " << k;
+  }
 }
 
 // Through conv2d_backward (the layer's CPU path), with the ReLU's mask applied to dy first.
