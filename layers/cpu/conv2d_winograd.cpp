@@ -4,8 +4,8 @@
 // bilinear form differentiated in w. So, per chunk of images (72 tiles: 8 images of 11x11 outputs):
 //   U[pt][t][c] = (B^T x_t B)[pt]      the 6x6 x tile under dy tile t, per channel
 //   V[pt][t][k] = (A dy_t A^T)[pt]     dy tile t (zero beyond the output), per filter
-//   P[pt] = V[pt]^T U[pt]              36 small GEMMs (K x C over the chunk's tiles), in float
-//   M[pt] += P[pt]                     in double
+//   M[pt] += V[pt]^T U[pt]             36 small GEMMs (K x C over the chunk's tiles): each product
+//                                      summed from zero in float, then added to M in double
 // and at the end dw[k][c] = G^T M[k][c] G in double, rounded once. db is the sum of V at point
 // (1, 1) (A's row 1 is all ones, so that point is the tile's sum), in double. The threads split
 // the chunk's tiles for the transforms, then its points for the GEMMs.
@@ -15,7 +15,8 @@
 // chunks, then the all-reduce) drifted from the whole batch's run by 1e-3 within forty Adam steps
 // (Adam turns any difference on a near-zero gradient into a step of about lr); with chunks of
 // whole images summed in double, the halves' sums are the whole's up to dw's last rounding, as
-// with the direct sum. Adding P into M costs K * C adds per point and chunk, 1/72 of the GEMM's.
+// with the direct sum. Adding into M costs K * C adds per point and chunk, 1/72 of the GEMM's, and
+// the double G^T M G about 4% of the kernel's time (a float one about nothing).
 // Vectors of 8 channels (GCC vector types, as in conv2d_maxpool.cpp); the GEMMs in 16 lanes
 // where the CPU has AVX-512.
 #include "conv2d_winograd.h"
@@ -34,6 +35,9 @@ typedef float f8 __attribute__((vector_size(32)));  // local values only, never 
 // moves (a 32-byte __builtin_memcpy became two 16-byte moves through the stack, whose reload as one
 // vector stalls on store forwarding).
 typedef float f8u __attribute__((vector_size(32), aligned(4)));
+typedef double d4 __attribute__((vector_size(32)));
+typedef double d4u __attribute__((vector_size(32), aligned(8)));
+typedef double d8u __attribute__((vector_size(64), aligned(8)));  // two d4s; where a f8 adds into M
 inline void load(f8& v, const float* p) { v = *reinterpret_cast<const f8u*>(p); }
 inline void store(float* p, const f8& v) { *reinterpret_cast<f8u*>(p) = v; }
 constexpr int64_t kLanes = 8;
@@ -93,9 +97,9 @@ void transform_tile(const float* img, int64_t h, int64_t w, int64_t c, int64_t y
   }
 }
 
-// p[k][c] = sum over t of v[t * sv + k] * u[t * su + c], k in [0, 4), c in [0, 16): 8 vector
-// accumulators, 2 loads and 4 broadcasts per tile.
-void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, int64_t tiles, float* p, int64_t ldp) {
+// m[k][c] += sum over t of v[t * sv + k] * u[t * su + c], k in [0, 4), c in [0, 16): 8 vector
+// accumulators, 2 loads and 4 broadcasts per tile; the sum in float, added to m in double.
+void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, int64_t tiles, double* m, int64_t ldm) {
   f8 acc[kBlockK][2];
   for (int64_t k = 0; k < kBlockK; ++k)
     for (int64_t h = 0; h < 2; ++h) acc[k][h] = f8{};
@@ -110,19 +114,21 @@ void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, in
     }
   }
   for (int64_t k = 0; k < kBlockK; ++k)
-    for (int64_t h = 0; h < 2; ++h) store(p + k * ldp + h * kLanes, acc[k][h]);
+    for (int64_t h = 0; h < 2; ++h)
+      *reinterpret_cast<d8u*>(m + k * ldm + h * kLanes) += __builtin_convertvector(acc[k][h], d8u);
 }
 
-// One point's P (K x C, row stride C) = V^T U over the tiles, where the CPU has AVX-512 and C is a
-// multiple of 32: 8 x 32 register tiles of 16 accumulators (of the 32 registers), per tile 2 loads
-// and 8 broadcasts for 16 fused multiply-adds of 16 lanes, twice accumulate_block's work per
-// instruction. Compiled for AVX-512 whatever the build's target; called only after the CPU check.
+// One point's M (K x C, row stride C) += V^T U over the tiles (in float, added in double), where the CPU has AVX-512
+// and C is a multiple of 32: 8 x 32 register tiles of 16 accumulators (of the 32 registers), per tile 2 loads and 8
+// broadcasts for 16 fused multiply-adds of 16 lanes, twice accumulate_block's work per instruction. Compiled for
+// AVX-512 whatever the build's target; called only after the CPU check.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EMBER_WINOGRAD_AVX512 1
-__attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, const float* u, int64_t tiles, float* p,
-                                                                int64_t k_count, int64_t c_count) {
+__attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, const float* u, int64_t tiles,
+                                                                double* m, int64_t k_count, int64_t c_count) {
   typedef float f16 __attribute__((vector_size(64)));
   typedef float f16u __attribute__((vector_size(64), aligned(4)));
+  typedef double d16u __attribute__((vector_size(128), aligned(8)));
   constexpr int64_t kRows = 8;
   for (int64_t k0 = 0; k0 < k_count; k0 += kRows)
     for (int64_t c0 = 0; c0 < c_count; c0 += 32) {
@@ -139,7 +145,8 @@ __attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, 
         }
       }
       for (int64_t k = 0; k < kRows; ++k)
-        for (int64_t h = 0; h < 2; ++h) *reinterpret_cast<f16u*>(p + (k0 + k) * c_count + c0 + h * 16) = acc[k][h];
+        for (int64_t h = 0; h < 2; ++h)
+          *reinterpret_cast<d16u*>(m + (k0 + k) * c_count + c0 + h * 16) += __builtin_convertvector(acc[k][h], d16u);
     }
 }
 #endif
@@ -164,11 +171,10 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
   // U[pt][t][c], V[pt][t][k]: a point's tiles contiguous for accumulate_block; the points' strides
   // padded by a cache line so that the transforms' 36 stores per tile do not alias in L1.
   const int64_t su = chunk_images * per_image * g.c + 16, sv = chunk_images * per_image * g.k + 16;
-  const int64_t u_size = kPoints * su, v_size = kPoints * sv, m_size = kPoints * g.k * g.c;
-  scratch.tiles.resize(size_t(u_size + v_size + m_size));
+  const int64_t u_size = kPoints * su, v_size = kPoints * sv, kc_count = g.k * g.c, m_size = kPoints * kc_count;
+  scratch.tiles.resize(size_t(u_size + v_size));
   float* const u = scratch.tiles.data();
   float* const v = u + u_size;
-  float* const p = v + v_size;
   scratch.sums.assign(size_t(m_size + g.k), 0.0);
   double* const m = scratch.sums.data();
   double* const bias = m + m_size;
@@ -179,56 +185,58 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
 #endif
 
 #pragma omp parallel
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk_images) {
-    const int64_t tiles = std::min(chunk_images, g.n - n0) * per_image;
+  {
+    for (int64_t n0 = 0; n0 < g.n; n0 += chunk_images) {
+      const int64_t tiles = std::min(chunk_images, g.n - n0) * per_image;
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t n = n0 + t / per_image, ty = t % per_image / tw, tx = t % tw;
-      const float* xn = x + n * g.h * g.w * g.c;
-      const float* dyn = dy + n * g.p * g.q * g.k;
-      for (int64_t c0 = 0; c0 < g.c; c0 += kLanes)
-        transform_tile<6, bt6>(xn, g.h, g.w, g.c, ty * 4 - g.pad_top, tx * 4 - g.pad_left, c0, u + t * g.c + c0, su);
-      for (int64_t k0 = 0; k0 < g.k; k0 += kLanes)
-        transform_tile<4, a6>(dyn, g.p, g.q, g.k, ty * 4, tx * 4, k0, v + t * g.k + k0, sv);
-    }
-    // P[pt] = V[pt]^T U[pt], M[pt] += P[pt]: each point on one thread, its tiles in order, so the
-    // sums are the same at any thread count (the implicit barriers keep the next chunk's
-    // transforms waiting).
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t n = n0 + t / per_image, ty = t % per_image / tw, tx = t % tw;
+        const float* xn = x + n * g.h * g.w * g.c;
+        const float* dyn = dy + n * g.p * g.q * g.k;
+        for (int64_t c0 = 0; c0 < g.c; c0 += kLanes)
+          transform_tile<6, bt6>(xn, g.h, g.w, g.c, ty * 4 - g.pad_top, tx * 4 - g.pad_left, c0, u + t * g.c + c0, su);
+        for (int64_t k0 = 0; k0 < g.k; k0 += kLanes)
+          transform_tile<4, a6>(dyn, g.p, g.q, g.k, ty * 4, tx * 4, k0, v + t * g.k + k0, sv);
+      }
+      // M[pt] += V[pt]^T U[pt]: each point on one thread, its tiles in order, so the sums are the
+      // same at any thread count (the implicit barriers keep the next chunk's transforms waiting).
 #pragma omp for schedule(static)
-    for (int64_t pt = 0; pt < kPoints; ++pt) {
-      float* const pp = p + pt * g.k * g.c;
+      for (int64_t pt = 0; pt < kPoints; ++pt) {
+        double* const mp = m + pt * kc_count;
 #ifdef EMBER_WINOGRAD_AVX512
-      if (avx512) {
-        accumulate_point_avx512(v + pt * sv, u + pt * su, tiles, pp, g.k, g.c);
-      } else
+        if (avx512) {
+          accumulate_point_avx512(v + pt * sv, u + pt * su, tiles, mp, g.k, g.c);
+        } else
 #endif
-        for (int64_t k0 = 0; k0 < g.k; k0 += kBlockK)
-          for (int64_t c0 = 0; c0 < g.c; c0 += kBlockC)
-            accumulate_block(v + pt * sv + k0, g.k, u + pt * su + c0, g.c, tiles, pp + k0 * g.c + c0, g.c);
-      double* const mp = m + pt * g.k * g.c;
-      for (int64_t i = 0; i < g.k * g.c; ++i) mp[i] += pp[i];
-      if (pt == kSumPoint)  // db: one running sum per filter of one term per tile (not 36 products)
-        for (int64_t t = 0; t < tiles; ++t)
-          for (int64_t k = 0; k < g.k; ++k) bias[k] += v[kSumPoint * sv + t * g.k + k];
+          for (int64_t k0 = 0; k0 < g.k; k0 += kBlockK)
+            for (int64_t c0 = 0; c0 < g.c; c0 += kBlockC)
+              accumulate_block(v + pt * sv + k0, g.k, u + pt * su + c0, g.c, tiles, mp + k0 * g.c + c0, g.c);
+        if (pt == kSumPoint)  // db: one running sum per filter of one term per tile (not 36 products)
+          for (int64_t t = 0; t < tiles; ++t)
+            for (int64_t k = 0; k < g.k; ++k) bias[k] += v[kSumPoint * sv + t * g.k + k];
+      }
     }
-  }
 
-  // dw[k][c] = G^T M[k][c] G.
-#pragma omp parallel for schedule(static)
-  for (int64_t kc = 0; kc < g.k * g.c; ++kc) {
-    double gm[3][6];  // G^T M
-    for (int64_t r = 0; r < 3; ++r)
-      for (int64_t j = 0; j < 6; ++j) {
-        double s = 0.0;
-        for (int64_t i = 0; i < 6; ++i) s += kGt[r][i] * m[(i * 6 + j) * g.k * g.c + kc];
-        gm[r][j] = s;
-      }
-    for (int64_t r = 0; r < 3; ++r)
-      for (int64_t s = 0; s < 3; ++s) {
-        double sum = 0.0;
-        for (int64_t j = 0; j < 6; ++j) sum += gm[r][j] * kGt[s][j];
-        dw[kc * 9 + r * 3 + s] = float(sum);
-      }
+    // dw[k][c] = G^T M[k][c] G, four (k, c) pairs per vector (K * C is a multiple of 128), in the
+    // same parallel region (a second one cost more than this loop).
+#pragma omp for schedule(static)
+    for (int64_t kc0 = 0; kc0 < kc_count; kc0 += 4) {
+      d4 gm[3][6];  // G^T M
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t j = 0; j < 6; ++j) {
+          d4 sum = d4{};
+          for (int64_t i = 0; i < 6; ++i)
+            if (kGt[r][i] != 0.0) sum += kGt[r][i] * *reinterpret_cast<const d4u*>(m + (i * 6 + j) * kc_count + kc0);
+          gm[r][j] = sum;
+        }
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t s = 0; s < 3; ++s) {
+          d4 sum = d4{};
+          for (int64_t j = 0; j < 6; ++j)
+            if (kGt[s][j] != 0.0) sum += gm[r][j] * kGt[s][j];
+          for (int64_t l = 0; l < 4; ++l) dw[(kc0 + l) * 9 + r * 3 + s] = float(sum[l]);
+        }
+    }
   }
   for (int64_t k = 0; k < g.k; ++k) db[k] = float(bias[k]);
 }

@@ -24,8 +24,8 @@ namespace ember::cpu {
 // 4x4 (smaller outputs leave most of each tile empty).
 bool conv2d_winograd_weight_gradient_fits(const Conv2dShape& g);
 
-// The caller's buffers, reused from call to call: the transformed tiles and each chunk's products
-// (float), and the sums over the chunks (double).
+// The caller's buffers, reused from call to call: a chunk's transformed tiles (float) and the
+// 36 points' sums over the chunks (double).
 struct WinogradScratch {
   std::vector<float> tiles;
   std::vector<double> sums;
