@@ -12,13 +12,14 @@
 //
 // Why M is double: G^T M G cancels (M's entries are larger than dw's), so float rounding in M
 // shows in dw magnified. Summed across chunks in float, a mirrored replica's half batch (its own
-// chunks, then the all-reduce) drifted from the whole batch's run by 1e-3 within forty Adam steps
-// (Adam turns any difference on a near-zero gradient into a step of about lr); with chunks of
-// whole images summed in double, the halves' sums are the whole's up to dw's last rounding, as
-// with the direct sum. Adding into M costs K * C adds per point and chunk, 1/72 of the GEMM's, and
-// the double G^T M G about 4% of the kernel's time (a float one about nothing).
-// Vectors of 8 channels (GCC vector types, as in conv2d_maxpool.cpp); the GEMMs in 16 lanes
-// where the CPU has AVX-512.
+// chunks, then the all-reduce) drifted from the whole batch's run by 1e-3 within ten Adam steps
+// (Adam turns any difference on a near-zero gradient into a step of about lr). With chunks of
+// whole images summed in double, a batch's sums are its shares' added up to dw's last rounding,
+// as with the direct sum, when every share is a whole number of chunks (multiples of 8 images
+// for conv2d_1: replicas of 16 or 32, micro-batches of 64). Other shares round their partial
+// chunks differently, as any reordered float sum does. Adding into M costs K * C adds per point and chunk, 1/72 of the
+// GEMM's, and the double G^T M G about 4% of the kernel's time (a float one about nothing). Vectors of 8 channels (GCC
+// vector types, as in conv2d_maxpool.cpp); the GEMMs in 16 lanes where the CPU has AVX-512.
 #include "conv2d_winograd.h"
 
 #include <omp.h>
@@ -175,7 +176,7 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
   scratch.tiles.resize(size_t(u_size + v_size));
   float* const u = scratch.tiles.data();
   float* const v = u + u_size;
-  scratch.sums.assign(size_t(m_size + g.k), 0.0);
+  scratch.sums.resize(size_t(m_size + g.k));
   double* const m = scratch.sums.data();
   double* const bias = m + m_size;
 #ifdef EMBER_WINOGRAD_AVX512
@@ -184,8 +185,12 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
   (void)allow_avx512;
 #endif
 
+  std::fill(bias, bias + g.k, 0.0);
 #pragma omp parallel
   {
+    // Each thread zeroes the points it will sum (the same static schedule as below), in its cache.
+#pragma omp for schedule(static)
+    for (int64_t pt = 0; pt < kPoints; ++pt) std::fill(m + pt * kc_count, m + (pt + 1) * kc_count, 0.0);
     for (int64_t n0 = 0; n0 < g.n; n0 += chunk_images) {
       const int64_t tiles = std::min(chunk_images, g.n - n0) * per_image;
 #pragma omp for schedule(static)

@@ -9,9 +9,10 @@
 // reorders (docs/benchmarks.md); this one reads NHWC as it is.
 //
 // Layouts: x (N, H, W, C) and dy (N, P, Q, K) NHWC; dw (K, C, 3, 3) row-major; db (K). Written
-// (=), not accumulated. The same bits at any thread count, and the same sums for a batch as for
-// its halves added (chunks are whole images, summed across in double); the rounding differs from
-// the direct sum's by about 2e-6 of the sum of |products| (tests/layers/test_conv2d_winograd.cpp).
+// (=), not accumulated. The same bits at any thread count, and a batch's sums are its shares'
+// added up to dw's own rounding where each share is a whole number of chunks (chunks are whole
+// images, summed across in double; see the .cpp); the rounding differs from the direct sum's by
+// about 2e-6 of the sum of |products| (tests/layers/test_conv2d_winograd.cpp).
 #pragma once
 
 #include <vector>

@@ -132,25 +132,31 @@ TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
   EXPECT_EQ(db1, db2);
 }
 
-// A mirrored replica's gradient of half the batch, added to the other half's, must be the whole
-// batch's up to dw's own last roundings, as with a direct sum; otherwise Adam turns the difference
-// on near-zero gradients into steps of about lr (tests/apps: MirroredEqualsDefault). Halves of
-// whole chunks (8 images of 9 tiles each for conv2d_1) give the same products per chunk, and the
-// sums across chunks and G^T M G are in double, so the only roundings left are dw's, dw_a's and
-// dw_b's to float and the float add: at most 3u (|dw_a| + |dw_b|), u = 2^-24; measured 2.0u,
-// allowed 4u. Summed across chunks in float instead (the first version), it measured 468u.
-TEST(WinogradWeightGradient, ABatchIsItsHalvesAddedUpToDwsOwnRounding) {
-  const Conv2dShape whole = shape(16, 32, 13, 13, 64, 0), half = shape(8, 32, 13, 13, 64, 0);
+// Replicas' weight gradients of their shares of a batch, added, must be the whole batch's up to
+// dw's own last roundings, as with a direct sum; otherwise Adam turns the difference on near-zero
+// gradients into steps of about lr (tests/apps: MirroredEqualsDefault). Shares of whole chunks
+// (8 images of 9 tiles each for conv2d_1; here 16 and 24 images, 2 and 3 chunks, of a 40-image
+// batch) give the same products per chunk, and the sums across chunks and G^T M G are in double,
+// so the only roundings left are dw's, dw_a's and dw_b's to float and the float add: at most
+// 3u (|dw_a| + |dw_b|), u = 2^-24, plus double roundings of ~2^-53 times the cancellation;
+// measured 2.0u, allowed 4u. Summed across chunks in float instead (the first version), it
+// measured 468u (halves of 8 images). Where the CPU lacks AVX-512 both passes run the AVX2 sums.
+TEST(WinogradWeightGradient, ABatchIsItsSharesAddedUpToDwsOwnRounding) {
+  const Conv2dShape whole = shape(40, 32, 13, 13, 64, 0), first = shape(16, 32, 13, 13, 64, 0),
+                    second = shape(24, 32, 13, 13, 64, 0);
   const Tensor x = test::random_tensor(Shape{whole.n, whole.h, whole.w, whole.c}, 9, 0.0f, 2.0f);
   const Tensor dy = test::random_tensor(Shape{whole.n, whole.p, whole.q, whole.k}, 10);
-  const int64_t x_half = half.n * half.h * half.w * half.c, dy_half = half.n * half.p * half.q * half.k;
+  const int64_t x_first = first.n * first.h * first.w * first.c, dy_first = first.n * first.p * first.q * first.k;
   for (const bool avx512 : {true, false}) {
     std::vector<float> dw(size_t(whole.k * whole.c * 9)), db(size_t(whole.k)), dwa = dw, dba = db, dwb = dw, dbb = db;
     cpu::WinogradScratch scratch;
     cpu::conv2d_winograd_weight_gradient(whole, x.f32(), dy.f32(), dw.data(), db.data(), scratch, avx512);
-    cpu::conv2d_winograd_weight_gradient(half, x.f32(), dy.f32(), dwa.data(), dba.data(), scratch, avx512);
-    cpu::conv2d_winograd_weight_gradient(half, x.f32() + x_half, dy.f32() + dy_half, dwb.data(), dbb.data(), scratch,
-                                         avx512);
+    cpu::conv2d_winograd_weight_gradient(first, x.f32(), dy.f32(), dwa.data(), dba.data(), scratch, avx512);
+    cpu::conv2d_winograd_weight_gradient(second, x.f32() + x_first, dy.f32() + dy_first, dwb.data(), dbb.data(),
+                                         scratch, avx512);
+    double largest = 0;  // the sums are not trivially equal: 40 * 121 products of |x| ~ 1, |dy| ~ 0.5
+    for (const float v : dw) largest = std::max(largest, double(std::fabs(v)));
+    ASSERT_GT(largest, 10.0);
     const double u = std::ldexp(1.0, -24);
     double worst = 0;  // in units of u (|dw_a| + |dw_b|)
     for (size_t i = 0; i < dw.size(); ++i) {
