@@ -1,6 +1,8 @@
-// Conv2D on oneDNN. One Plan per shape per thread holds the three primitives, the memory
+// Conv2D on oneDNN and Ember's own Winograd kernels (conv2d_winograd.h: 3x3 stride-1 shapes with
+// vector channel counts). One Plan per shape per thread holds the oneDNN primitives, the memory
 // objects they run on (their data handles are pointed at the caller's tensors on each call),
-// and the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers.
+// the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers, and
+// which passes run on Ember's kernels instead.
 #include "conv2d.h"
 
 #include <omp.h>
@@ -28,7 +30,11 @@ struct Plan {
   dnnl::convolution_forward fwd;
   memory src, dst, bias, wei_user, wei_fwd;  // wei_fwd == wei_user when no reorder is needed
   std::optional<dnnl::reorder> wei_to_fwd;
-  // Winograd forward (see winograd_shape): x reordered into its blocked layout, y back out.
+  // Ember's Winograd forward and backward-data (conv2d_winograd.h) where they fit.
+  bool own_winograd = false;
+  WinogradConvScratch own_winograd_scratch;
+  // oneDNN's Winograd forward (see winograd_shape), where Ember's does not fit: x reordered into its
+  // blocked layout, y back out.
   bool winograd = false;
   memory src_blk, dst_blk;
   std::optional<dnnl::reorder> src_to_blk, blk_to_dst;
@@ -79,10 +85,11 @@ memory maybe_own(const memory::desc& want, const memory& user) {
 // multiples of 16) computes the forward in fewer multiplies than the direct convolution; it runs
 // in the blocked nChw16c layout only, so x is reordered in and y out. Measured in the reference
 // CNN's step (docs/benchmarks.md): conv2d_1 (32 -> 64 channels, 11x11 outputs) 0.98 -> 0.85 ms
-// forward; its weight gradient gained nothing after the reorders and the backward-data pass
-// nothing at all, so both stay direct; conv2d_2's 3x3 outputs (below 64 per image) are too few
-// tiles to gain. Used where this CPU has it (else the direct kernels); its rounding differs from
-// the direct convolution's (~1e-6 relative), the same bits every run.
+// forward; conv2d_2's 3x3 outputs (below 64 per image) are too few tiles to gain. Ember's own
+// NHWC Winograd (no reorders) replaced it where both fit, which is everywhere this one runs
+// (both need AVX-512 and these shapes); kept for outputs of fewer than 4 rows or columns with at
+// least 64 positions. Its rounding differs from the direct convolution's (~1e-6 relative), the
+// same bits every run.
 bool winograd_shape(const Conv2dShape& g) {
   return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.c % 16 == 0 && g.k % 16 == 0 &&
          g.p * g.q >= 64;
@@ -124,7 +131,8 @@ Plan& plan_for(const Conv2dShape& g) {
   plan->dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan->bias = memory(d.bias, eng, DNNL_MEMORY_NONE);
   plan->wei_user = memory(d.wei_user, eng, DNNL_MEMORY_NONE);
-  if (winograd_shape(g)) {
+  plan->own_winograd = conv2d_winograd_forward_fits(g) && conv2d_winograd_backward_data_fits(g);
+  if (!plan->own_winograd && winograd_shape(g)) {
     const memory::desc any_src(dims4(g.n, g.c, g.h, g.w), dt::f32, tag::any),
         any_dst(dims4(g.n, g.k, g.p, g.q), dt::f32, tag::any);
     dnnl::convolution_forward::desc wd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
@@ -216,6 +224,10 @@ void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, cons
   check_tensor(y, g.n, g.k, g.p, g.q, "output", g);
   check_params(g, w, b, "the");
   Plan& plan = plan_for(g);
+  if (plan.own_winograd) {
+    conv2d_winograd_forward(g, x.f32(), w.f32(), b.f32(), y.f32(), plan.own_winograd_scratch);
+    return;
+  }
   auto& strm = dnnl_stream();
   plan.wei_user.set_data_handle(const_cast<float*>(w.f32()));
   if (plan.wei_to_fwd) plan.wei_to_fwd->execute(strm, plan.wei_user, plan.wei_fwd);
@@ -267,7 +279,9 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
     if (plan.diff_wei_to_user) plan.diff_wei_to_user->execute(strm, plan.diff_wei_bwd, plan.diff_wei_user);
   }
 
-  if (dx) {
+  if (dx && plan.own_winograd) {
+    conv2d_winograd_backward_data(g, grad->f32(), w.f32(), dx->f32(), plan.own_winograd_scratch);
+  } else if (dx) {
     plan.wei_user.set_data_handle(const_cast<float*>(w.f32()));
     if (plan.wei_to_bwd) plan.wei_to_bwd->execute(strm, plan.wei_user, plan.wei_bwd);
     plan.diff_src.set_data_handle(dx->f32());
@@ -283,9 +297,11 @@ std::string conv2d_kernel_info(const Conv2dShape& g) {
   ensure_backward(plan, g);
   const size_t scratch = plan.fwd_pd.scratchpad_desc().get_size() + plan.bwd_data_pd.scratchpad_desc().get_size() +
                          plan.bwd_w_pd.scratchpad_desc().get_size();
-  return std::string("oneDNN fwd ") + plan.fwd_pd.impl_info_str() + ", bwd-data " + plan.bwd_data_pd.impl_info_str() +
+  const std::string own = "ember winograd F(4x4,3x3)";
+  return std::string("fwd ") + (plan.own_winograd ? own : "oneDNN " + std::string(plan.fwd_pd.impl_info_str())) +
+         ", bwd-data " + (plan.own_winograd ? own : "oneDNN " + std::string(plan.bwd_data_pd.impl_info_str())) +
          ", bwd-weights " +
-         (plan.winograd_bwd_w ? std::string("ember winograd F(4x4,3x3)") : plan.bwd_w_pd.impl_info_str()) +
+         (plan.winograd_bwd_w ? own : "oneDNN " + std::string(plan.bwd_w_pd.impl_info_str())) +
          ", workspace " + std::to_string(scratch) + " bytes (N=" + std::to_string(g.n) + ")";
 }
 

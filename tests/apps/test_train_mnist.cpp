@@ -389,9 +389,30 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-// Tolerance for N replicas vs one: see kReplicaTolerance in test_distribute.cpp (measured 6e-8
-// there); 40 Adam steps of the reference CNN here.
-constexpr double kAppReplicaTolerance = 1e-5;
+// A replica run against the default run, every f32 value of their checkpoints (weights and Adam's
+// moments). They differ by the rounding of their batch sums (~1e-7 relative; kReplicaTolerance in
+// test_distribute.cpp measured 6e-8 for one step). Over several steps, a ReLU or max-pool decision
+// whose input lies within that rounding of its threshold can come out differently in the two runs
+// and move that position's gradient by a non-rounding amount, which Adam then carries: in the ASan
+// build, one such flip in the first layer at step 8 of 10 moved a first moment by 9.5e-5 and
+// conv2d_1's weights by up to 3.2e-5: 20 of the 280,000 values beyond 1e-5. So nearly every value must agree to
+// 1e-5 (at most 0.1% beyond it) and every value to 1e-3. A broken all-reduce (a replica's gradient
+// lost, or gradients summed instead of averaged) moves the first moments by O(|g|) ~ 1e-2 nearly
+// everywhere, and so fails both.
+constexpr double kAppReplicaTolerance = 1e-5, kAppReplicaFlipTolerance = 1e-3, kAppReplicaFlipShare = 1e-3;
+
+void expect_replica_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  size_t beyond = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs(double(a[i]) - b[i]);
+    worst = std::max(worst, std::isnan(d) ? HUGE_VAL : d);
+    beyond += !(d <= kAppReplicaTolerance);
+  }
+  EXPECT_LE(worst, kAppReplicaFlipTolerance);
+  EXPECT_LE(double(beyond), kAppReplicaFlipShare * double(a.size())) << beyond << " of " << a.size() << " values";
+}
 
 class TrainMnistStrategies : public ::testing::Test {
  protected:
@@ -411,7 +432,7 @@ TEST_F(TrainMnistStrategies, MirroredEqualsDefault) {
   const AppRun m = run("--strategy mirrored --replicas 2 --save " + dir_ + "/mirrored.st" + common());
   ASSERT_EQ(m.code, 0) << m.output;
   EXPECT_NE(m.output.find("per replica"), std::string::npos) << m.output;
-  EXPECT_LE(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/mirrored.st")), kAppReplicaTolerance);
+  expect_replica_equal(all_values(dir_ + "/default.st"), all_values(dir_ + "/mirrored.st"));
   EXPECT_EQ(run("--strategy mirrored --replicas 3" + common()).code, 1);  // 32 does not split over 3
 }
 
@@ -443,7 +464,7 @@ TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrint
     ++epochs;
   EXPECT_EQ(epochs, 1u) << m.output;
   EXPECT_NE(m.output.find("2 ranks, MPI"), std::string::npos) << m.output;
-  EXPECT_LE(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/mpi.st")), kAppReplicaTolerance);
+  expect_replica_equal(all_values(dir_ + "/default.st"), all_values(dir_ + "/mpi.st"));
 }
 
 TEST_F(TrainMnistStrategies, AFailingRankEndsTheJobNamingIt) {
@@ -873,7 +894,7 @@ TEST_F(TwoHostsOverTcp, MultiWorkerAcrossTwoHostsEqualsDefault) {
   const std::string launched((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   const size_t in_b = launched.find(b_ + ": ");  // rank 1's daemon ran in B
   EXPECT_TRUE(in_b != std::string::npos && launched.find("orted", in_b) != std::string::npos) << launched;
-  EXPECT_LE(max_abs_diff(all_values(dir_ + "/default.st"), all_values(dir_ + "/hosts.st")), kAppReplicaTolerance);
+  expect_replica_equal(all_values(dir_ + "/default.st"), all_values(dir_ + "/hosts.st"));
 }
 
 // The link cut mid-run: each rank's watchdog ends its own process within --collective-timeout

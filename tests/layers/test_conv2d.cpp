@@ -88,8 +88,8 @@ TEST(Conv2D, GradientsOneInputChannel) {  // the weight gradient runs in oneDNN'
   test::check_layer_gradients(conv, test::random_tensor(Shape{2, 1, 6, 6}, 11), 12);
 }
 
-// Forward by Winograd on AVX-512 (3x3, stride 1, C and K multiples of 16, >= 64 outputs per
-// image), backward direct. Without ReLU: with 144-term sums most weights' finite-difference steps
+// Forward and backward-data by Ember's Winograd on AVX-512 (3x3, stride 1, C and K multiples of
+// 16, outputs of at least 4x4), the weight gradient by Ember's too. Without ReLU: with 144-term sums most weights' finite-difference steps
 // cross some output's kink; the fused ReLU's mask is the direct path's (checked above).
 TEST(Conv2D, GradientsOfAWinogradShape) {
   Conv2D conv(16, {3, 3}, Activation::None, Padding::Same);
