@@ -300,8 +300,7 @@ std::string conv2d_kernel_info(const Conv2dShape& g) {
   const std::string own = "ember winograd F(4x4,3x3)";
   return std::string("fwd ") + (plan.own_winograd ? own : "oneDNN " + std::string(plan.fwd_pd.impl_info_str())) +
          ", bwd-data " + (plan.own_winograd ? own : "oneDNN " + std::string(plan.bwd_data_pd.impl_info_str())) +
-         ", bwd-weights " +
-         (plan.winograd_bwd_w ? own : "oneDNN " + std::string(plan.bwd_w_pd.impl_info_str())) +
+         ", bwd-weights " + (plan.winograd_bwd_w ? own : "oneDNN " + std::string(plan.bwd_w_pd.impl_info_str())) +
          ", workspace " + std::to_string(scratch) + " bytes (N=" + std::to_string(g.n) + ")";
 }
 

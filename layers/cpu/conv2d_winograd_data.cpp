@@ -30,7 +30,7 @@ namespace {
 #define EMBER_AVX512 __attribute__((target("avx512f")))
 #define EMBER_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 
-typedef float f16 __attribute__((vector_size(64)));                // local values only, never passed by value
+typedef float f16 __attribute__((vector_size(64)));               // local values only, never passed by value
 typedef float f16u __attribute__((vector_size(64), aligned(4)));  // the same at any float's address
 constexpr int64_t kLanes = 16;
 constexpr int64_t kPoints = 36;
@@ -256,8 +256,8 @@ bool has_avx512() {
 // The shapes both passes take: 3x3 at stride 1, channels in whole vectors on both sides, outputs
 // of at least one whole tile.
 bool fits(const Conv2dShape& g) {
-  return has_avx512() && g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.c % 16 == 0 &&
-         g.k % 16 == 0 && g.p >= 4 && g.q >= 4;
+  return has_avx512() && g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.c % 16 == 0 && g.k % 16 == 0 &&
+         g.p >= 4 && g.q >= 4;
 }
 }  // namespace
 

@@ -89,8 +89,9 @@ TEST(Conv2D, GradientsOneInputChannel) {  // the weight gradient runs in oneDNN'
 }
 
 // Forward and backward-data by Ember's Winograd on AVX-512 (3x3, stride 1, C and K multiples of
-// 16, outputs of at least 4x4), the weight gradient by Ember's too. Without ReLU: with 144-term sums most weights' finite-difference steps
-// cross some output's kink; the fused ReLU's mask is the direct path's (checked above).
+// 16, outputs of at least 4x4), the weight gradient by Ember's too. Without ReLU: with 144-term
+// sums most weights' finite-difference steps cross some output's kink; the fused ReLU's mask is
+// the direct path's (checked above).
 TEST(Conv2D, GradientsOfAWinogradShape) {
   Conv2D conv(16, {3, 3}, Activation::None, Padding::Same);
   test::build_standalone(conv, Shape{16, 8, 8}, 13);

@@ -25,9 +25,9 @@ Conv2dShape shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t
 
 bool have_kernels() { return cpu::conv2d_winograd_forward_fits(shape(1, 16, 6, 6, 16, 0)); }
 
-#define SKIP_WITHOUT_AVX512()                                                            \
-  if (!have_kernels()) {                                                                 \
-    EXPECT_FALSE(__builtin_cpu_supports("avx512f")) << "fits() said no on an AVX-512 CPU"; \
+#define SKIP_WITHOUT_AVX512()                                                                    \
+  if (!have_kernels()) {                                                                         \
+    EXPECT_FALSE(__builtin_cpu_supports("avx512f")) << "fits() said no on an AVX-512 CPU";       \
     GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd forward and backward-data do not run"; \
   }
 
@@ -146,12 +146,12 @@ TEST_P(WinogradData, BackwardDataMatchesTheDirectSum) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, WinogradData,
-    ::testing::Values(Case{9, 32, 13, 13, 64, 0},   // the reference CNN's conv2d_1: 3x3 tiles per image (the last
-                                                    // row and column partial), groups of 4 images and a last of 1;
-                                                    // its backward-data 4x4 tiles, dy read from 2 before its edge
-                      Case{3, 16, 8, 8, 16, 1},     // SAME padding; 16 out-channels: the 1-vector GEMM block
-                      Case{1, 16, 38, 41, 32, 0},   // one image of more tiles (9x10) than a group's 36
-                      Case{5, 48, 6, 7, 32, 1},     // outputs 6x7: two tiles each way, the second partial
+    ::testing::Values(Case{9, 32, 13, 13, 64, 0},    // the reference CNN's conv2d_1: 3x3 tiles per image (the last
+                                                     // row and column partial), groups of 4 images and a last of 1;
+                                                     // its backward-data 4x4 tiles, dy read from 2 before its edge
+                      Case{3, 16, 8, 8, 16, 1},      // SAME padding; 16 out-channels: the 1-vector GEMM block
+                      Case{1, 16, 38, 41, 32, 0},    // one image of more tiles (9x10) than a group's 36
+                      Case{5, 48, 6, 7, 32, 1},      // outputs 6x7: two tiles each way, the second partial
                       Case{2, 64, 12, 12, 48, 0}));  // 48 channels out: 3 one-vector blocks; backward 64 of 4
 
 TEST(WinogradDataShapes, TakeOnly3x3Stride1WithVectorChannelsAndTiles) {
@@ -163,10 +163,10 @@ TEST(WinogradDataShapes, TakeOnly3x3Stride1WithVectorChannelsAndTiles) {
   EXPECT_FALSE(cpu::conv2d_winograd_forward_fits(g));  // 5x5 kernels
   g = shape(1, 32, 13, 13, 64, 0);
   g.stride_h = g.stride_w = 2, g.p = g.q = 6;
-  EXPECT_FALSE(cpu::conv2d_winograd_forward_fits(g));                          // stride 2
-  EXPECT_FALSE(cpu::conv2d_winograd_forward_fits(shape(1, 8, 13, 13, 64, 0)));   // C not a multiple of 16
+  EXPECT_FALSE(cpu::conv2d_winograd_forward_fits(g));                                  // stride 2
+  EXPECT_FALSE(cpu::conv2d_winograd_forward_fits(shape(1, 8, 13, 13, 64, 0)));         // C not a multiple of 16
   EXPECT_FALSE(cpu::conv2d_winograd_backward_data_fits(shape(1, 32, 13, 13, 40, 0)));  // K not either
-  EXPECT_FALSE(cpu::conv2d_winograd_forward_fits(shape(1, 64, 5, 5, 64, 0)));  // 3x3 outputs: less than a tile
+  EXPECT_FALSE(cpu::conv2d_winograd_forward_fits(shape(1, 64, 5, 5, 64, 0)));          // 3x3 outputs: less than a tile
 }
 
 // Every output is computed by one thread from its own image alone: the same bits at one thread
