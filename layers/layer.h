@@ -78,7 +78,7 @@ class Layer {
   const Tensor& forward(const Tensor& x, bool training);
   const Tensor& backward(const Tensor& dy);
   // What runs this layer at this batch size on `device`, for --log-device-placement
-  // (e.g. "oneDNN fwd jit:avx2 ...").
+  // (e.g. "fwd oneDNN jit:avx2 ..., bwd-data ember winograd F(4x4,3x3), ...").
   virtual std::string kernel_info(int64_t /*batch*/, Device device) const {
     return device.is_cuda() ? "ember CUDA kernel" : "ember cpu kernel";
   }

@@ -22,7 +22,8 @@ void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, cons
 void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked = false);
 
-// The oneDNN implementations chosen for this shape, e.g. "fwd jit:avx2, bwd-data ..., bwd-weights ...".
+// The kernel of each pass for this shape: "oneDNN <implementation>" or Ember's own, e.g.
+// "fwd oneDNN jit:avx2, bwd-data oneDNN ..., bwd-weights ember winograd F(4x4,3x3), workspace ...".
 std::string conv2d_kernel_info(const Conv2dShape& g);
 
 }  // namespace ember::cpu

@@ -5,6 +5,7 @@
 // kernels are AVX-512 only: on a CPU without it the tests check that fits() says no and skip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -181,12 +182,13 @@ TEST(WinogradDataShapes, TheSameBitsAtAnyThreadCountAndForAnyShareOfTheBatch) {
   const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 9);
   const size_t ys = size_t(g.n * g.p * g.q * g.k), xs = size_t(g.n * g.h * g.w * g.c);
   std::vector<float> y1(ys), y2(ys), dx1(xs), dx2(xs);
+  const int threads = num_threads();
+  set_num_threads(2);  // two threads whatever the machine's default, then one
   cpu::WinogradConvScratch scratch;
   cpu::conv2d_winograd_forward(g, x.f32(), w.f32(), b.f32(), y1.data(), scratch);
   cpu::conv2d_winograd_backward_data(g, dy.f32(), w.f32(), dx1.data(), scratch);
   cpu::WinogradConvScratch stale;
   stale.work.assign(scratch.work.size(), std::numeric_limits<float>::quiet_NaN());
-  const int threads = num_threads();
   set_num_threads(1);
   cpu::conv2d_winograd_forward(g, x.f32(), w.f32(), b.f32(), y2.data(), stale);
   cpu::conv2d_winograd_backward_data(g, dy.f32(), w.f32(), dx2.data(), stale);
