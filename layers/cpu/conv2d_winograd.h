@@ -42,7 +42,8 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
 
 // The forward and the backward-data: both are a convolution of an NHWC input with 3x3 taps, as
 // 36 GEMMs in the transformed domain (36/16 multiply-adds per output instead of 9), per group of
-// whole images on one thread: the same bits at any thread count and for any share of the batch.
+// 24 tiles (across images) on one thread: the same bits at any thread count and for any share of
+// the batch.
 // Their rounding differs from the direct sum's by up to ~1e-6 (forward) and ~8e-6 (backward-data)
 // of an output's sum of |products|
 // (tests/layers/test_conv2d_winograd_data.cpp). oneDNN 2.6's own Winograd forward runs in its

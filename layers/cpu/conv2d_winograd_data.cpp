@@ -4,13 +4,14 @@
 // f[r][s][c][k] = w[k][c][r][s] (plus bias and ReLU), and for the backward-data in = dy, out = dx,
 // oy = pad - 2, f[r][s][k][c] = w[k][c][2 - r][2 - s] (the flipped kernel, filters and channels
 // swapped). With Lavin & Gray's matrices, one 4x4 tile of out is A^T [(G f G^T) . (B^T d B)] A over
-// the 6x6 tile d of in under it, so per group of images (whole images, at most kGroupTiles tiles):
+// the 6x6 tile d of in under it, so per group of kGroupTiles tiles (across images):
 //   V[pt][t][i] = (B^T d_t B)[pt]     each tile's 6x6 input transformed, per channel
 //   Y[pt] = V[pt] U[pt]                 36 GEMMs (tiles x in-channels x out-channels), U[pt][i][o] =
 //                                       (G f_io G^T)[pt], transformed once per call
 //   out tile t = A^T Y[.][t] A         (+ bias, ReLU), written where inside out
-// The threads split the groups; every output is computed the same way whatever the thread count
-// or the batch around it, so the same bits at any thread count and for any share of the batch.
+// The threads split the groups. Each output is computed from its own tile's row of V alone, in
+// the same order wherever that row sits in its group, so the same bits at any thread count and
+// for any share of the batch.
 // AVX-512 only (16 channels per vector, one cache line per store): fits() says no without it, and
 // conv2d.cpp falls back to oneDNN. Every function that touches a vector is compiled for AVX-512
 // (the target attribute) whatever the build's target, and runs only after the CPU check.
@@ -34,8 +35,10 @@ typedef float f16 __attribute__((vector_size(64)));               // local value
 typedef float f16u __attribute__((vector_size(64), aligned(4)));  // the same at any float's address
 constexpr int64_t kLanes = 16;
 constexpr int64_t kPoints = 36;
-// Tiles per group: its V and Y (36 x 36 x (C + K) floats: 500 KB at C + K = 96) and U stay in L2.
-constexpr int64_t kGroupTiles = 36;
+// Tiles per group, taken across image boundaries (each tile's output depends on its own row
+// alone): a multiple of both register blocks' rows (6 and 8); its V and Y (36 x 24 x (C + K)
+// floats: 330 KB at C + K = 96) and U (36 x C x K: 295 KB) stay in L2.
+constexpr int64_t kGroupTiles = 24;
 
 struct Conv {
   int64_t n, ih, iw, ic, oh, ow, oc, oy, ox;
@@ -173,20 +176,57 @@ EMBER_AVX512 void gemm_point(const float* v, int64_t rows, int64_t ic, const flo
 int64_t block_rows(int64_t oc) { return oc % 64 == 0 ? 6 : 8; }
 
 // in-channel i's 9 taps (oc floats each) from w (K, C, 3, 3): f[r][s][c][k] = w[k][c][r][s] for the
-// forward, f[r][s][k][c] = w[k][c][2 - r][2 - s] for the backward-data.
-void gather_taps(const float* w, int64_t i, int64_t ic, int64_t oc, bool backward_data, float* taps) {
+// forward, f[r][s][k][c] = w[k][c][2 - r][2 - s] for the backward-data; then transformed into U.
+EMBER_AVX512 void filters_of_channel(const float* w, int64_t i, int64_t ic, int64_t oc, bool backward_data, float* taps,
+                                     float* u, int64_t su) {
   for (int64_t o = 0; o < oc; ++o) {
     const float* wio = w + (backward_data ? i * oc + o : o * ic + i) * 9;
     for (int64_t t = 0; t < 9; ++t) taps[(backward_data ? 8 - t : t) * oc + o] = wio[t];
   }
+  transform_filters(taps, oc, u + i * oc, su);
 }
 
-// w: Ember's (K, C, 3, 3) weights, read as gather_taps says; bias: oc floats or null.
-EMBER_AVX512 void run(const Conv& g, const float* in, const float* w, bool backward_data, const float* bias, bool relu,
-                      float* out, WinogradConvScratch& scratch) {
-  const int64_t per_image = g.th * g.tw, group_images = std::max<int64_t>(1, kGroupTiles / per_image);
+// Tiles [t0, t0 + tiles) of the batch (counted image by image, row by row): input transforms into
+// v, the 36 GEMMs into y, output transforms into out.
+EMBER_AVX512 void run_group(const Conv& g, const float* in, const float* u, int64_t su, const float* bias, bool relu,
+                            float* out, int64_t t0, int64_t tiles, float* v, int64_t sv, float* y, int64_t sy) {
+  const int64_t per_image = g.th * g.tw, rows_per_block = block_rows(g.oc);
+  const int64_t rows = (tiles + rows_per_block - 1) / rows_per_block * rows_per_block;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t n = (t0 + t) / per_image, ty = (t0 + t) % per_image / g.tw, tx = (t0 + t) % g.tw;
+    const float* img = in + n * g.ih * g.iw * g.ic;
+    for (int64_t c0 = 0; c0 < g.ic; c0 += kLanes)
+      input_tile(g, img, ty * 4 + g.oy, tx * 4 + g.ox, c0, v + t * g.ic + c0, sv);
+  }
+  for (int64_t pt = 0; pt < kPoints; ++pt) {
+    const float* vp = v + pt * sv;
+    const float* up = u + pt * su;
+    float* yp = y + pt * sy;
+    if (g.oc % 64 == 0)
+      gemm_point<6, 4>(vp, rows, g.ic, up, g.oc, yp);
+    else if (g.oc % 32 == 0)
+      gemm_point<8, 2>(vp, rows, g.ic, up, g.oc, yp);
+    else
+      gemm_point<8, 1>(vp, rows, g.ic, up, g.oc, yp);
+  }
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t n = (t0 + t) / per_image, ty = (t0 + t) % per_image / g.tw, tx = (t0 + t) % g.tw;
+    float* img = out + n * g.oh * g.ow * g.oc;
+    for (int64_t o0 = 0; o0 < g.oc; o0 += kLanes) {
+      f16 b = f16{};
+      if (bias) load(b, bias + o0);
+      output_tile(g, y + t * g.oc + o0, sy, b, relu, img, ty * 4, tx * 4, o0);
+    }
+  }
+}
+
+// w: Ember's (K, C, 3, 3) weights, read as filters_of_channel says; bias: oc floats or null. The
+// parallel region is in this untargeted function and calls the AVX-512 workers (pointers only):
+// Clang outlines an OpenMP region without its function's target attribute.
+void run(const Conv& g, const float* in, const float* w, bool backward_data, const float* bias, bool relu, float* out,
+         WinogradConvScratch& scratch) {
   const int64_t rows_per_block = block_rows(g.oc);
-  const int64_t max_rows = (group_images * per_image + rows_per_block - 1) / rows_per_block * rows_per_block;
+  const int64_t max_rows = (kGroupTiles + rows_per_block - 1) / rows_per_block * rows_per_block;
   // Point strides padded by a cache line, so that a tile's 36 stores do not alias in L1.
   const int64_t su = g.ic * g.oc + kLanes, sv = max_rows * g.ic + kLanes, sy = max_rows * g.oc + kLanes;
   const int64_t threads = omp_get_max_threads(), per_thread = kPoints * (sv + sy);
@@ -195,7 +235,7 @@ EMBER_AVX512 void run(const Conv& g, const float* in, const float* w, bool backw
   scratch.work.resize(size_t(kPoints * su + threads * (per_thread + taps_floats) + kLanes));
   float* const base = scratch.work.data();
   float* const u = base + (kLanes - reinterpret_cast<uintptr_t>(base) / sizeof(float) % kLanes) % kLanes;
-  const int64_t groups = (g.n + group_images - 1) / group_images;
+  const int64_t total = g.n * g.th * g.tw, groups = (total + kGroupTiles - 1) / kGroupTiles;
 
 #pragma omp parallel
   {
@@ -203,42 +243,11 @@ EMBER_AVX512 void run(const Conv& g, const float* in, const float* w, bool backw
     float* const y = v + kPoints * sv;
     float* const taps = y + kPoints * sy;
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < g.ic; ++i) {
-      gather_taps(w, i, g.ic, g.oc, backward_data, taps);
-      transform_filters(taps, g.oc, u + i * g.oc, su);
-    }
-    f16 zero = f16{};
+    for (int64_t i = 0; i < g.ic; ++i) filters_of_channel(w, i, g.ic, g.oc, backward_data, taps, u, su);
 #pragma omp for schedule(static)
     for (int64_t grp = 0; grp < groups; ++grp) {
-      const int64_t n0 = grp * group_images, images = std::min(group_images, g.n - n0);
-      const int64_t tiles = images * per_image;
-      const int64_t rows = (tiles + rows_per_block - 1) / rows_per_block * rows_per_block;
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t n = n0 + t / per_image, ty = t % per_image / g.tw, tx = t % g.tw;
-        const float* img = in + n * g.ih * g.iw * g.ic;
-        for (int64_t c0 = 0; c0 < g.ic; c0 += kLanes)
-          input_tile(g, img, ty * 4 + g.oy, tx * 4 + g.ox, c0, v + t * g.ic + c0, sv);
-      }
-      for (int64_t pt = 0; pt < kPoints; ++pt) {
-        const float* vp = v + pt * sv;
-        const float* up = u + pt * su;
-        float* yp = y + pt * sy;
-        if (g.oc % 64 == 0)
-          gemm_point<6, 4>(vp, rows, g.ic, up, g.oc, yp);
-        else if (g.oc % 32 == 0)
-          gemm_point<8, 2>(vp, rows, g.ic, up, g.oc, yp);
-        else
-          gemm_point<8, 1>(vp, rows, g.ic, up, g.oc, yp);
-      }
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t n = n0 + t / per_image, ty = t % per_image / g.tw, tx = t % g.tw;
-        float* img = out + n * g.oh * g.ow * g.oc;
-        for (int64_t o0 = 0; o0 < g.oc; o0 += kLanes) {
-          f16 b = zero;
-          if (bias) load(b, bias + o0);
-          output_tile(g, y + t * g.oc + o0, sy, b, relu, img, ty * 4, tx * 4, o0);
-        }
-      }
+      const int64_t t0 = grp * kGroupTiles;
+      run_group(g, in, u, su, bias, relu, out, t0, std::min(kGroupTiles, total - t0), v, sv, y, sy);
     }
   }
 }

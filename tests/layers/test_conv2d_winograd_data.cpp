@@ -1,6 +1,6 @@
 // The Winograd F(4x4, 3x3) forward and backward-data (layers/cpu/conv2d_winograd.h) against direct
-// sums in double, on shapes that cover partial tiles, padding, groups of several images with a
-// last partial group, and each of the GEMMs' register blocks; which shapes they take; outputs
+// sums in double, on shapes that cover partial tiles, padding, groups across images with a last
+// partial group, and each of the GEMMs' register blocks; which shapes they take; outputs
 // written everywhere; the same bits at any thread count and for any share of the batch. The
 // kernels are AVX-512 only: on a CPU without it the tests check that fits() says no and skip.
 #include <gtest/gtest.h>
@@ -147,11 +147,12 @@ TEST_P(WinogradData, BackwardDataMatchesTheDirectSum) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, WinogradData,
-    ::testing::Values(Case{9, 32, 13, 13, 64, 0},    // the reference CNN's conv2d_1: 3x3 tiles per image (the last
-                                                     // row and column partial), groups of 4 images and a last of 1;
-                                                     // its backward-data 4x4 tiles, dy read from 2 before its edge
+    ::testing::Values(Case{9, 32, 13, 13, 64,
+                           0},  // the reference CNN's conv2d_1: 3x3 tiles per image (the last
+                                // row and column partial), groups of 24 tiles across images, the last of 9;
+                                // its backward-data 4x4 tiles, dy read from 2 before its edge
                       Case{3, 16, 8, 8, 16, 1},      // SAME padding; 16 out-channels: the 1-vector GEMM block
-                      Case{1, 16, 38, 41, 32, 0},    // one image of more tiles (9x10) than a group's 36
+                      Case{1, 16, 38, 41, 32, 0},    // one image of 9x10 tiles: 4 groups, the last of 18
                       Case{5, 48, 6, 7, 32, 1},      // outputs 6x7: two tiles each way, the second partial
                       Case{2, 64, 12, 12, 48, 0}));  // 48 channels out: 3 one-vector blocks; backward 64 of 4
 
@@ -195,7 +196,7 @@ TEST(WinogradDataShapes, TheSameBitsAtAnyThreadCountAndForAnyShareOfTheBatch) {
   set_num_threads(threads);
   EXPECT_EQ(y1, y2);
   EXPECT_EQ(dx1, dx2);
-  // Image 5 alone (in a group of its own, where in the batch it is the second of a group of 4).
+  // Image 5 alone (its 9 tiles in one group) as in the batch (its tiles 45-53 split over two groups).
   Conv2dShape one = g;
   one.n = 1;
   std::vector<float> y_one(ys / 7), dx_one(xs / 7);
