@@ -8,7 +8,7 @@
 //                                      summed from zero in float, then added to M in double
 // and at the end dw[k][c] = G^T M[k][c] G in double, rounded once. db is the sum of V at point
 // (1, 1) (A's row 1 is all ones, so that point is the tile's sum), in double. The threads split
-// the chunk's tiles for the transforms, then its points for the GEMMs.
+// the 36 points: each transforms every tile for its own points only and sums them.
 //
 // Why M is double: G^T M G cancels (M's entries are larger than dw's), so float rounding in M
 // shows in dw magnified. Summed across chunks in float, a mirrored replica's half batch (its own
@@ -71,11 +71,12 @@ inline void a6(const f8 (&g)[4], f8 (&o)[6]) {
 }
 
 // The kIn x kIn tile with top-left corner (y0, x0) of an (h, w, c) image, channels [c0, c0 + 8)
-// (zeros outside the image), transformed by Axis along both axes and stored at
-// out[pt * point_stride]: x's 6x6 tiles by B^T, dy's 4x4 tiles by A.
+// (zeros outside the image), transformed by Axis along both axes, and its points [pt0, pt1) of the
+// 36 stored at out[pt * point_stride]: x's 6x6 tiles by B^T, dy's 4x4 tiles by A. The first axis
+// is transformed whole; the second only for the rows holding those points.
 template <int kIn, void (*Axis)(const f8 (&)[kIn], f8 (&)[6])>
 void transform_tile(const float* img, int64_t h, int64_t w, int64_t c, int64_t y0, int64_t x0, int64_t c0, float* out,
-                    int64_t point_stride) {
+                    int64_t point_stride, int64_t pt0, int64_t pt1) {
   f8 t[6][kIn];
   for (int64_t j = 0; j < kIn; ++j) {
     f8 col[kIn];
@@ -91,10 +92,11 @@ void transform_tile(const float* img, int64_t h, int64_t w, int64_t c, int64_t y
     Axis(col, o);
     for (int64_t i = 0; i < 6; ++i) t[i][j] = o[i];
   }
-  for (int64_t i = 0; i < 6; ++i) {
+  for (int64_t i = pt0 / 6; i < (pt1 + 5) / 6; ++i) {
     f8 o[6];
     Axis(t[i], o);
-    for (int64_t j = 0; j < 6; ++j) store(out + (i * 6 + j) * point_stride, o[j]);
+    for (int64_t j = std::max<int64_t>(0, pt0 - i * 6); j < std::min<int64_t>(6, pt1 - i * 6); ++j)
+      store(out + (i * 6 + j) * point_stride, o[j]);
   }
 }
 
@@ -188,25 +190,28 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
   std::fill(bias, bias + g.k, 0.0);
 #pragma omp parallel
   {
-    // Each thread zeroes the points it will sum (the same static schedule as below), in its cache.
-#pragma omp for schedule(static)
-    for (int64_t pt = 0; pt < kPoints; ++pt) std::fill(m + pt * kc_count, m + (pt + 1) * kc_count, 0.0);
-    for (int64_t n0 = 0; n0 < g.n; n0 += chunk_images) {
+    // Each thread owns the points [pt0, pt1) of the 36: it transforms every tile, but only for its
+    // points, and sums them (each point's tiles in order, so the same bits at any thread count).
+    // Nothing a thread writes is read by another until G^T M G: no barrier per chunk and no
+    // transformed tile crossing cores (measured: 0.94 -> 0.79 ms at batch 64 on 2 cores against
+    // splitting tiles for the transforms and points for the GEMMs; docs/benchmarks.md). The cost:
+    // every thread does the first axis of every tile's transform, and beyond 36 threads some idle.
+    const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t pt0 = kPoints * tid / nt, pt1 = kPoints * (tid + 1) / nt;
+    std::fill(m + pt0 * kc_count, m + pt1 * kc_count, 0.0);
+    for (int64_t n0 = 0; n0 < g.n && pt0 < pt1; n0 += chunk_images) {
       const int64_t tiles = std::min(chunk_images, g.n - n0) * per_image;
-#pragma omp for schedule(static)
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t n = n0 + t / per_image, ty = t % per_image / tw, tx = t % tw;
         const float* xn = x + n * g.h * g.w * g.c;
         const float* dyn = dy + n * g.p * g.q * g.k;
         for (int64_t c0 = 0; c0 < g.c; c0 += kLanes)
-          transform_tile<6, bt6>(xn, g.h, g.w, g.c, ty * 4 - g.pad_top, tx * 4 - g.pad_left, c0, u + t * g.c + c0, su);
+          transform_tile<6, bt6>(xn, g.h, g.w, g.c, ty * 4 - g.pad_top, tx * 4 - g.pad_left, c0, u + t * g.c + c0, su,
+                                 pt0, pt1);
         for (int64_t k0 = 0; k0 < g.k; k0 += kLanes)
-          transform_tile<4, a6>(dyn, g.p, g.q, g.k, ty * 4, tx * 4, k0, v + t * g.k + k0, sv);
+          transform_tile<4, a6>(dyn, g.p, g.q, g.k, ty * 4, tx * 4, k0, v + t * g.k + k0, sv, pt0, pt1);
       }
-      // M[pt] += V[pt]^T U[pt]: each point on one thread, its tiles in order, so the sums are the
-      // same at any thread count (the implicit barriers keep the next chunk's transforms waiting).
-#pragma omp for schedule(static)
-      for (int64_t pt = 0; pt < kPoints; ++pt) {
+      for (int64_t pt = pt0; pt < pt1; ++pt) {
         double* const mp = m + pt * kc_count;
 #ifdef EMBER_WINOGRAD_AVX512
         if (avx512) {
@@ -221,6 +226,7 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
             for (int64_t k = 0; k < g.k; ++k) bias[k] += v[kSumPoint * sv + t * g.k + k];
       }
     }
+#pragma omp barrier
 
     // dw[k][c] = G^T M[k][c] G, four (k, c) pairs per vector (K * C is a multiple of 128), in the
     // same parallel region (a second one cost more than this loop).

@@ -4,6 +4,7 @@
 // one thread or two.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "layers/cpu/conv2d.h"
@@ -123,13 +124,21 @@ TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
   cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw2.data(), db2.data(), other_scratch);
   EXPECT_EQ(dw1, dw2);
   EXPECT_EQ(db1, db2);
-  // At one thread too: each point's sums run over the tiles in order whoever runs them.
+  // At other thread counts too: each point's sums run over the tiles in order whoever runs them.
+  // The threads split the 36 points: 5 and 7 split rows of 6 points between threads, 40 leaves
+  // threads without points.
   const int threads = num_threads();
-  set_num_threads(1);
-  cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw2.data(), db2.data(), scratch);
+  for (const int t : {1, 5, 7, 40}) {
+    set_num_threads(t);
+    std::fill(dw2.begin(), dw2.end(), std::nanf(""));
+    std::fill(db2.begin(), db2.end(), std::nanf(""));
+    std::fill(other_scratch.tiles.begin(), other_scratch.tiles.end(), 1e30f);  // no earlier run's tiles
+    std::fill(other_scratch.sums.begin(), other_scratch.sums.end(), 1e300);
+    cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw2.data(), db2.data(), other_scratch);
+    EXPECT_EQ(dw1, dw2) << t << " threads";
+    EXPECT_EQ(db1, db2) << t << " threads";
+  }
   set_num_threads(threads);
-  EXPECT_EQ(dw1, dw2);
-  EXPECT_EQ(db1, db2);
 }
 
 // Replicas' weight gradients of their shares of a batch, added, must be the whole batch's up to
