@@ -10,7 +10,7 @@ ember_folder(layers
           progress.cpp relu.cpp sequential.cpp
           ops/avgpool2d.cpp ops/batchnorm.cpp ops/conv2d.cpp ops/dense.cpp ops/dropout.cpp ops/maxpool2d.cpp
           ops/pointwise.cpp ops/relu.cpp ops/softmax.cpp ops/softmax_xent.cpp
-          cpu/avgpool2d.cpp cpu/batchnorm.cpp cpu/conv2d.cpp cpu/conv2d_maxpool.cpp cpu/conv2d_winograd.cpp cpu/conv2d_winograd_data.cpp cpu/dense.cpp cpu/dropout.cpp cpu/maxpool2d.cpp
+          cpu/avgpool2d.cpp cpu/batchnorm.cpp cpu/conv2d.cpp cpu/conv2d_direct.cpp cpu/conv2d_maxpool.cpp cpu/conv2d_winograd.cpp cpu/conv2d_winograd_data.cpp cpu/dense.cpp cpu/dropout.cpp cpu/maxpool2d.cpp
           cpu/pointwise.cpp cpu/relu.cpp cpu/softmax.cpp cpu/softmax_xent.cpp
   CUDA_SOURCES cuda/avgpool2d.cu cuda/batchnorm.cpp cuda/conv2d.cpp cuda/dense.cpp cuda/dense_kernels.cu cuda/dropout.cu
                cuda/maxpool2d.cpp cuda/ops_table.cpp cuda/pad.cu cuda/pointwise.cu cuda/relu.cu cuda/softmax.cu

@@ -4,10 +4,29 @@
 #include <algorithm>
 #include <cmath>
 
+#include "layers/cpu/conv2d.h"
+
 namespace ember::test {
 
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
   return Tensor::uniform(shape, lo, hi, seed, Device::cpu());
+}
+
+Conv2dBackwardCase conv2d_backward_case(const Conv2dShape& g, uint64_t seed) {
+  Conv2dBackwardCase cs;
+  cs.x = random_tensor(Shape{g.n, g.c, g.h, g.w}, seed, 0.0f, 2.0f).to_layout(Layout::NHWC);
+  const Tensor w = random_tensor(Shape{g.k, g.c, g.r, g.s}, seed + 1, -0.1f, 0.1f);
+  const Tensor b = random_tensor(Shape{g.k}, seed + 2, -0.1f, 0.1f);
+  Tensor y = Tensor::empty(Shape{g.n, g.k, g.p, g.q}, DType::F32, Device::cpu(), Layout::NHWC);
+  cpu::conv2d_forward(g, cs.x, w, b, y);
+  const Tensor dy = random_tensor(Shape{g.n, g.k, g.p, g.q}, seed + 3).to_layout(Layout::NHWC);
+  cs.dw = Tensor::empty(w.shape());
+  cs.db = Tensor::empty(b.shape());
+  cpu::conv2d_backward(g, cs.x, w, y, dy, nullptr, cs.dw, cs.db);
+  cs.masked_dy.assign(dy.f32(), dy.f32() + dy.numel());
+  for (int64_t i = 0; i < dy.numel(); ++i)
+    if (!(y.f32()[i] > 0)) cs.masked_dy[size_t(i)] = 0, ++cs.masked_out;
+  return cs;
 }
 
 Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed) {

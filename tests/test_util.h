@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ember.h"
+#include "layers/geometry.h"
 
 namespace ember::test {
 
@@ -59,5 +60,15 @@ GradCheckResult check_gradient(const std::function<double()>& loss, std::span<fl
 // Checks d(sum(layer(x) * R))/d(x) and /d(every parameter) for a fixed random R.
 // x is row-major (the public layout). Fails the current test on any mismatch.
 void check_layer_gradients(Layer& layer, Tensor x, uint64_t seed, const GradCheckOptions& opt = {});
+
+// The CPU conv2d_backward's weight gradient of g (g.relu set) on random x (after a ReLU: in
+// [0, 2)), w, b and dy (seeds seed .. seed + 3), with dy as the layer masks it (zero where the
+// forward's output is not positive), for checks against a reference sum.
+struct Conv2dBackwardCase {
+  Tensor x, dw, db;  // x NHWC
+  std::vector<float> masked_dy;
+  int64_t masked_out = 0;  // how many of dy's values the mask zeroed
+};
+Conv2dBackwardCase conv2d_backward_case(const Conv2dShape& g, uint64_t seed);
 
 }  // namespace ember::test

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../core/cpu/dnnl_context.h"
+#include "conv2d_direct.h"
 #include "conv2d_winograd.h"
 #include "relu.h"
 
@@ -52,6 +53,8 @@ struct Plan {
   memory diff_dst, diff_src, diff_bias, diff_wei_user, diff_wei_bwd, wei_bwd;
   bool winograd_bwd_w = false;  // the weight gradient by conv2d_winograd.h instead of bwd_w
   WinogradScratch winograd_scratch;
+  bool direct_bwd_w = false;  // else by conv2d_direct.h where it fits
+  std::vector<float> direct_scratch;
   std::optional<dnnl::reorder> wei_to_bwd, diff_wei_to_user;
   Tensor masked_dy;  // dy * (y > 0) when ReLU is fused
 };
@@ -100,6 +103,12 @@ bool winograd_shape(const Conv2dShape& g) {
 // the reference CNN's step, docs/benchmarks.md). With 32 or 64 input channels the NHWC kernels
 // win (measured: 0.59 -> 0.65 ms and 2.15 -> 2.23 ms), so they keep them.
 bool blocked_weight_gradient(const Conv2dShape& g) { return g.c == 1; }
+
+// Ember's direct weight gradient (conv2d_direct.h) where outputs are at most 4x4 positions per
+// image: oneDNN 2.6's NHWC weight gradient parallelises them poorly (measured at batch 64, 2 cores:
+// 64 -> 64 channels with 3x3 outputs 0.43 -> 0.22 ms, 64 -> 128 with 4x4 0.89 -> 0.77 ms). From 7x7
+// outputs up the two ran within 10% of each other either way, so larger ones keep oneDNN's.
+bool direct_weight_gradient_shape(const Conv2dShape& g) { return g.p * g.q <= 16; }
 
 Plan& plan_for(const Conv2dShape& g) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -187,6 +196,7 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
   }
   plan.bwd_w = dnnl::convolution_backward_weights(plan.bwd_w_pd);
   plan.winograd_bwd_w = conv2d_winograd_weight_gradient_fits(g);
+  plan.direct_bwd_w = !plan.winograd_bwd_w && direct_weight_gradient_shape(g) && conv2d_direct_weight_gradient_fits(g);
 
   plan.diff_dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan.diff_src = memory(d.src, eng, DNNL_MEMORY_NONE);
@@ -267,6 +277,8 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
 
   if (plan.winograd_bwd_w) {
     conv2d_winograd_weight_gradient(g, x.f32(), grad->f32(), dw.f32(), db.f32(), plan.winograd_scratch);
+  } else if (plan.direct_bwd_w) {
+    conv2d_direct_weight_gradient(g, x.f32(), grad->f32(), dw.f32(), db.f32(), plan.direct_scratch);
   } else {
     plan.diff_bias.set_data_handle(db.f32());
     plan.diff_wei_user.set_data_handle(dw.f32());
@@ -300,7 +312,10 @@ std::string conv2d_kernel_info(const Conv2dShape& g) {
   const std::string own = "ember winograd F(4x4,3x3)";
   return std::string("fwd ") + (plan.own_winograd ? own : "oneDNN " + std::string(plan.fwd_pd.impl_info_str())) +
          ", bwd-data " + (plan.own_winograd ? own : "oneDNN " + std::string(plan.bwd_data_pd.impl_info_str())) +
-         ", bwd-weights " + (plan.winograd_bwd_w ? own : "oneDNN " + std::string(plan.bwd_w_pd.impl_info_str())) +
+         ", bwd-weights " +
+         (plan.winograd_bwd_w ? own
+          : plan.direct_bwd_w ? std::string("ember direct")
+                              : "oneDNN " + std::string(plan.bwd_w_pd.impl_info_str())) +
          ", workspace " + std::to_string(scratch) + " bytes (N=" + std::to_string(g.n) + ")";
 }
 

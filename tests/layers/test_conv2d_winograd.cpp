@@ -184,24 +184,14 @@ TEST(WinogradWeightGradient, ABatchIsItsSharesAddedUpToDwsOwnRounding) {
 TEST(WinogradWeightGradient, IsWhatConv2dBackwardUsesForItsShapes) {
   Conv2dShape g = shape(3, 32, 13, 13, 64, 0);
   g.relu = true;
-  const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 5, 0.0f, 2.0f).to_layout(Layout::NHWC);
-  const Tensor w = test::random_tensor(Shape{g.k, g.c, 3, 3}, 6, -0.1f, 0.1f);
-  const Tensor b = test::random_tensor(Shape{g.k}, 7, -0.1f, 0.1f);
-  Tensor y = Tensor::empty(Shape{g.n, g.k, g.p, g.q}, DType::F32, Device::cpu(), Layout::NHWC);
-  cpu::conv2d_forward(g, x, w, b, y);
-  const Tensor dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 8).to_layout(Layout::NHWC);
-  Tensor dw = Tensor::empty(Shape{g.k, g.c, 3, 3}), db = Tensor::empty(Shape{g.k});
-  cpu::conv2d_backward(g, x, w, y, dy, nullptr, dw, db);
-  std::vector<float> masked(dy.f32(), dy.f32() + dy.numel());
-  int64_t zeros = 0;
-  for (int64_t i = 0; i < dy.numel(); ++i)
-    if (!(y.f32()[i] > 0)) masked[size_t(i)] = 0, ++zeros;
-  ASSERT_GT(zeros, dy.numel() / 10);  // the mask matters in this case
-  const Reference ref = direct(g, x.f32(), masked.data());
+  const test::Conv2dBackwardCase cs = test::conv2d_backward_case(g, 5);
+  ASSERT_GT(cs.masked_out, g.n * g.p * g.q * g.k / 10);  // the mask matters in this case
+  const Reference ref = direct(g, cs.x.f32(), cs.masked_dy.data());
   double err = 0;
-  for (int64_t i = 0; i < dw.numel(); ++i) err = std::max(err, std::fabs(double(dw.f32()[i]) - ref.dw[size_t(i)]));
+  for (int64_t i = 0; i < cs.dw.numel(); ++i)
+    err = std::max(err, std::fabs(double(cs.dw.f32()[i]) - ref.dw[size_t(i)]));
   EXPECT_LT(err / ref.scale, kTolerance);
-  EXPECT_LT(test::scaled_error({db.f32(), size_t(g.k)}, ref.db), 1e-5);
+  EXPECT_LT(test::scaled_error({cs.db.f32(), size_t(g.k)}, ref.db), 1e-5);
   const std::string info = cpu::conv2d_kernel_info(g);
   EXPECT_NE(info.find("bwd-weights ember winograd"), std::string::npos) << info;
 }

@@ -1,0 +1,30 @@
+// A convolution's weight gradient by direct sums on NHWC tensors (CPU; conv2d.cpp uses it where
+// its fits() says so and the Winograd weight gradient, conv2d_winograd.h, does not): for each tap
+// (r, s), dw[.][.][r][s] is a K x C GEMM of dy's rows with the x rows under them, summed over the
+// batch's output positions. In the reference CNN that is conv2d_2 (64 -> 64 channels, 3x3 outputs:
+// too few for Winograd tiles), where oneDNN 2.6's NHWC weight gradient ran at ~90 GFLOP/s
+// (docs/benchmarks.md).
+//
+// Layouts: x (N, H, W, C) and dy (N, P, Q, K) NHWC, dy with the ReLU's mask already applied;
+// dw (K, C, R, S) row-major; db (K). Written (=), not accumulated. Any kernel size, stride and
+// padding. Each (tap, 8 filters, 32 channels) block sums its positions in the same order on
+// whichever thread runs it: the same bits at any thread count. The sums are in float, chunk by
+// chunk of images (so that a chunk's x and dy stay in L2): a batch's weight gradient differs from
+// its shares' added by float rounding, as oneDNN's does.
+#pragma once
+
+#include <vector>
+
+#include "../geometry.h"
+
+namespace ember::cpu {
+
+// C a multiple of 32 and K of 8, on a CPU with AVX-512 (16 channels per vector; there is no AVX2
+// version: without AVX-512 conv2d.cpp keeps oneDNN's).
+bool conv2d_direct_weight_gradient_fits(const Conv2dShape& g);
+
+// dw, db from x and dy. scratch: the caller's, reused from call to call (the sums per tap).
+void conv2d_direct_weight_gradient(const Conv2dShape& g, const float* x, const float* dy, float* dw, float* db,
+                                   std::vector<float>& scratch);
+
+}  // namespace ember::cpu
