@@ -1,5 +1,6 @@
-// Conv2D on oneDNN and Ember's own Winograd kernels (conv2d_winograd.h: 3x3 stride-1 shapes with
-// vector channel counts). One Plan per shape per thread holds the oneDNN primitives, the memory
+// Conv2D on oneDNN and Ember's own kernels: Winograd (conv2d_winograd.h: 3x3 stride-1 shapes with
+// vector channel counts) and a direct weight gradient for small outputs (conv2d_direct.h). One
+// Plan per shape per thread holds the oneDNN primitives, the memory
 // objects they run on (their data handles are pointed at the caller's tensors on each call),
 // the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers, and
 // which passes run on Ember's kernels instead.
@@ -104,11 +105,14 @@ bool winograd_shape(const Conv2dShape& g) {
 // win (measured: 0.59 -> 0.65 ms and 2.15 -> 2.23 ms), so they keep them.
 bool blocked_weight_gradient(const Conv2dShape& g) { return g.c == 1; }
 
-// Ember's direct weight gradient (conv2d_direct.h) where outputs are at most 4x4 positions per
-// image: oneDNN 2.6's NHWC weight gradient parallelises them poorly (measured at batch 64, 2 cores:
-// 64 -> 64 channels with 3x3 outputs 0.43 -> 0.22 ms, 64 -> 128 with 4x4 0.89 -> 0.77 ms). From 7x7
-// outputs up the two ran within 10% of each other either way, so larger ones keep oneDNN's.
-bool direct_weight_gradient_shape(const Conv2dShape& g) { return g.p * g.q <= 16; }
+// Ember's direct weight gradient (conv2d_direct.h) for 3x3 stride-1 kernels with at most 16 output
+// positions per image (3x3, 4x4): oneDNN 2.6's NHWC weight gradient parallelises them poorly
+// (measured at batch 64, 2 cores: 64 -> 64 channels with 3x3 outputs 0.43 -> 0.22 ms, 64 -> 128
+// with 4x4 0.89 -> 0.77 ms). From 7x7 outputs up the two ran within 10% of each other either way,
+// so larger ones keep oneDNN's; other kernels and strides were not measured, so they keep it too.
+bool direct_weight_gradient_shape(const Conv2dShape& g) {
+  return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.p * g.q <= 16;
+}
 
 Plan& plan_for(const Conv2dShape& g) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,

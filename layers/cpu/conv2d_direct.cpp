@@ -18,7 +18,7 @@ namespace ember::cpu {
 
 namespace {
 constexpr int64_t kBlockK = 8, kBlockC = 32;
-// Images per chunk: as many as keep a chunk's x and dy within this many bytes (both threads read
+// Images per chunk: as many as keep a chunk's x and dy within this many bytes (every thread reads
 // all of it, so each core's L2 holds it), at least one.
 constexpr int64_t kChunkBytes = 512 * 1024;
 
@@ -48,7 +48,9 @@ __attribute__((target("avx512f"))) void block_sums(const Conv2dShape& g, const f
   for (int64_t k = 0; k < kBlockK; ++k)
     for (int64_t h = 0; h < 2; ++h)
       acc[k][h] = first ? f16{} : *reinterpret_cast<const f16u*>(sums + (k0 + k) * g.c + c0 + h * 16);
-  const Range rows = valid(g.p, g.h, g.stride_h, r, g.pad_top), cols = valid(g.q, g.w, g.stride_w, s, g.pad_left);
+  Range rows = valid(g.p, g.h, g.stride_h, r, g.pad_top);
+  const Range cols = valid(g.q, g.w, g.stride_w, s, g.pad_left);
+  if (cols.lo == cols.hi) rows.hi = rows.lo;  // no position (and no pointer formed past x's end)
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t p = rows.lo; p < rows.hi; ++p) {
       const int64_t ih = p * g.stride_h + r - g.pad_top;
@@ -57,6 +59,7 @@ __attribute__((target("avx512f"))) void block_sums(const Conv2dShape& g, const f
       for (int64_t q = cols.lo; q < cols.hi; ++q, xp += g.stride_w * g.c, dyp += g.k) {
         const f16 u0 = *reinterpret_cast<const f16u*>(xp);
         const f16 u1 = *reinterpret_cast<const f16u*>(xp + 16);
+#pragma GCC unroll 8  // the accumulators stay in registers at -O2 too
         for (int64_t k = 0; k < kBlockK; ++k) {
           acc[k][0] += dyp[k] * u0;
           acc[k][1] += dyp[k] * u1;
@@ -71,7 +74,8 @@ __attribute__((target("avx512f"))) void block_sums(const Conv2dShape& g, const f
 
 bool conv2d_direct_weight_gradient_fits(const Conv2dShape& g) {
 #ifdef EMBER_DIRECT_WGRAD
-  return g.c % kBlockC == 0 && g.k % kBlockK == 0 && g.n > 0 && g.p > 0 && g.q > 0 && __builtin_cpu_supports("avx512f");
+  return g.c > 0 && g.k > 0 && g.c % kBlockC == 0 && g.k % kBlockK == 0 && g.n > 0 && g.p > 0 && g.q > 0 &&
+         __builtin_cpu_supports("avx512f");
 #else
   (void)g;
   return false;

@@ -2,8 +2,8 @@
 // its fits() says so and the Winograd weight gradient, conv2d_winograd.h, does not): for each tap
 // (r, s), dw[.][.][r][s] is a K x C GEMM of dy's rows with the x rows under them, summed over the
 // batch's output positions. In the reference CNN that is conv2d_2 (64 -> 64 channels, 3x3 outputs:
-// too few for Winograd tiles), where oneDNN 2.6's NHWC weight gradient ran at ~90 GFLOP/s
-// (docs/benchmarks.md).
+// too few for Winograd tiles), where oneDNN 2.6's NHWC weight gradient ran at ~100 GFLOP/s and
+// this one at ~195 (docs/benchmarks.md).
 //
 // Layouts: x (N, H, W, C) and dy (N, P, Q, K) NHWC, dy with the ReLU's mask already applied;
 // dw (K, C, R, S) row-major; db (K). Written (=), not accumulated. Any kernel size, stride and
@@ -19,8 +19,9 @@
 
 namespace ember::cpu {
 
-// C a multiple of 32 and K of 8, on a CPU with AVX-512 (16 channels per vector; there is no AVX2
-// version: without AVX-512 conv2d.cpp keeps oneDNN's).
+// C a multiple of 32 and K of 8 (both > 0), a batch and outputs that are not empty, on a CPU with
+// AVX-512 (16 channels per vector; there is no AVX2 version: without AVX-512 conv2d.cpp keeps
+// oneDNN's).
 bool conv2d_direct_weight_gradient_fits(const Conv2dShape& g);
 
 // dw, db from x and dy. scratch: the caller's, reused from call to call (the sums per tap).

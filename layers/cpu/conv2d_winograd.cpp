@@ -142,6 +142,7 @@ __attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, 
         const f16 u0 = *reinterpret_cast<const f16u*>(u + t * c_count + c0);
         const f16 u1 = *reinterpret_cast<const f16u*>(u + t * c_count + c0 + 16);
         const float* vt = v + t * k_count + k0;
+#pragma GCC unroll 8  // the accumulators stay in registers at -O2 too
         for (int64_t k = 0; k < kRows; ++k) {
           acc[k][0] += vt[k] * u0;
           acc[k][1] += vt[k] * u1;
@@ -195,7 +196,10 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
     // Nothing a thread writes is read by another until G^T M G: no barrier per chunk and no
     // transformed tile crossing cores (measured: 0.94 -> 0.79 ms at batch 64 on 2 cores against
     // splitting tiles for the transforms and points for the GEMMs; docs/benchmarks.md). The cost:
-    // every thread does the first axis of every tile's transform, and beyond 36 threads some idle.
+    // every thread does the first axis of every tile's transform (so a thread's share of the
+    // transforms stops shrinking beyond 2-3 threads; only 2 were measured), and beyond 36 threads
+    // some idle. Computing only a thread's rows along the first axis (a switch per row) ran slower
+    // on 2 cores: 0.79 -> 0.93 ms.
     const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t pt0 = kPoints * tid / nt, pt1 = kPoints * (tid + 1) / nt;
     std::fill(m + pt0 * kc_count, m + pt1 * kc_count, 0.0);

@@ -118,7 +118,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{4, 32, 9, 8, 24, 3, 3, 2, 1, 1, 1, 1},   // stride 2 with padding: taps with fewer valid rows
         Case{2, 96, 7, 6, 16, 2, 3, 1, 0, 1, 1, 1},   // a 2x3 kernel padded on some sides only (SAME, even)
         Case{3, 32, 6, 6, 8, 1, 1, 1, 0, 0, 0, 0},    // 1x1
-        Case{2, 32, 11, 11, 16, 5, 5, 1, 2, 2, 2, 2}));  // 5x5 SAME: taps whose rows reach past both edges
+        Case{2, 32, 11, 11, 16, 5, 5, 1, 2, 2, 2, 2},   // 5x5 SAME: taps reaching past an edge by 1 or 2
+        Case{2, 32, 1, 1, 8, 3, 3, 1, 1, 1, 1, 1},      // a 1x1 image, 3x3 SAME: taps with no position at all
+        Case{3, 32, 10, 11, 8, 3, 3, 3, 1, 1, 1, 1}));  // stride 3 with padding
 
 TEST(DirectWeightGradient, TakesVectorChannelCountsOnAvx512) {
   SKIP_WITHOUT_AVX512();
@@ -130,7 +132,7 @@ TEST(DirectWeightGradient, TakesVectorChannelCountsOnAvx512) {
 
 TEST(DirectWeightGradient, TheSameBitsAtAnyThreadCount) {
   SKIP_WITHOUT_AVX512();
-  const Conv2dShape g = shape({3, 32, 40, 40, 8, 3, 3, 1, 0, 0, 0, 0});  // two chunks
+  const Conv2dShape g = shape({3, 64, 40, 40, 16, 3, 3, 1, 0, 0, 0, 0});  // 36 blocks, three chunks of one image
   const Tensor x = test::random_tensor(Shape{g.n, g.h, g.w, g.c}, 3, 0.0f, 2.0f);
   const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 4);
   std::vector<float> dw1(size_t(g.k * g.c * 9)), db1(size_t(g.k)), scratch;

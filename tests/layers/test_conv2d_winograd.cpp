@@ -1,7 +1,7 @@
 // The Winograd F(4x4, 3x3) weight gradient (layers/cpu/conv2d_winograd.h) against a direct sum in
 // double, on shapes that cover partial tiles at the right and bottom edges, padding, chunks of
 // several images and a last chunk with fewer; which shapes it takes; same bits run to run and at
-// one thread or two.
+// any thread count, for the AVX-512 and the AVX2 sums.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -112,7 +112,7 @@ TEST(WinogradWeightGradient, TakesOnly3x3Stride1WithVectorChannelsAndTiles) {
 }
 
 TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
-  const Conv2dShape g = shape(7, 32, 13, 13, 64, 0);
+  const Conv2dShape g = shape(20, 32, 13, 13, 64, 0);  // 3 chunks: 8, 8 and 4 images
   const Tensor x = test::random_tensor(Shape{g.n, g.h, g.w, g.c}, 3, 0.0f, 2.0f);
   const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 4);
   std::vector<float> dw1(size_t(g.k * g.c * 9)), db1(size_t(g.k)), dw2 = dw1, db2 = db1;
@@ -138,6 +138,16 @@ TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
     EXPECT_EQ(dw1, dw2) << t << " threads";
     EXPECT_EQ(db1, db2) << t << " threads";
   }
+  // The AVX2 sums too (the same on a CPU without AVX-512), at 1 thread and 7.
+  std::vector<float> dw3(dw1.size()), db3(db1.size());
+  set_num_threads(1);
+  cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw3.data(), db3.data(), scratch, false);
+  set_num_threads(7);
+  std::fill(other_scratch.tiles.begin(), other_scratch.tiles.end(), 1e30f);
+  std::fill(other_scratch.sums.begin(), other_scratch.sums.end(), 1e300);
+  cpu::conv2d_winograd_weight_gradient(g, x.f32(), dy.f32(), dw2.data(), db2.data(), other_scratch, false);
+  EXPECT_EQ(dw3, dw2) << "AVX2 sums";
+  EXPECT_EQ(db3, db2) << "AVX2 sums";
   set_num_threads(threads);
 }
 
