@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-micro-batch", micro_batch,
                  "CPU: run larger batches as slices of this many rows (Sequential::set_cpu_micro_batch; 0: whole)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  std::string conv_algorithms = "fast";
+  app.add_option("--conv-algorithms", conv_algorithms, "fast (Winograd where it fits) or exact (direct sums only)")
+      ->check(CLI::IsMember({"fast", "exact"}));
   app.add_flag("--no-fusion", no_fusion, "CPU: run every layer on its own (Sequential::set_cpu_fusion(false))");
   app.add_flag("--profile", profile, "Per-layer forward/backward medians of the step (CPU)");
   app.add_option("--csv", csv, "Also write the results as CSV to this path");
@@ -121,6 +124,7 @@ int main(int argc, char** argv) {
     }
     const Device device = resolve_device(Device::parse(device_name), /*strict=*/true);
     set_allow_tf32(tf32);
+    set_conv_algorithms(parse_conv_algorithms(conv_algorithms));
     set_gpu_nhwc(nhwc);
     // The step fit() runs: train_step adding to device-side MetricSums, no host read inside it.
     // On a GPU the work is only queued, so each timed step ends with synchronize(device): the

@@ -79,6 +79,7 @@ struct Args {
   bool allow_tf32 = false;  // --allow-tf32: TF32 even with --deterministic
   bool no_tf32 = false;     // --no-tf32: FP32 math
   bool deterministic = false;
+  std::string conv_algorithms = "fast";
   bool cudnn_find = false;
   bool fused_conv = false;
   bool cuda_graphs = false;
@@ -351,6 +352,7 @@ int run(const Args& a) {
   // another FP32 run, closest to the CPU) unless asked for, off with --no-tf32.
   set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic));
   set_gpu_deterministic(a.deterministic);
+  set_conv_algorithms(parse_conv_algorithms(a.conv_algorithms));
   set_cudnn_find(a.cudnn_find);
   set_fused_conv(a.fused_conv);
   set_gpu_nhwc(a.nhwc);
@@ -425,9 +427,10 @@ int run(const Args& a) {
     const std::string math = !device.is_cuda() ? ""
                                                : std::string(allow_tf32() ? " (TF32 math" : " (FP32 math") +
                                                      (a.cuda_graphs ? ", CUDA graphs)" : ")");
-    std::printf("Training on %s%s with %d thread%s, strategy %s: %lld images, %lld test images\n", device.str().c_str(),
-                math.c_str(), num_threads(), num_threads() == 1 ? "" : "s", strategy->name().c_str(),
-                static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()));
+    std::printf("Training on %s%s with %d thread%s, strategy %s, %s convolutions: %lld images, %lld test images\n",
+                device.str().c_str(), math.c_str(), num_threads(), num_threads() == 1 ? "" : "s",
+                strategy->name().c_str(), to_string(conv_algorithms()), static_cast<long long>(data.train.size()),
+                static_cast<long long>(data.test.size()));
     std::fflush(stdout);
   }
   FitOptions fit;
@@ -608,6 +611,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-tf32", a.no_tf32, "GPU: FP32 math throughout (the default with --deterministic)")->excludes(tf32);
   app.add_flag("--deterministic", a.deterministic,
                "GPU: only deterministic cuDNN algorithms (the same bits every run)");
+  app.add_option("--conv-algorithms", a.conv_algorithms,
+                 "fast (Winograd where it fits) or exact (direct sums only; on the GPU deterministic too)")
+      ->check(CLI::IsMember({"fast", "exact"}));
   app.add_flag("--cudnn-find", a.cudnn_find,
                "GPU: time every cuDNN convolution algorithm once per shape and take the fastest (as PyTorch's "
                "cudnn.benchmark) instead of cuDNN's heuristic choice");

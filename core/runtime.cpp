@@ -79,6 +79,7 @@ std::atomic<bool> g_gpu_deterministic{false};
 std::atomic<bool> g_cudnn_find{false};
 std::atomic<bool> g_fused_conv{false};
 std::atomic<bool> g_gpu_nhwc{false};
+std::atomic<ConvAlgorithms> g_conv_algorithms{ConvAlgorithms::Fast};
 }  // namespace
 
 void synchronize(Device device) {
@@ -101,6 +102,14 @@ void set_fused_conv(bool on) { g_fused_conv = on; }
 bool fused_conv() { return g_fused_conv; }
 void set_gpu_nhwc(bool on) { g_gpu_nhwc = on; }
 bool gpu_nhwc() { return g_gpu_nhwc; }
+void set_conv_algorithms(ConvAlgorithms policy) { g_conv_algorithms = policy; }
+ConvAlgorithms conv_algorithms() { return g_conv_algorithms; }
+const char* to_string(ConvAlgorithms policy) { return policy == ConvAlgorithms::Exact ? "exact" : "fast"; }
+ConvAlgorithms parse_conv_algorithms(const std::string& name) {
+  if (name == "fast") return ConvAlgorithms::Fast;
+  if (name == "exact") return ConvAlgorithms::Exact;
+  throw ArgumentError("convolution algorithms must be fast or exact, got '" + name + "'");
+}
 
 void set_num_threads(int n) {
   if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));

@@ -1,5 +1,10 @@
 // Conv2D on oneDNN and Ember's own kernels: Winograd (conv2d_winograd.h: 3x3 stride-1 shapes with
-// vector channel counts) and a direct weight gradient for small outputs (conv2d_direct.h). One
+// vector channel counts) and a direct weight gradient (conv2d_direct.h). The convolution policy
+// (core/runtime.h) picks among them: Fast takes Winograd where it fits and oneDNN's or Ember's
+// direct kernels elsewhere; Exact takes direct sums only. oneDNN's own Winograd is never used: it
+// does not keep structural zeros exact (an output whose 3x3 window is all zero comes out as
+// rounding residue), so every oneDNN primitive is asked for convolution_direct (convolution_auto
+// may pick its Winograd). One
 // Plan per shape per thread holds the oneDNN primitives, the memory
 // objects they run on (their data handles are pointed at the caller's tensors on each call),
 // the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers, and
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "../../core/cpu/dnnl_context.h"
+#include "../../core/runtime.h"
 #include "conv2d_direct.h"
 #include "conv2d_winograd.h"
 #include "relu.h"
@@ -32,15 +38,9 @@ struct Plan {
   dnnl::convolution_forward fwd;
   memory src, dst, bias, wei_user, wei_fwd;  // wei_fwd == wei_user when no reorder is needed
   std::optional<dnnl::reorder> wei_to_fwd;
-  // Ember's Winograd forward and backward-data (conv2d_winograd.h) where they fit.
+  // Ember's Winograd forward and backward-data (conv2d_winograd.h) where they fit, under Fast.
   bool own_winograd = false;
   WinogradConvScratch own_winograd_scratch;
-  // oneDNN's Winograd forward (see winograd_shape), where Ember's does not fit: x reordered into its
-  // blocked layout, y back out.
-  bool winograd = false;
-  memory src_blk, dst_blk;
-  std::optional<dnnl::reorder> src_to_blk, blk_to_dst;
-  dnnl::convolution_forward::primitive_desc direct_fwd_pd;  // the hint of the backward passes
   // Weight gradient in the layout oneDNN prefers for it (see blocked_weight_gradient): x and dy
   // reordered into it where that differs from NHWC.
   memory bwd_src_blk, bwd_diff_dst_blk;
@@ -85,20 +85,6 @@ memory maybe_own(const memory::desc& want, const memory& user) {
   return want == user.get_desc() ? user : memory(want, dnnl_engine());
 }
 
-// Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3: AVX-512 only, 3x3 kernels at stride 1, C and K
-// multiples of 16) computes the forward in fewer multiplies than the direct convolution; it runs
-// in the blocked nChw16c layout only, so x is reordered in and y out. Measured in the reference
-// CNN's step (docs/benchmarks.md): conv2d_1 (32 -> 64 channels, 11x11 outputs) 0.98 -> 0.85 ms
-// forward; conv2d_2's 3x3 outputs (below 64 per image) are too few tiles to gain. Ember's own
-// NHWC Winograd (no reorders) replaced it where both fit, which is everywhere this one runs
-// (both need AVX-512 and these shapes); kept for outputs of fewer than 4 rows or columns with at
-// least 64 positions. Its rounding differs from the direct convolution's (~1e-6 relative), the
-// same bits every run.
-bool winograd_shape(const Conv2dShape& g) {
-  return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.c % 16 == 0 && g.k % 16 == 0 &&
-         g.p * g.q >= 64;
-}
-
 // A one-channel input (the first layer on grey images): oneDNN's weight gradient runs ~2x faster
 // with dy in its blocked layout (nChw16c) than in NHWC, the reorder included (0.57 -> 0.45 ms in
 // the reference CNN's step, docs/benchmarks.md). With 32 or 64 input channels the NHWC kernels
@@ -110,27 +96,42 @@ bool blocked_weight_gradient(const Conv2dShape& g) { return g.c == 1; }
 // (measured at batch 64, 2 cores: 64 -> 64 channels with 3x3 outputs 0.43 -> 0.22 ms, 64 -> 128
 // with 4x4 0.89 -> 0.77 ms). From 7x7 outputs up the two ran within 10% of each other either way,
 // so larger ones keep oneDNN's; other kernels and strides were not measured, so they keep it too.
-bool direct_weight_gradient_shape(const Conv2dShape& g) {
-  return g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.p * g.q <= 16;
+// Under Exact it takes every shape it fits, whatever the speed: its sums are in the same order at
+// any thread count, oneDNN's are not.
+bool direct_weight_gradient_shape(const Conv2dShape& g, bool exact) {
+  return exact || (g.r == 3 && g.s == 3 && g.stride_h == 1 && g.stride_w == 1 && g.p * g.q <= 16);
 }
 
 Plan& plan_for(const Conv2dShape& g) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, bool, int>;
+                         int64_t, int64_t, int64_t, bool, int, ConvAlgorithms>;
   thread_local std::map<Key, std::unique_ptr<Plan>> cache;
   // oneDNN splits the work for the thread count at creation and expects the same count when it
   // runs: a change of set_num_threads() needs new primitives (found by a test whose results
   // depended on the thread count of an earlier test in the same process).
-  const Key key{g.n,        g.c,          g.h,         g.w,        g.k,
-                g.r,        g.s,          g.stride_h,  g.stride_w, g.pad_top,
-                g.pad_left, g.pad_bottom, g.pad_right, g.relu,     omp_get_max_threads()};
+  const Key key{g.n,
+                g.c,
+                g.h,
+                g.w,
+                g.k,
+                g.r,
+                g.s,
+                g.stride_h,
+                g.stride_w,
+                g.pad_top,
+                g.pad_left,
+                g.pad_bottom,
+                g.pad_right,
+                g.relu,
+                omp_get_max_threads(),
+                conv_algorithms()};
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
 
   auto plan = std::make_unique<Plan>();
   const Descs d = descs(g);
   auto& eng = dnnl_engine();
-  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_auto, d.src,
+  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
                                      d.wei_any, d.bias, d.dst, d.strides, d.pad_l, d.pad_r);
   dnnl::primitive_attr attr;
   if (g.relu) {
@@ -139,30 +140,13 @@ Plan& plan_for(const Conv2dShape& g) {
     attr.set_post_ops(ops);
   }
   plan->fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr, eng);
-  plan->direct_fwd_pd = plan->fwd_pd;
   plan->src = memory(d.src, eng, DNNL_MEMORY_NONE);
   plan->dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan->bias = memory(d.bias, eng, DNNL_MEMORY_NONE);
   plan->wei_user = memory(d.wei_user, eng, DNNL_MEMORY_NONE);
-  plan->own_winograd = conv2d_winograd_forward_fits(g) && conv2d_winograd_backward_data_fits(g);
-  if (!plan->own_winograd && winograd_shape(g)) {
-    const memory::desc any_src(dims4(g.n, g.c, g.h, g.w), dt::f32, tag::any),
-        any_dst(dims4(g.n, g.k, g.p, g.q), dt::f32, tag::any);
-    dnnl::convolution_forward::desc wd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
-                                       any_src, d.wei_any, d.bias, any_dst, d.strides, d.pad_l, d.pad_r);
-    try {
-      plan->fwd_pd = dnnl::convolution_forward::primitive_desc(wd, attr, eng, /*allow_empty=*/false);
-      plan->winograd = true;
-    } catch (const dnnl::error&) {  // not on this CPU: the direct kernels
-    }
-  }
+  plan->own_winograd = conv_algorithms() == ConvAlgorithms::Fast && conv2d_winograd_forward_fits(g) &&
+                       conv2d_winograd_backward_data_fits(g);
   plan->fwd = dnnl::convolution_forward(plan->fwd_pd);
-  if (plan->winograd) {
-    plan->src_blk = memory(plan->fwd_pd.src_desc(), eng);
-    plan->dst_blk = memory(plan->fwd_pd.dst_desc(), eng);
-    plan->src_to_blk = dnnl::reorder(plan->src, plan->src_blk);
-    plan->blk_to_dst = dnnl::reorder(plan->dst_blk, plan->dst);
-  }
   plan->wei_fwd = maybe_own(plan->fwd_pd.weights_desc(), plan->wei_user);
   if (plan->wei_fwd != plan->wei_user) plan->wei_to_fwd = dnnl::reorder(plan->wei_user, plan->wei_fwd);
   return *cache.emplace(key, std::move(plan)).first->second;
@@ -172,9 +156,9 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
   if (plan.bwd_ready) return;
   const Descs d = descs(g);
   auto& eng = dnnl_engine();
-  dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_auto, d.src, d.wei_any, d.dst, d.strides,
+  dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, d.src, d.wei_any, d.dst, d.strides,
                                             d.pad_l, d.pad_r);
-  plan.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bdd, eng, plan.direct_fwd_pd);
+  plan.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(bdd, eng, plan.fwd_pd);
   plan.bwd_data = dnnl::convolution_backward_data(plan.bwd_data_pd);
   if (blocked_weight_gradient(g)) {
     const memory::desc any_src(dims4(g.n, g.c, g.h, g.w), dt::f32, tag::any),
@@ -194,13 +178,15 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
       plan.bwd_diff_dst_to_blk = dnnl::reorder(memory(d.dst, eng, DNNL_MEMORY_NONE), plan.bwd_diff_dst_blk);
     }
   } else {
-    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_auto, d.src, d.wei_any, d.bias, d.dst,
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, d.src, d.wei_any, d.bias, d.dst,
                                                  d.strides, d.pad_l, d.pad_r);
-    plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, eng, plan.direct_fwd_pd);
+    plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, eng, plan.fwd_pd);
   }
   plan.bwd_w = dnnl::convolution_backward_weights(plan.bwd_w_pd);
-  plan.winograd_bwd_w = conv2d_winograd_weight_gradient_fits(g);
-  plan.direct_bwd_w = !plan.winograd_bwd_w && direct_weight_gradient_shape(g) && conv2d_direct_weight_gradient_fits(g);
+  const bool exact = conv_algorithms() == ConvAlgorithms::Exact;
+  plan.winograd_bwd_w = !exact && conv2d_winograd_weight_gradient_fits(g);
+  plan.direct_bwd_w =
+      !plan.winograd_bwd_w && direct_weight_gradient_shape(g, exact) && conv2d_direct_weight_gradient_fits(g);
 
   plan.diff_dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan.diff_src = memory(d.src, eng, DNNL_MEMORY_NONE);
@@ -248,12 +234,10 @@ void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, cons
   plan.src.set_data_handle(const_cast<float*>(x.f32()));
   plan.bias.set_data_handle(const_cast<float*>(b.f32()));
   plan.dst.set_data_handle(y.f32());
-  if (plan.winograd) plan.src_to_blk->execute(strm, plan.src, plan.src_blk);
-  plan.fwd.execute(strm, {{DNNL_ARG_SRC, plan.winograd ? plan.src_blk : plan.src},
+  plan.fwd.execute(strm, {{DNNL_ARG_SRC, plan.src},
                           {DNNL_ARG_WEIGHTS, plan.wei_fwd},
                           {DNNL_ARG_BIAS, plan.bias},
-                          {DNNL_ARG_DST, plan.winograd ? plan.dst_blk : plan.dst}});
-  if (plan.winograd) plan.blk_to_dst->execute(strm, plan.dst_blk, plan.dst);
+                          {DNNL_ARG_DST, plan.dst}});
   strm.wait();
 }
 

@@ -12,9 +12,15 @@
 // The threads split the groups. Each output is computed from its own tile's row of V alone, in
 // the same order wherever that row sits in its group, so the same bits at any thread count and
 // for any share of the batch.
+// Structural zeros stay exact: the transforms spread every input of a tile over all 16 outputs,
+// so an output whose 3x3 window of in is entirely zero would come out as rounding residue of its
+// neighbours' values (+-1e-9 on MNIST's background), which ReLU and max-pool then treat as a real
+// value. While a tile is read, a mask of its non-zero positions (an OR over channels) is kept;
+// such an output is written as the direct sum gives it: exactly the bias (then ReLU), or 0.
 // AVX-512 only (16 channels per vector, one cache line per store): fits() says no without it, and
 // conv2d.cpp falls back to oneDNN. Every function that touches a vector is compiled for AVX-512
 // (the target attribute) whatever the build's target, and runs only after the CPU check.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -97,9 +103,10 @@ EMBER_AVX512 void transform_filters(const float* f, int64_t oc, float* u, int64_
 }
 
 // The 6x6 tile at (y0, x0) of image img (ih x iw x ic; zeros outside), channels [c0, c0 + 16),
-// by B^T both ways, to out[pt * point_stride].
+// by B^T both ways, to out[pt * point_stride]. Sets bit 6 i + j of nonzero where position (i, j)
+// holds a value other than +-0 in one of these channels (NaN included).
 EMBER_AVX512_INLINE void input_tile(const Conv& g, const float* img, int64_t y0, int64_t x0, int64_t c0, float* out,
-                                    int64_t point_stride) {
+                                    int64_t point_stride, uint64_t& nonzero) {
   const bool inside = y0 >= 0 && x0 >= 0 && y0 + 6 <= g.ih && x0 + 6 <= g.iw;
   f16 t[6][6];
   for (int64_t i = 0; i < 6; ++i) {
@@ -107,10 +114,13 @@ EMBER_AVX512_INLINE void input_tile(const Conv& g, const float* img, int64_t y0,
     const int64_t yy = y0 + i;
     for (int64_t j = 0; j < 6; ++j) {
       const int64_t xx = x0 + j;
-      if (inside || (yy >= 0 && yy < g.ih && xx >= 0 && xx < g.iw))
+      if (inside || (yy >= 0 && yy < g.ih && xx >= 0 && xx < g.iw)) {
         load(row[j], img + (yy * g.iw + xx) * g.ic + c0);
-      else
+        const bool any = _mm512_cmp_ps_mask(__m512(row[j]), _mm512_setzero_ps(), _CMP_NEQ_UQ) != 0;
+        nonzero |= uint64_t(any) << (i * 6 + j);
+      } else {
         row[j] = f16{};
+      }
     }
     bt6(row, o);
     for (int64_t j = 0; j < 6; ++j) t[j][i] = o[j];
@@ -122,10 +132,24 @@ EMBER_AVX512_INLINE void input_tile(const Conv& g, const float* img, int64_t y0,
   }
 }
 
+// From a tile's 6x6 non-zero mask (bit 6 i + j), its 4x4 outputs with a non-zero input under
+// their 3x3 window (bit 4 a + b for output (a, b)): the others are structural zeros.
+inline uint32_t live_outputs(uint64_t nonzero) {
+  uint32_t across[6];  // per input row i: bit b where one of its columns b..b+2 is non-zero
+  for (int i = 0; i < 6; ++i) {
+    const uint32_t row = uint32_t(nonzero >> (6 * i)) & 0x3f;
+    across[i] = (row | row >> 1 | row >> 2) & 0xf;
+  }
+  uint32_t live = 0;
+  for (int a = 0; a < 4; ++a) live |= (across[a] | across[a + 1] | across[a + 2]) << (4 * a);
+  return live;
+}
+
 // y[pt * point_stride] (one tile, out-channels [o0, o0 + 16)) by A^T both ways, plus bias, ReLU,
-// to the 4x4 outputs at (p0, q0) of image img (oh x ow x oc) that are inside it.
+// to the 4x4 outputs at (p0, q0) of image img (oh x ow x oc) that are inside it; those whose bit
+// in live is clear (structural zeros) get the bias alone, as the direct sum gives them.
 EMBER_AVX512_INLINE void output_tile(const Conv& g, const float* y, int64_t point_stride, const f16& bias, bool relu,
-                                     float* img, int64_t p0, int64_t q0, int64_t o0) {
+                                     uint32_t live, float* img, int64_t p0, int64_t q0, int64_t o0) {
   f16 t[4][6];
   for (int64_t j = 0; j < 6; ++j) {
     f16 col[6], o[4];
@@ -137,7 +161,7 @@ EMBER_AVX512_INLINE void output_tile(const Conv& g, const float* y, int64_t poin
     f16 o[4];
     at4(t[i], o);
     for (int64_t j = 0; j < 4 && q0 + j < g.ow; ++j) {
-      f16 v = o[j] + bias;
+      f16 v = ((live >> (4 * i + j)) & 1) ? o[j] + bias : bias;
       if (relu) v = v > 0.0f ? v : f16{};
       store(img + ((p0 + i) * g.ow + q0 + j) * g.oc + o0, v);
     }
@@ -192,11 +216,14 @@ EMBER_AVX512 void run_group(const Conv& g, const float* in, const float* u, int6
                             float* out, int64_t t0, int64_t tiles, float* v, int64_t sv, float* y, int64_t sy) {
   const int64_t per_image = g.th * g.tw, rows_per_block = block_rows(g.oc);
   const int64_t rows = (tiles + rows_per_block - 1) / rows_per_block * rows_per_block;
+  uint32_t live[kGroupTiles];
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t n = (t0 + t) / per_image, ty = (t0 + t) % per_image / g.tw, tx = (t0 + t) % g.tw;
     const float* img = in + n * g.ih * g.iw * g.ic;
+    uint64_t nonzero = 0;
     for (int64_t c0 = 0; c0 < g.ic; c0 += kLanes)
-      input_tile(g, img, ty * 4 + g.oy, tx * 4 + g.ox, c0, v + t * g.ic + c0, sv);
+      input_tile(g, img, ty * 4 + g.oy, tx * 4 + g.ox, c0, v + t * g.ic + c0, sv, nonzero);
+    live[t] = live_outputs(nonzero);
   }
   for (int64_t pt = 0; pt < kPoints; ++pt) {
     const float* vp = v + pt * sv;
@@ -215,7 +242,7 @@ EMBER_AVX512 void run_group(const Conv& g, const float* in, const float* u, int6
     for (int64_t o0 = 0; o0 < g.oc; o0 += kLanes) {
       f16 b = f16{};
       if (bias) load(b, bias + o0);
-      output_tile(g, y + t * g.oc + o0, sy, b, relu, img, ty * 4, tx * 4, o0);
+      output_tile(g, y + t * g.oc + o0, sy, b, relu, live[t], img, ty * 4, tx * 4, o0);
     }
   }
 }

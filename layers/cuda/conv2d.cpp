@@ -55,12 +55,15 @@ size_t workspace_budget(int device) {
   return std::min({size_t{512} << 20, free / 2, allocator_headroom(device) / 2});
 }
 
-// The fastest algorithm that works and fits (algo_choice.h); with gpu_deterministic() the
-// fastest deterministic one, and an error naming the shape when there is none (never a silent
+// Deterministic algorithms only: set_gpu_deterministic, or the Exact convolution policy.
+bool deterministic_algorithms() { return gpu_deterministic() || conv_algorithms() == ConvAlgorithms::Exact; }
+
+// The fastest algorithm that works, fits and sums directly (algo_choice.h); when deterministic
+// the fastest deterministic one, and an error naming the shape when there is none (never a silent
 // fall back to one that sums with atomics).
 template <class Perf>
 Perf pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape& g, int device) {
-  const bool deterministic = gpu_deterministic();
+  const bool deterministic = deterministic_algorithms();
   const auto chosen = choose_algo(perf, found, deterministic, workspace_budget(device));
   EMBER_CHECK(chosen.has_value(), CudnnError,
               std::string("conv2d (cuda): no ") + (deterministic ? "deterministic " : "") + what +
@@ -158,7 +161,7 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g, bool nhwc) {
                 g.stride_w,
                 g.pad_top,
                 g.pad_left,
-                gpu_deterministic(),
+                deterministic_algorithms(),
                 allow_tf32(),
                 cudnn_find(),
                 fused_conv(),

@@ -390,28 +390,35 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // A replica run against the default run, every f32 value of their checkpoints (weights and Adam's
-// moments). They differ by the rounding of their batch sums (~1e-7 relative; kReplicaTolerance in
-// test_distribute.cpp measured 6e-8 for one step). Over several steps, a ReLU or max-pool decision
-// whose input lies within that rounding of its threshold can come out differently in the two runs
-// and move that position's gradient by a non-rounding amount, which Adam then carries: in the ASan
-// build, one such flip in the first layer at step 8 of 10 moved a first moment by 9.5e-5 and
-// conv2d_1's weights by up to 3.2e-5: 20 of the 280,000 values beyond 1e-5. So nearly every value must agree to
-// 1e-5 (at most 0.1% beyond it) and every value to 1e-3. A broken all-reduce (a replica's gradient
-// lost, or gradients summed instead of averaged) moves the first moments by O(|g|) ~ 1e-2 nearly
-// everywhere, and so fails both.
-constexpr double kAppReplicaTolerance = 1e-5, kAppReplicaFlipTolerance = 1e-3, kAppReplicaFlipShare = 1e-3;
+// moments). Each image's forward and input gradients are the same bits however the batch is split
+// (per image and per Winograd tile; direct sums under Exact), but the weight gradients sum the
+// batch in another order, so the two runs differ by that rounding (~1e-7 relative; kReplicaTolerance
+// in test_distribute.cpp measured 6e-8 for one step), which Adam carries. Over many steps a ReLU or
+// max-pool decision whose input lies within that rounding of its threshold can come out
+// differently in the two runs and move that position's gradient by a non-rounding amount: on real
+// MNIST, seed 3, batch 64 (below), 4 replicas under Fast had one such flip between steps 15 and
+// 20 (0.28% of the values beyond 1e-5, the worst 1.5e-4), and after 100 steps every split under
+// both policies had flipped (up to 1.7e-2): only split-invariant weight-gradient sums would remove
+// that (docs/architecture.md, Numerics). The synthetic images' constant squares hold exact ties,
+// which the Winograd forward breaks by rounding: these app tests run Exact, where the direct sums
+// keep the ties (measured 1.2e-7 after 10 steps, 2 replicas). So nearly every value must agree to
+// 1e-6 (at most 0.1% beyond it) and every value to 1e-3. A broken all-reduce (a replica's
+// gradient lost, or gradients summed instead of averaged) moves the first moments by O(|g|) ~ 1e-2
+// nearly everywhere, and so fails both.
+constexpr double kAppReplicaTolerance = 1e-6, kAppReplicaFlipTolerance = 1e-3, kAppReplicaFlipShare = 1e-3;
 
-void expect_replica_equal(const std::vector<float>& a, const std::vector<float>& b) {
+void expect_replica_equal(const std::vector<float>& a, const std::vector<float>& b, double share = kAppReplicaFlipShare,
+                          double tolerance = kAppReplicaTolerance) {
   ASSERT_EQ(a.size(), b.size());
   double worst = 0;
   size_t beyond = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::abs(double(a[i]) - b[i]);
     worst = std::max(worst, std::isnan(d) ? HUGE_VAL : d);
-    beyond += !(d <= kAppReplicaTolerance);
+    beyond += !(d <= tolerance);
   }
   EXPECT_LE(worst, kAppReplicaFlipTolerance);
-  EXPECT_LE(double(beyond), kAppReplicaFlipShare * double(a.size())) << beyond << " of " << a.size() << " values";
+  EXPECT_LE(double(beyond), share * double(a.size())) << beyond << " of " << a.size() << " values";
 }
 
 class TrainMnistStrategies : public ::testing::Test {
@@ -422,7 +429,7 @@ class TrainMnistStrategies : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string common() const {
-    return " --device cpu --epochs 1 --steps 40 --batch-size 32 --seed 4 --data-dir " + dir_;
+    return " --device cpu --epochs 1 --steps 40 --batch-size 32 --seed 4 --conv-algorithms exact --data-dir " + dir_;
   }
   std::string dir_;
 };
@@ -467,6 +474,50 @@ TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrint
   expect_replica_equal(all_values(dir_ + "/default.st"), all_values(dir_ + "/mpi.st"));
 }
 
+#endif
+
+// Issue 31's measurement as a test, on real MNIST (scripts/fetch_data.sh; what the numerics promise
+// is about: background zeros, strokes): 20 steps at seed 3, batch 64, under both convolution
+// policies, Mirrored with 2 and 4 CPU replicas and MultiWorker with 2 ranks end within 1e-6 of the
+// default strategy, every value (measured: at most 2.6e-7; before structural zeros were exact,
+// Mirrored 2 ended 1.2e-3 away). One exception, measured and kept visible: 4 replicas under Fast
+// had a decision flip between steps 15 and 20 (see kAppReplicaTolerance): 0.28% of the values
+// beyond 1e-5, the worst 1.5e-4; that run is held to 0.5% beyond 1e-5 and 1e-3.
+TEST(TrainMnistReplicas, OnRealMnistEqualDefaultFor20StepsUnderBothPolicies) {
+  const char* env = std::getenv("EMBER_MNIST_DIR");
+  const std::string mnist = env ? env : EMBER_DEFAULT_MNIST_DIR;
+  ASSERT_TRUE(std::filesystem::exists(mnist + "/train-images-idx3-ubyte") ||
+              std::filesystem::exists(mnist + "/train-images-idx3-ubyte.gz"))
+      << "MNIST not found in " << mnist << ": run scripts/fetch_data.sh mnist";
+  const std::string dir = ember::test::temp_dir("real-replicas");
+  for (const std::string policy : {"fast", "exact"}) {
+    SCOPED_TRACE(policy);
+    const std::string common =
+        " --device cpu --epochs 1 --steps 20 --limit-train 1280 --batch-size 64 --seed 3 "
+        "--quiet --conv-algorithms " +
+        policy + " --data-dir " + mnist;
+    ASSERT_EQ(run("--save " + dir + "/default.st" + common).code, 0);
+    const auto reference = all_values(dir + "/default.st");
+    for (const int replicas : {2, 4}) {
+      const std::string out = dir + "/m" + std::to_string(replicas) + ".st";
+      ASSERT_EQ(run("--strategy mirrored --replicas " + std::to_string(replicas) + " --save " + out + common).code, 0);
+      SCOPED_TRACE("mirrored " + std::to_string(replicas));
+      if (policy == "fast" && replicas == 4)
+        expect_replica_equal(reference, all_values(out), 5e-3, 1e-5);
+      else
+        expect_replica_equal(reference, all_values(out), 0.0);
+    }
+#ifdef EMBER_MPIEXEC
+    const AppRun w = run_raw(mpirun(2) + " --strategy multiworker --threads 1 --save " + dir + "/w2.st" + common);
+    ASSERT_EQ(w.code, 0) << w.output;
+    SCOPED_TRACE("multiworker 2");
+    expect_replica_equal(reference, all_values(dir + "/w2.st"), 0.0);
+#endif
+  }
+  std::filesystem::remove_all(dir);
+}
+
+#ifdef EMBER_MPIEXEC
 TEST_F(TrainMnistStrategies, AFailingRankEndsTheJobNamingIt) {
   const auto t0 = std::chrono::steady_clock::now();
   const AppRun m =
@@ -879,7 +930,9 @@ class TwoHostsOverTcp : public ::testing::Test {
     }
     return pids;
   }
-  std::string common() const { return " --device cpu --batch-size 32 --seed 4 --data-dir " + dir_; }
+  std::string common() const {
+    return " --device cpu --batch-size 32 --seed 4 --conv-algorithms exact --data-dir " + dir_;
+  }
   std::string dir_, a_, b_, va_;
   bool made_ = false;
 };

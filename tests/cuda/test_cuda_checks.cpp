@@ -73,9 +73,10 @@ TEST(CudaStatus, TheProbeCreatesNoContextAndLeavesTheCurrentDevice) {
 }
 
 // The cuDNN algorithm rule, on made-up lists (no GPU needed): never an entry that failed, never
-// one needing more workspace than the budget, and in deterministic mode never a
+// one needing more workspace than the budget, never one that transforms its inputs (Winograd,
+// FFT: structural zeros would become residue), and in deterministic mode never a
 // nondeterministic one, even when it is the only fast one left.
-TEST(CudnnAlgoChoice, SkipsFailedOversizedAndNondeterministicEntries) {
+TEST(CudnnAlgoChoice, SkipsFailedOversizedTransformingAndNondeterministicEntries) {
   using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
   const auto entry = [](cudnnConvolutionBwdFilterAlgo_t algo, cudnnStatus_t status, size_t memory,
                         cudnnDeterminism_t det) {
@@ -87,17 +88,38 @@ TEST(CudnnAlgoChoice, SkipsFailedOversizedAndNondeterministicEntries) {
     return p;
   };
   const Perf list[] = {
-      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DETERMINISTIC),
-      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_STATUS_SUCCESS, size_t{1} << 32, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, CUDNN_STATUS_SUCCESS, size_t{1} << 32, CUDNN_NON_DETERMINISTIC),
       entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_STATUS_SUCCESS, 0, CUDNN_NON_DETERMINISTIC),
       entry(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_STATUS_SUCCESS, 1024, CUDNN_DETERMINISTIC)};
   const size_t budget = size_t{512} << 20;
-  EXPECT_EQ(ember::cuda::choose_algo(list, 4, false, budget)->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
-  EXPECT_EQ(ember::cuda::choose_algo(list, 4, true, budget)->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
-  EXPECT_EQ(ember::cuda::choose_algo(list, 4, false, size_t{1} << 33)->algo,
-            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING);                    // fits a larger budget
-  EXPECT_FALSE(ember::cuda::choose_algo(list, 3, true, budget).has_value());  // none deterministic: refused
+  EXPECT_EQ(ember::cuda::choose_algo(list, 6, false, budget)->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  EXPECT_EQ(ember::cuda::choose_algo(list, 6, true, budget)->algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
+  EXPECT_EQ(ember::cuda::choose_algo(list, 6, false, size_t{1} << 33)->algo,
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3);                              // fits a larger budget
+  EXPECT_FALSE(ember::cuda::choose_algo(list, 5, true, budget).has_value());   // none deterministic: refused
+  EXPECT_FALSE(ember::cuda::choose_algo(list, 3, false, budget).has_value());  // only transforms: refused
   EXPECT_FALSE(ember::cuda::choose_algo(list, 0, false, budget).has_value());
+}
+
+// Which algorithms count as direct sums, for each pass.
+TEST(CudnnAlgoChoice, WinogradAndFftNeverSumDirectly) {
+  using ember::cuda::sums_directly;
+  EXPECT_TRUE(sums_directly(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
+  EXPECT_TRUE(sums_directly(CUDNN_CONVOLUTION_FWD_ALGO_GEMM));
+  for (auto a : {CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING,
+                 CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED})
+    EXPECT_FALSE(sums_directly(a)) << a;
+  EXPECT_TRUE(sums_directly(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0));
+  for (auto a : {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
+                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED})
+    EXPECT_FALSE(sums_directly(a)) << a;
+  EXPECT_TRUE(sums_directly(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3));
+  for (auto a : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
+                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED})
+    EXPECT_FALSE(sums_directly(a)) << a;
 }
 
 TEST(CudaChecks, CudnnBadParam) {
