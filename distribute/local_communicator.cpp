@@ -6,6 +6,19 @@
 
 namespace ember {
 
+namespace {
+// Element i's sum over n members' buffers as a pairwise tree by doubling strides ((b0 + b1) +
+// (b2 + b3), ...; for 3: (b0 + b1) + b2): the order Sequential sums its slices' gradients in
+// (compute_gradients). With a power-of-two number of replicas, each holding an aligned
+// power-of-two run of the batch's slices, the replicas' sum is then the one model's bit for bit.
+float pairwise_sum(float* const* b, int n, int64_t i) {
+  if (n == 1) return b[0][i];
+  int left = 1;  // the largest power of two below n: the doubling strides' split
+  while (left * 2 < n) left *= 2;
+  return pairwise_sum(b, left, i) + pairwise_sum(b + left, n - left, i);
+}
+}  // namespace
+
 LocalGroup::LocalGroup(int size)
     : size_(size),
       present_(static_cast<size_t>(size)),
@@ -65,12 +78,11 @@ void LocalCommunicator::do_all_reduce_sum(std::span<Tensor* const> bufs) {
             " has " + std::to_string(count));
       throw CollectiveError("all_reduce: buffer sizes differ between replicas");
     }
-  // My slice: sum over members in rank order, then copy the sum to every member.
+  // My slice: the pairwise sum over members (pairwise_sum), then copied to every member.
   const int64_t lo = count * rank_ / n, hi = count * (rank_ + 1) / n;
   std::vector<float*>& b = group_->buffers_;
   for (int64_t i = lo; i < hi; ++i) {
-    float s = b[0][i];
-    for (int r = 1; r < n; ++r) s += b[static_cast<size_t>(r)][i];
+    const float s = pairwise_sum(b.data(), n, i);
     for (int r = 0; r < n; ++r) b[static_cast<size_t>(r)][i] = s;
   }
   group_->arrive_and_wait(rank_, "all_reduce", step_, timeout_);  // every slice written
@@ -141,12 +153,11 @@ class HostGroup : public Communicator {
     }
     std::vector<float*> b(n);
     for (size_t r = 0; r < n; ++r) b[r] = on_gpu ? staging_[r].f32() : bufs[r]->f32();
-      // Each element summed in member order (the same bits as LocalCommunicator), elements split
-      // over the OpenMP threads.
+      // Each element's pairwise sum over members (the same bits as LocalCommunicator), elements
+      // split over the OpenMP threads.
 #pragma omp parallel for schedule(static) if (len > 65536)
     for (int64_t i = 0; i < len; ++i) {
-      float s = b[0][i];
-      for (size_t r = 1; r < n; ++r) s += b[r][i];
+      const float s = pairwise_sum(b.data(), static_cast<int>(n), i);
       for (size_t r = 0; r < n; ++r) b[r][i] = s;
     }
     if (on_gpu)

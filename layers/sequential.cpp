@@ -284,10 +284,12 @@ void Sequential::set_cpu_micro_batch(int64_t rows) {
 
 int64_t Sequential::slice_rows(const Tensor& x, bool training) const {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
-  if (!device_.is_cpu() || cpu_micro_batch_ == 0 || n <= cpu_micro_batch_ || x.layout() != Layout::RowMajor) return n;
+  if (!device_.is_cpu() || x.layout() != Layout::RowMajor) return n;
+  const bool exact = training && conv_algorithms() == ConvAlgorithms::Exact;
+  if (!exact && (cpu_micro_batch_ == 0 || n <= cpu_micro_batch_)) return n;
   for (const auto& l : layers_)
     if (!l->rows_independent(training)) return n;
-  return cpu_micro_batch_;
+  return exact ? std::min(n, kExactSliceRows) : cpu_micro_batch_;
 }
 
 namespace {
@@ -330,19 +332,33 @@ void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, Metric
   EMBER_CHECK(labels.shape() == Shape{n} && labels.layout() == Layout::RowMajor, ShapeError,
               "Sequential: labels must be (" + std::to_string(n) + ",) for this batch, got " + labels.str());
   check_labels(labels, output_shape()[0]);  // before any slice adds to the sums
-  ensure(grad_sum_, grads_.shape(), DType::F32, grads_.device());
-  float* total = grad_sum_.f32();
-  const float* g = grads_.f32();
+  // The slices' gradients as a pairwise tree, built as a binary counter: each slice's gradient is
+  // pushed as a subtree of level 0, and two subtrees of one level merge (left + right) into one of
+  // the next; what is left folds from the right. For any slice count this is the tree of
+  // pairwise sums by doubling strides (s0 + s1, s2 + s3, ...; then those pairs; ...), which the
+  // all-reduce uses over replicas (distribute/local_communicator.cpp).
   const int64_t count = grads_.numel();
+  std::vector<int> level;
+  const auto add_into = [count](Tensor& left, const Tensor& right) {
+    float* l = left.f32();
+    const float* r = right.f32();
+    for (int64_t i = 0; i < count; ++i) l[i] += r[i];
+  };
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
     loss_.forward(forward_logits(rows_of(x, begin, b), true), rows_of(labels, begin, b), sums);
     backward(loss_.backward(n));  // the mean over the whole batch
-    if (begin == 0)
-      std::copy(g, g + count, total);
-    else
-      for (int64_t i = 0; i < count; ++i) total[i] += g[i];
+    if (grad_tree_.size() <= level.size()) grad_tree_.emplace_back();
+    ensure(grad_tree_[level.size()], grads_.shape(), DType::F32, grads_.device());
+    grad_tree_[level.size()].copy_from(grads_);
+    level.push_back(0);
+    while (level.size() >= 2 && level[level.size() - 1] == level[level.size() - 2]) {
+      add_into(grad_tree_[level.size() - 2], grad_tree_[level.size() - 1]);
+      level.pop_back();
+      ++level.back();
+    }
   });
-  grads_.copy_from(grad_sum_);
+  for (size_t top = level.size(); top >= 2; --top) add_into(grad_tree_[top - 2], grad_tree_[top - 1]);
+  grads_.copy_from(grad_tree_[0]);
 }
 
 void Sequential::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {

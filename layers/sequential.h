@@ -213,6 +213,13 @@ class Sequential {
   // independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
   // training); then the results equal the whole batch's up to the order of float sums, and are
   // the same bits from run to run. 0: whole batches. Default 64. GPUs always run whole batches.
+  // The slices' gradients are summed as a pairwise tree ((g0 + g1) + (g2 + g3), ...). Under the
+  // Exact convolution policy (core/runtime.h) a training batch always runs in slices of
+  // kExactSliceRows rows, whatever this setting: a replica whose share of the batch is an aligned
+  // power-of-two number of slices then sums a subtree of the one model's tree, and the
+  // all-reduce's pairwise sum over power-of-two replicas completes it, so Mirrored and MultiWorker
+  // compute the one model's gradient bit for bit (tests/distribute, docs/architecture.md).
+  static constexpr int64_t kExactSliceRows = 16;
   void set_cpu_micro_batch(int64_t rows);
   int64_t cpu_micro_batch() const { return cpu_micro_batch_; }
 
@@ -293,7 +300,7 @@ class Sequential {
   friend void detail::keep_optimizer_state(Sequential& model, SavedOptimizerState saved);
   SoftmaxCrossEntropy loss_, eval_loss_;
   int64_t cpu_micro_batch_ = 64;
-  Tensor grad_sum_;  // the sliced step's gradient sum
+  std::vector<Tensor> grad_tree_;  // the sliced step's partial sums: a binary counter of subtrees
   bool cpu_fusion_ = true;
   std::vector<std::unique_ptr<detail::ConvPoolBlock>> blocks_;  // per layer: the pair it starts, or null
   // Per layer, how its last forward ran: on its own, or as the first or second of a fused pair.
