@@ -11,6 +11,28 @@ Modes, each printing CSV rows like Ember's bench_train
   --mode step    training steps on one batch already in memory (data excluded)
   --mode data    the same plus gathering + normalising a shuffled batch from uint8 (data included)
   --mode epochs  full epochs on MNIST (--data-dir): seconds per epoch and test accuracy
+
+Settings, chosen for PyTorch's fastest step on the 2-core AMD EPYC VM (Debian's python3-torch 1.13,
+batch 64, 2 threads; measured 2026-11-25 while builds shared the machine, hence ratios of variants run
+alternately, leaving out the spells when both OpenMP threads shared one core, see the last point):
+  - OpenBLAS (Debian libopenblas0-pthread, which compare_pytorch.sh installs) for the Linear layers:
+    Debian's torch takes sgemm from libblas.so.3, the unoptimised reference BLAS unless OpenBLAS
+    provides it. Dense(576->64)'s three GEMMs: 3.40 ms -> 0.157 ms; the step 1.06-1.51x (median
+    1.27x over 7 alternating pairs of processes) slower on the reference BLAS. main() warns on stderr then.
+  - OPENBLAS_NUM_THREADS=1 (set below, before torch loads OpenBLAS): otherwise OpenBLAS runs those GEMMs
+    on 2 threads of its own, whose worker then spins beside PyTorch's 2 OpenMP threads (7.5 ms of CPU
+    per step): the step 1.61-1.69x slower in 3 pairs of processes, 1.13-1.56x (median 1.33x) in 5
+    alternating rounds in one process; the GEMMs alone are faster on 1 thread too (0.157 vs 0.183 ms).
+  - channels_last by default: NCHW's step is 1.41x slower (8 alternating rounds in one process,
+    10th percentiles 18.2 vs 12.6 ms; 1.48x at 1 thread), so compare_pytorch.sh runs both.
+  - torch.set_num_threads(--threads), torch.set_flush_denormal(True) (see main), Adam's default
+    single-tensor update, zero_grad(set_to_none=True), CrossEntropyLoss, nothing synchronising in
+    the timed steps. Without gain (same method): Adam(foreach=True) 1.02x, zero_grad to zeros 0.99x,
+    no flush of denormals 1.00x over these short runs, oneDNN off (NCHW) 2.0x slower; fused Adam is
+    CUDA-only in 1.13.
+  - libgomp's defaults are left alone, as for Ember: under load both OpenMP threads can land on one
+    core and spin out each other's time slices (steps of ~400 ms, Ember's too, for seconds at a
+    time); OMP_WAIT_POLICY=passive avoids that (25-32 ms there) but costs 1.15-1.2x when quiet.
 """
 import argparse
 import gzip
@@ -20,8 +42,10 @@ import struct
 import sys
 import time
 
-import torch
-import torch.nn as nn
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # read when torch loads OpenBLAS: see the docstring
+
+import torch  # noqa: E402 (after OPENBLAS_NUM_THREADS)
+import torch.nn as nn  # noqa: E402
 
 
 def reference_cnn():
@@ -60,6 +84,18 @@ def to_batch(images_u8, fmt, device):
     return x.contiguous(memory_format=torch.channels_last) if fmt == "channels_last" else x
 
 
+def warn_if_reference_blas():
+    """Debian's torch takes its BLAS (Linear layers) from libblas.so.3: say so if it is the reference one."""
+    try:
+        with open("/proc/self/maps") as f:
+            reference = any("/blas/libblas.so" in line for line in f)  # OpenBLAS's: openblas-pthread/libblas.so
+    except OSError:
+        return
+    if reference:
+        print("pytorch_reference: PyTorch uses the reference BLAS (slow Linear layers); "
+              "apt-get install libopenblas0-pthread", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=["step", "data", "epochs"], default="step")
@@ -81,6 +117,7 @@ def main():
                          "(torch.cuda.graphs) and replay it; each batch is copied into the graph's input first")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)  # Debian's build defaults to 1 thread here
+    warn_if_reference_blas()
     # Flush denormals to zero, as Ember does: without it, repeated steps on one batch drive
     # PyTorch into denormal arithmetic and its step time up by ~50% (measured here).
     torch.set_flush_denormal(True)
