@@ -61,7 +61,7 @@ std::vector<std::unique_ptr<Communicator>> make_local_communicators(int n);
 
 // One communicator for n members of this process driven by one thread (Mirrored on CPUs, or
 // several replicas on one GPU): local_size() == size() == n; the sum runs on the calling thread
-// in member order (the same order as LocalCommunicator's, so the two give the same bits);
+// as a pairwise tree over members (the same order as LocalCommunicator's, so the two give the same bits);
 // nothing ever waits for another member. GPU buffers are summed through host copies.
 std::unique_ptr<Communicator> make_host_group(int n);
 
