@@ -348,9 +348,9 @@ int run(const Args& a) {
   set_num_threads(a.threads);
   enable_flush_to_zero();
   const Device device = choose_device(a);
-  // TF32 as TensorFlow: on (Ampere and newer), off for --deterministic runs (the same bits as
-  // another FP32 run, closest to the CPU) unless asked for, off with --no-tf32.
-  set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic));
+  // TF32 as TensorFlow: on (Ampere and newer), off for --deterministic and --conv-algorithms exact runs
+  // (the same bits as another FP32 run, closest to the CPU) unless asked for, off with --no-tf32.
+  set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic && a.conv_algorithms != "exact"));
   set_gpu_deterministic(a.deterministic);
   set_conv_algorithms(parse_conv_algorithms(a.conv_algorithms));
   set_cudnn_find(a.cudnn_find);

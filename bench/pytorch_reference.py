@@ -42,7 +42,7 @@ import struct
 import sys
 import time
 
-os.environ["OPENBLAS_NUM_THREADS"] = "1"  # read when torch loads OpenBLAS: see the docstring
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read when torch loads OpenBLAS: see the docstring
 
 import torch  # noqa: E402 (after OPENBLAS_NUM_THREADS)
 import torch.nn as nn  # noqa: E402

@@ -95,17 +95,21 @@ void set_gpu_nhwc(bool on);
 bool gpu_nhwc();
 
 // Convolution algorithms on both backends (as PyTorch's torch.backends.cudnn.deterministic or
-// TensorFlow's op determinism), read when a convolution shape's plan is made: set it before
-// training. Under both, structural zeros are exact (an output whose inputs are all zero equals
-// what the direct sum gives, so ReLU and max-pool decide on exact values).
+// TensorFlow's op determinism), read when a convolution shape's plan is made and by Sequential on
+// every CPU training batch (Exact's slices): set it before training, never during a step. Under both, structural zeros
+// are exact (an output whose inputs are all zero equals what the direct sum gives, so ReLU and max-pool decide on exact
+// values).
 //  - Fast (default): the fastest algorithm Ember has for the shape. On the CPU, Ember's own
 //    Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions where it fits (AVX-512), which masks
 //    structural zeros; on the GPU, cuDNN's fastest algorithm among the direct / GEMM / implicit
 //    GEMM ones (its Winograd and FFT algorithms are never chosen: their transforms turn structural
 //    zeros into rounding residue, and Ember cannot mask them inside cuDNN).
 //  - Exact: direct sums only. On the CPU, oneDNN's direct kernels and Ember's direct weight
-//    gradient; on the GPU, as Fast but deterministic algorithms only (no atomics), as
-//    set_gpu_deterministic. What this buys, measured, is in docs/architecture.md ("Numerics").
+//    gradient, and a CPU training batch in 16-row slices summed as a pairwise tree
+//    (Sequential::kExactSliceRows: data-parallel replicas then equal one model bit for bit); on
+//    the GPU, as Fast but deterministic algorithms only (no atomics), as set_gpu_deterministic.
+//    Exact does not turn TF32 off (set_allow_tf32(false); train_mnist does with exact). What this
+//    buys, measured, is in docs/architecture.md ("Numerics").
 enum class ConvAlgorithms { Fast, Exact };
 void set_conv_algorithms(ConvAlgorithms policy);
 ConvAlgorithms conv_algorithms();

@@ -12,8 +12,8 @@ namespace {
 // (compute_gradients). With a power-of-two number of replicas, each holding an aligned
 // power-of-two run of the batch's slices, the replicas' sum is then the one model's bit for bit.
 float pairwise_sum(float* const* b, int n, int64_t i) {
-  if (n == 1) return b[0][i];
-  int left = 1;  // the largest power of two below n: the doubling strides' split
+  if (n <= 1) return n == 1 ? b[0][i] : 0.0f;  // groups have size >= 1 (LocalGroup's check)
+  int left = 1;                                // the largest power of two below n: the doubling strides' split
   while (left * 2 < n) left *= 2;
   return pairwise_sum(b, left, i) + pairwise_sum(b + left, n - left, i);
 }

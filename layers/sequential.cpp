@@ -338,7 +338,8 @@ void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, Metric
   // pairwise sums by doubling strides (s0 + s1, s2 + s3, ...; then those pairs; ...), which the
   // all-reduce uses over replicas (distribute/local_communicator.cpp).
   const int64_t count = grads_.numel();
-  std::vector<int> level;
+  std::vector<int>& level = grad_tree_levels_;
+  level.clear();
   const auto add_into = [count](Tensor& left, const Tensor& right) {
     float* l = left.f32();
     const float* r = right.f32();

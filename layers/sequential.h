@@ -300,7 +300,8 @@ class Sequential {
   friend void detail::keep_optimizer_state(Sequential& model, SavedOptimizerState saved);
   SoftmaxCrossEntropy loss_, eval_loss_;
   int64_t cpu_micro_batch_ = 64;
-  std::vector<Tensor> grad_tree_;  // the sliced step's partial sums: a binary counter of subtrees
+  std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
+  std::vector<int> grad_tree_levels_;  // each partial sum's level (kept: no allocation per step)
   bool cpu_fusion_ = true;
   std::vector<std::unique_ptr<detail::ConvPoolBlock>> blocks_;  // per layer: the pair it starts, or null
   // Per layer, how its last forward ran: on its own, or as the first or second of a fused pair.

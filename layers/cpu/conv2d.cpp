@@ -4,8 +4,7 @@
 // direct kernels elsewhere; Exact takes direct sums only. oneDNN's own Winograd is never used: it
 // does not keep structural zeros exact (an output whose 3x3 window is all zero comes out as
 // rounding residue), so every oneDNN primitive is asked for convolution_direct (convolution_auto
-// may pick its Winograd). One
-// Plan per shape per thread holds the oneDNN primitives, the memory
+// may pick its Winograd). One Plan per shape, thread and policy holds the oneDNN primitives, the memory
 // objects they run on (their data handles are pointed at the caller's tensors on each call),
 // the reorders between Ember's (K,C,R,S) weights and the format each primitive prefers, and
 // which passes run on Ember's kernels instead.
@@ -33,6 +32,7 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 struct Plan {
+  bool exact = false;  // made under ConvAlgorithms::Exact (the cache key holds the policy)
   // forward
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
@@ -129,6 +129,7 @@ Plan& plan_for(const Conv2dShape& g) {
   if (it != cache.end()) return *it->second;
 
   auto plan = std::make_unique<Plan>();
+  plan->exact = conv_algorithms() == ConvAlgorithms::Exact;
   const Descs d = descs(g);
   auto& eng = dnnl_engine();
   dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src,
@@ -144,8 +145,7 @@ Plan& plan_for(const Conv2dShape& g) {
   plan->dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan->bias = memory(d.bias, eng, DNNL_MEMORY_NONE);
   plan->wei_user = memory(d.wei_user, eng, DNNL_MEMORY_NONE);
-  plan->own_winograd = conv_algorithms() == ConvAlgorithms::Fast && conv2d_winograd_forward_fits(g) &&
-                       conv2d_winograd_backward_data_fits(g);
+  plan->own_winograd = !plan->exact && conv2d_winograd_forward_fits(g) && conv2d_winograd_backward_data_fits(g);
   plan->fwd = dnnl::convolution_forward(plan->fwd_pd);
   plan->wei_fwd = maybe_own(plan->fwd_pd.weights_desc(), plan->wei_user);
   if (plan->wei_fwd != plan->wei_user) plan->wei_to_fwd = dnnl::reorder(plan->wei_user, plan->wei_fwd);
@@ -183,10 +183,9 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
     plan.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(bwd, eng, plan.fwd_pd);
   }
   plan.bwd_w = dnnl::convolution_backward_weights(plan.bwd_w_pd);
-  const bool exact = conv_algorithms() == ConvAlgorithms::Exact;
-  plan.winograd_bwd_w = !exact && conv2d_winograd_weight_gradient_fits(g);
+  plan.winograd_bwd_w = !plan.exact && conv2d_winograd_weight_gradient_fits(g);
   plan.direct_bwd_w =
-      !plan.winograd_bwd_w && direct_weight_gradient_shape(g, exact) && conv2d_direct_weight_gradient_fits(g);
+      !plan.winograd_bwd_w && direct_weight_gradient_shape(g, plan.exact) && conv2d_direct_weight_gradient_fits(g);
 
   plan.diff_dst = memory(d.dst, eng, DNNL_MEMORY_NONE);
   plan.diff_src = memory(d.src, eng, DNNL_MEMORY_NONE);

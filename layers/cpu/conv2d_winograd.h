@@ -49,6 +49,10 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
 // (tests/layers/test_conv2d_winograd_data.cpp). oneDNN 2.6's own Winograd forward runs in its
 // blocked layout only (reorders in and out) and has no backward-data; these read and write NHWC.
 
+// Structural zeros are exact in both: an output whose 3x3 window of the input is all zero (+-0 in
+// every channel) is written as the direct sum gives it, the bias alone (then ReLU), or 0
+// (docs/architecture.md, Numerics).
+
 // The caller's buffers, reused from call to call: the transformed filters and each thread's
 // transformed tiles.
 struct WinogradConvScratch {

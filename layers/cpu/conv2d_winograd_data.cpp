@@ -20,7 +20,6 @@
 // AVX-512 only (16 channels per vector, one cache line per store): fits() says no without it, and
 // conv2d.cpp falls back to oneDNN. Every function that touches a vector is compiled for AVX-512
 // (the target attribute) whatever the build's target, and runs only after the CPU check.
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -28,6 +27,9 @@
 
 #include "../../core/error.h"
 #include "conv2d_winograd.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>  // the AVX-512 compare of the structural-zero mask
+#endif
 
 namespace ember::cpu {
 

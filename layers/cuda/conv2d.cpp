@@ -67,8 +67,9 @@ Perf pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape&
   const auto chosen = choose_algo(perf, found, deterministic, workspace_budget(device));
   EMBER_CHECK(chosen.has_value(), CudnnError,
               std::string("conv2d (cuda): no ") + (deterministic ? "deterministic " : "") + what +
-                  " algorithm that cuDNN can run within the workspace budget for " + g.str() + " (of " +
-                  std::to_string(found) + " listed)");
+                  " algorithm that cuDNN can run within the workspace budget and that sums directly (not "
+                  "Winograd or FFT) for " +
+                  g.str() + " (of " + std::to_string(found) + " listed)");
   return *chosen;
 }
 

@@ -1,6 +1,9 @@
 // Conv2D: forward against a naive NCHW loop; gradients by finite differences; bad shapes.
 #include <gtest/gtest.h>
 
+#include "core/runtime.h"
+#include "layers/cpu/conv2d.h"
+#include "layers/cpu/conv2d_winograd.h"
 #include "test_util.h"
 
 namespace ember {
@@ -131,6 +134,37 @@ TEST(Conv2D, RejectsBadShapes) {
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("(N, 3, 8, 8)"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// The convolution policy (core/runtime.h): Fast takes Ember's Winograd where it fits, Exact direct
+// sums only (oneDNN's direct kernels, Ember's direct weight gradient wherever it fits), and no
+// oneDNN primitive is ever its Winograd (it does not keep structural zeros). The plan cache keys
+// on the policy, so the same shape plans again after a change.
+TEST(ConvAlgorithmsPolicy, ExactTakesDirectSumsOnlyAndFastWinogradWhereItFits) {
+  Conv2dShape g;
+  g.n = 8, g.c = 32, g.h = g.w = 13, g.k = 64, g.r = g.s = 3, g.p = g.q = 11, g.relu = true;  // conv2d_1
+  const ConvAlgorithms saved = conv_algorithms();
+  set_conv_algorithms(ConvAlgorithms::Exact);
+  const std::string exact = cpu::conv2d_kernel_info(g);
+  set_conv_algorithms(ConvAlgorithms::Fast);
+  const std::string fast = cpu::conv2d_kernel_info(g);
+  set_conv_algorithms(saved);
+  EXPECT_EQ(exact.find("winograd"), std::string::npos) << exact;
+  EXPECT_EQ(exact.find("wino"), std::string::npos) << exact;  // oneDNN's names it "jit_wino_..."
+  if (cpu::conv2d_winograd_forward_fits(g)) {                 // AVX-512: Ember's kernels run
+    EXPECT_NE(exact.find("bwd-weights ember direct"), std::string::npos) << exact;
+    EXPECT_NE(fast.find("fwd ember winograd"), std::string::npos) << fast;
+  }
+  EXPECT_EQ(parse_conv_algorithms("exact"), ConvAlgorithms::Exact);
+  EXPECT_EQ(parse_conv_algorithms("fast"), ConvAlgorithms::Fast);
+  EXPECT_STREQ(to_string(ConvAlgorithms::Exact), "exact");
+  EXPECT_THROW(parse_conv_algorithms("Exact"), ArgumentError);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ Conv2dShape shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t
 }
 
 struct Reference {
-  std::vector<float> dw, db;
+  std::vector<double> dw, db;              // in double: the reference's own rounding is not charged to the kernel
   std::vector<double> dw_scale, db_scale;  // per value, the sum of |terms|: what rounding is relative to
   double scale = 0;                        // the largest dw_scale
 };
@@ -38,7 +38,7 @@ Reference direct(const Conv2dShape& g, const float* x, const float* dy) {
   for (int64_t k = 0; k < g.k; ++k) {
     double b = 0, babs = 0;
     for (int64_t i = 0; i < g.n * g.p * g.q; ++i) b += dy[i * g.k + k], babs += std::fabs(dy[i * g.k + k]);
-    ref.db[size_t(k)] = float(b);
+    ref.db[size_t(k)] = b;
     ref.db_scale[size_t(k)] = babs;
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t r = 0; r < 3; ++r)
@@ -53,7 +53,7 @@ Reference direct(const Conv2dShape& g, const float* x, const float* dy) {
                     double(dy[((n * g.p + p) * g.q + q) * g.k + k]) * x[((n * g.h + h) * g.w + w) * g.c + c];
                 sum += t, abs += std::fabs(t);
               }
-          ref.dw[size_t(((k * g.c + c) * 3 + r) * 3 + s)] = float(sum);
+          ref.dw[size_t(((k * g.c + c) * 3 + r) * 3 + s)] = sum;
           ref.dw_scale[size_t(((k * g.c + c) * 3 + r) * 3 + s)] = abs;
           ref.scale = std::max(ref.scale, abs);
         }
@@ -80,7 +80,7 @@ constexpr double kTolerance = 1e-6, kPerValueTolerance = 2e-6;
 constexpr double kDbTolerance = 3e-8;
 
 // The worst |got - ref| / scale over the values.
-double worst_scaled(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<double>& scale) {
+double worst_scaled(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& scale) {
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i)
     worst = std::max(worst, std::fabs(double(got[i]) - ref[i]) / (scale[i] + 1e-30));

@@ -100,6 +100,20 @@ double worst_error(const std::vector<float>& got, const Reference& ref) {
   return worst;
 }
 
+// The same relative to the largest output's sum of |products|: on sparse inputs a live output whose
+// window holds one small value carries the rounding of its tile's larger values, which its own sum
+// does not bound; a live output written as dead is off by its whole value (~1e-2 of the largest
+// here), a dead one written live by the residue.
+double worst_error_of_largest(const std::vector<float>& got, const Reference& ref) {
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - ref.out[i]);
+    worst = std::max(worst, std::isnan(e) ? std::numeric_limits<double>::infinity() : e);
+    largest = std::max(largest, ref.scale[i]);
+  }
+  return worst / (largest + 1e-30);
+}
+
 // The transforms scale terms by up to ~10 (B^T) and 8 (A^T) per axis, and G by 1/6..1/24, so each
 // product carries a few float roundings of intermediate values up to ~1e2 times its own size.
 // Measured on these shapes, relative to each output's sum of |products|: forward 3.6e-7..9.5e-7,
@@ -152,18 +166,24 @@ TEST_P(WinogradData, BackwardDataMatchesTheDirectSum) {
 
 // Structural zeros: an output whose 3x3 window of the input holds only zeros (+-0 in every
 // channel) is what the direct sum gives, bit for bit: exactly relu(bias) forward, exactly 0 for
-// dx. The input is as MNIST's background after ReLU and pooling: whole pixels zero (a third of
-// them -0), the rest non-zero, so that most tiles mix both and the transforms would spread the
-// non-zero ones' values over the zero ones' outputs as rounding residue (+-1e-9 here; before the
-// mask, one such output in two came out positive and passed the ReLU).
+// dx; every other output is the direct sum's to the rounding the dense tests allow (a mask that
+// wrongly marks a live output dead fails there). The input is as MNIST's background after ReLU and
+// pooling: pixels zero in every channel (a third of them -0); the others hold one non-zero
+// channel, at random, so that the mask's OR over channel vectors is tested too; most tiles mix
+// both, and the transforms would spread the non-zero values over the zero windows' outputs as
+// rounding residue (3.6e-7 here; before the mask one such output in two came out positive and
+// passed the ReLU).
 Tensor sparse_pixels(const Shape& nhwc, uint64_t seed, double nonzero_share) {
   Tensor t = test::random_tensor(nhwc, seed, 0.1f, 2.0f);
   const Tensor pick = test::random_tensor(Shape{nhwc[0] * nhwc[1] * nhwc[2]}, seed + 1, 0.0f, 1.0f);
+  const Tensor channel = test::random_tensor(Shape{pick.numel()}, seed + 2, 0.0f, 1.0f);
   const int64_t c = nhwc[3];
   for (int64_t i = 0; i < pick.numel(); ++i) {
     const float u = pick.f32()[i];
-    if (u < nonzero_share) continue;
-    for (int64_t j = 0; j < c; ++j) t.f32()[i * c + j] = u < nonzero_share + (1 - nonzero_share) / 3 ? -0.0f : 0.0f;
+    const int64_t keep = u < nonzero_share ? std::min(c - 1, int64_t(channel.f32()[i] * float(c))) : -1;
+    const float zero = u < nonzero_share + (1 - nonzero_share) / 3 ? -0.0f : 0.0f;
+    for (int64_t j = 0; j < c; ++j)
+      if (j != keep) t.f32()[i * c + j] = zero;
   }
   return t;
 }
@@ -195,6 +215,7 @@ TEST_P(WinogradData, StructuralZerosAreExact) {
     g.relu = relu;
     std::vector<float> y(size_t(g.n * g.p * g.q * g.k), std::numeric_limits<float>::quiet_NaN());
     cpu::conv2d_winograd_forward(g, x.f32(), w.f32(), b.f32(), y.data(), scratch);
+    EXPECT_LT(worst_error_of_largest(y, forward(g, x.f32(), w.f32(), b.f32())), kForwardTolerance) << g.str();
     for (int64_t n = 0; n < g.n; ++n)
       for (int64_t p = 0; p < g.p; ++p)
         for (int64_t q = 0; q < g.q; ++q) {
@@ -210,6 +231,7 @@ TEST_P(WinogradData, StructuralZerosAreExact) {
   }
   std::vector<float> dx(size_t(g.n * g.h * g.w * g.c), std::numeric_limits<float>::quiet_NaN());
   cpu::conv2d_winograd_backward_data(g, dy.f32(), w.f32(), dx.data(), scratch);
+  EXPECT_LT(worst_error_of_largest(dx, backward_data(g, dy.f32(), w.f32())), kBackwardDataTolerance) << g.str();
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t h = 0; h < g.h; ++h)
       for (int64_t v = 0; v < g.w; ++v) {
