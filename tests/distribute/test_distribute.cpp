@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/cuda_module.h"
+#include "core/runtime.h"
 #include "distribute/data_parallel.h"
 #include "distribute/fault_injection.h"
 #include "distribute/local_communicator.h"
@@ -190,6 +191,24 @@ TEST(Mirrored, TwoAndFourReplicasEqualOneOnTheSameGlobalBatch) {
   double moved = 0;
   for (size_t i = 0; i < single.size(); ++i) moved = std::max(moved, std::abs(double(other[i]) - single[i]));
   EXPECT_GT(moved, 100 * kReplicaTolerance);
+}
+
+// Under ConvAlgorithms::Exact a CPU training batch runs in 16-row slices summed as a pairwise
+// tree, and the all-reduce sums replicas in the same tree (Sequential::kExactSliceRows): batch 64
+// over 2 and 4 replicas (aligned power-of-two shares, every batch whole) gives one replica's
+// parameters bit for bit after 20 Adam steps. Under Fast the same runs differ by rounding
+// (checked too, so that the equality is the policy's doing and not a coincidence of the data).
+TEST(Mirrored, UnderExactTwoAndFourReplicasEqualOneBitForBit) {
+  const Dataset d = classes_dataset(640, 2);
+  const ConvAlgorithms saved = conv_algorithms();
+  set_conv_algorithms(ConvAlgorithms::Exact);
+  const std::vector<float> single = train_with(make_default_strategy(), d, 64, 20);
+  for (int n : {2, 4}) EXPECT_EQ(train_with(make_mirrored_cpu_strategy(n), d, 64, 20), single) << n << " replicas";
+  set_conv_algorithms(ConvAlgorithms::Fast);
+  const bool fast_equal =
+      train_with(make_default_strategy(), d, 64, 20) == train_with(make_mirrored_cpu_strategy(4), d, 64, 20);
+  set_conv_algorithms(saved);
+  EXPECT_FALSE(fast_equal) << "Fast's 64-row micro-batches sum the batch in another order than 4 replicas";
 }
 
 TEST(Mirrored, EveryReplicaHoldsTheSameParameters) {
