@@ -81,6 +81,8 @@ part_info() {
 
 part_tests() {
   local t
+  # Data the tests read from the source tree, found where this copy of it is.
+  export EMBER_PARITY_DIR="$PWD/tests/data" EMBER_MNIST_DIR="$BUNDLE/mnist"
   for t in "$B"/test_*; do
     echo "== $(basename "$t")"; "$t" --gtest_brief=1 || status=1
   done
@@ -152,6 +154,9 @@ a=j["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' "$out/hi
   done
   echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv --nhwc, 1 epoch"
   "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv --nhwc \
+    --data-dir "$BUNDLE/mnist" || status=1
+  echo "== train_mnist --conv-algorithms exact, 1 epoch: FP32, deterministic direct/GEMM cuDNN algorithms (placement shows them)"
+  "$B"/train_mnist --device gpu --strict-placement --conv-algorithms exact --epochs 1 --seed 1 --log-device-placement \
     --data-dir "$BUNDLE/mnist" || status=1
   echo "== train_mnist --strategy mirrored --gpus 0,0: two replicas on one GPU (host-summed), 1 epoch"
   "$B"/train_mnist --device gpu --strict-placement --strategy mirrored --gpus 0,0 --epochs 1 --seed 1 \

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -41,8 +42,9 @@ const Reference& reference(Model model) {
   auto it = files.find(model);
   if (it != files.end()) return it->second;
   Reference r;
+  const char* env = std::getenv("EMBER_PARITY_DIR");  // a copy of the tree elsewhere (gpu_check.sh)
   SafeTensors st =
-      read_safetensors(std::string(EMBER_PARITY_DIR) +
+      read_safetensors(std::string(env && *env ? env : EMBER_PARITY_DIR) +
                        (model == Model::BnCnn ? "/bn_cnn_pytorch.safetensors" : "/reference_cnn_pytorch.safetensors"));
   for (auto& [name, t] : st.tensors) r.tensors.emplace(name, t);
   r.metadata = st.metadata;
