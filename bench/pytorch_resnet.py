@@ -17,6 +17,10 @@ batch 64, inputs u8 / 255, no augmentation. 2 threads, OpenBLAS with one thread 
 pytorch_reference.py). Prints one line per epoch and the test accuracy.
 
   /usr/bin/python3 bench/pytorch_resnet.py --data-dir data/fashion-mnist --epochs 15 --seed 1
+
+First run (2026-11-25, the 2-core AMD EPYC VM, PyTorch 1.13, seed 1): 151,274 parameters, 25-32 s
+per epoch, test accuracy after epochs 11-15: 93.14, 92.97, 92.87, 93.19, 93.24% (training loss
+0.016 at the end: it overfits; the margin over 93.0% is thin at one seed).
 """
 import argparse
 import math
