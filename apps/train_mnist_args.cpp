@@ -1,0 +1,223 @@
+// train_mnist's flags: what each means, its checks, and the checks across flags.
+#include "apps/train_mnist_args.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "apps/cli.h"
+
+namespace ember::apps {
+
+namespace {
+
+// A CLI11 check for a floating-point flag: a finite number in [lo, hi] (NaN and inf refused).
+std::function<std::string(const std::string&)> finite_in(double lo, double hi) {
+  return [lo, hi](const std::string& text) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size()) return "expected a number, got '" + text + "'";
+    char range[96];
+    std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+    if (!std::isfinite(v) || v < lo || v > hi)
+      return "expected a finite number in " + std::string(range) + ", got " + text;
+    return std::string();
+  };
+}
+
+// A CLI11 check for an unsigned 64-bit decimal (CLI11 would wrap "-5" and clamp 1e30).
+std::string unsigned_64(const std::string& text) {
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+    return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
+  try {
+    (void)std::stoull(text);
+  } catch (const std::exception&) {
+    return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
+  }
+  return std::string();
+}
+
+std::string non_empty(const std::string& text) {
+  return text.empty() ? std::string("the path is empty") : std::string();
+}
+
+}  // namespace
+
+std::vector<int> parse_gpu_list(const std::string& s) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    if (j == i || j - i > 4) return {};
+    out.push_back(std::stoi(s.substr(i, j - i)));
+    if (j == s.size()) break;
+    if (s[j] != ',' || j + 1 == s.size()) return {};
+    i = j + 1;
+  }
+  return out;
+}
+
+std::optional<LearningRateSchedule> schedule_of(const Args& a) {
+  if (a.lr_schedule == "constant") return std::nullopt;
+  LearningRateSchedule s;
+  s.kind = a.lr_schedule == "step"          ? LearningRateSchedule::Kind::Step
+           : a.lr_schedule == "exponential" ? LearningRateSchedule::Kind::Exponential
+                                            : LearningRateSchedule::Kind::Cosine;
+  s.initial = a.lr;
+  s.decay = a.lr_decay;
+  s.decay_epochs = a.lr_decay_epochs > 0                               ? a.lr_decay_epochs
+                   : s.kind == LearningRateSchedule::Kind::Step        ? 5
+                   : s.kind == LearningRateSchedule::Kind::Exponential ? 1
+                                                                       : a.epochs;
+  s.validate();
+  return s;
+}
+
+int parse_train_mnist_args(int argc, char** argv, Args& a) {
+  CLI::App app{
+      "Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), or --model bn-cnn, on MNIST or "
+      "Fashion-MNIST.",
+      "train_mnist"};
+  // A flag given twice takes its last value, so wrappers can set defaults users override
+  // (scripts/train.sh passes --epochs 5 before the user's arguments).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--device", a.device, "cpu, gpu, gpu:N or cuda:N (auto: the GPU when usable, else cpu)");
+  app.add_option("--epochs", a.epochs, "Epochs to train")->check(CLI::Range(1, 100000));
+  app.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--lr", a.lr, "Adam learning rate")->check(finite_in(1e-12, 10.0));
+  auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64);
+  app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
+  app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
+  app.add_option("--model", a.model,
+                 "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10) or bn-cnn "
+                 "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.25-Dense10)")
+      ->check(CLI::IsMember({"reference", "bn-cnn"}));
+  app.add_option("--lr-schedule", a.lr_schedule,
+                 "Learning rate per epoch from --lr: constant, step (x --lr-decay every --lr-decay-epochs, default "
+                 "5), exponential (x --lr-decay per --lr-decay-epochs, default 1, smoothly) or cosine (down to "
+                 "--lr-decay x --lr at --lr-decay-epochs, default --epochs)")
+      ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}));
+  app.add_option("--lr-decay", a.lr_decay, "The schedule's factor (step, exponential: (0, 1]; cosine's floor: [0, 1])")
+      ->check(finite_in(0.0, 1.0));
+  app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs (0: its default)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--early-stopping", a.early_stopping,
+                 "Stop when val_loss has not improved for this many epochs, and restore the best epoch's weights "
+                 "(-1: off)")
+      ->check(CLI::Range(-1, 100000));
+  app.add_option("--early-stopping-min-delta", a.early_stopping_min_delta,
+                 "The least fall of val_loss that counts as an improvement")
+      ->check(finite_in(0.0, 1e9));
+  app.add_option("--steps", a.steps, "Stop after N training steps in total (-1: no limit)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
+  app.add_option("--limit-train", a.limit_train, "Train on the first N images only (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--threads", a.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--history", a.history, "Write per-epoch metrics and the test result as JSON to this path")
+      ->check(non_empty);
+  app.add_flag("--quiet", a.quiet, "Print only the final test line");
+  app.add_flag("--strict-placement", a.strict_placement, "Fail instead of falling back to CPU when the GPU is missing");
+  app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
+  app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) to this path")
+      ->check(non_empty);
+  app.add_option("--checkpoint-dir", a.checkpoint_dir,
+                 "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)")
+      ->check(non_empty);
+  app.add_flag("--overwrite", a.overwrite,
+               "Let --checkpoint-dir replace the checkpoints another run left there (refused otherwise, unless "
+               "--resume)");
+  auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total");
+  app.add_flag("--evaluate-only", a.evaluate_only, "Only print the test metrics of the --resume checkpoint")
+      ->needs(resume);
+  app.add_option("--strategy", a.strategy,
+                 "default (one replica), mirrored (replicas in this process), multiworker (one per MPI rank)")
+      ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
+  app.add_option("--replicas", a.replicas,
+                 "CPU replicas for --strategy mirrored --device cpu (one thread drives them all)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--gpus", a.gpus, "GPUs for --strategy mirrored, e.g. 0,1 (default: every usable GPU)")
+      ->check([](const std::string& s) {
+        return parse_gpu_list(s).empty() ? std::string("expected a list of GPU indices such as 0,1") : std::string();
+      });
+  app.add_option("--collective-timeout", a.collective_timeout,
+                 "Seconds a collective may wait for the other replicas before the job is ended")
+      ->check(finite_in(0.1, 86400.0));
+  app.add_option("--gpu-memory-limit", a.gpu_memory_limit, "Cap GPU memory: BYTES, or with KiB/MiB/GiB/KB/MB/GB")
+      ->check([](const std::string& s) {
+        try {
+          ember::MemoryPolicy::limit(s);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
+  app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card (0, 1]")
+      ->check(finite_in(1e-6, 1.0));
+  auto* tf32 = app.add_flag("--allow-tf32", a.allow_tf32,
+                            "GPU: TF32 tensor cores in cuBLAS/cuDNN (the default on Ampere and newer, as in "
+                            "TensorFlow; ~1e-3 relative rounding), also with --deterministic");
+  app.add_flag("--no-tf32", a.no_tf32, "GPU: FP32 math throughout (the default with --deterministic)")->excludes(tf32);
+  app.add_flag("--deterministic", a.deterministic,
+               "GPU: only deterministic cuDNN algorithms (the same bits every run)");
+  app.add_option("--conv-algorithms", a.conv_algorithms,
+                 "fast (Winograd where it fits) or exact (direct sums only; on the GPU deterministic too)")
+      ->check(CLI::IsMember({"fast", "exact"}));
+  app.add_flag("--cudnn-find", a.cudnn_find,
+               "GPU: time every cuDNN convolution algorithm once per shape and take the fastest (as PyTorch's "
+               "cudnn.benchmark) instead of cuDNN's heuristic choice");
+  app.add_flag("--fused-conv", a.fused_conv,
+               "GPU: each convolution's forward as one cuDNN call (convolution + bias + ReLU; unverified on a GPU)");
+  app.add_flag("--nhwc", a.nhwc, "GPU: Conv2D and MaxPool2D activations channels-last for cuDNN (unverified on a GPU)");
+  app.add_flag("--cuda-graphs", a.cuda_graphs,
+               "GPU: capture the training step once as a CUDA graph and replay it (one launch per step instead of "
+               "~20; the same bits; unverified on a GPU)");
+  app.add_option("--inject-fault", a.inject_fault,
+                 "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
+      ->group("")  // hidden
+      ->check([](const std::string& s) {
+        const auto c = s.find(':');
+        const std::string step = c == std::string::npos ? "" : s.substr(c + 1);
+        const std::string digits = step.ends_with(":hang") ? step.substr(0, step.size() - 5) : step;
+        const auto number = [](const std::string& t) {
+          return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+        };
+        return c != std::string::npos && number(s.substr(0, c)) && number(digits)
+                   ? std::string()
+                   : std::string("expected REPLICA:STEP[:hang] (non-negative integers)");
+      });
+  if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
+  a.seed_given = seed->count() > 0;
+  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && a.threads > static_cast<int>(cores))
+    std::fprintf(stderr,
+                 "train_mnist: warning: --threads %d is more than the %u cores here: OpenMP threads will share cores "
+                 "and run slower\n",
+                 a.threads, cores);
+  if (!a.gpus.empty() && a.strategy != "mirrored") {
+    std::fprintf(stderr, "train_mnist: --gpus is for --strategy mirrored (see --help)\n");
+    return 2;
+  }
+  if (a.cuda_graphs && a.strategy != "default") {
+    std::fprintf(stderr,
+                 "train_mnist: --cuda-graphs captures the default strategy's step on one GPU; the %s strategy's steps "
+                 "run eagerly (leave out --cuda-graphs)\n",
+                 a.strategy.c_str());
+    return 2;
+  }
+  if (a.cuda_graphs && a.device == "cpu") {
+    std::fprintf(stderr, "train_mnist: --cuda-graphs needs a GPU, but --device is cpu\n");
+    return 2;
+  }
+  try {
+    if (a.device != "auto") ember::Device::parse(a.device);  // a bad --device is a command-line error
+    (void)schedule_of(a);                                    // so is a schedule that makes no sense
+  } catch (const ember::ArgumentError& e) {
+    std::fprintf(stderr, "train_mnist: %s (see --help)\n", e.what());
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace ember::apps
