@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../core/runtime.h"
-#include "sequential.h"
+#include "model/model.h"
 
 namespace ember {
 
@@ -19,7 +19,7 @@ namespace {
   throw CheckpointError("checkpoint " + path + ": " + why);
 }
 
-json architecture(const Sequential& model) {
+json architecture(const Model& model) {
   json layers = json::array();
   for (size_t i = 0; i < model.layers().size(); ++i) {
     const Layer& l = *model.layers()[i];
@@ -31,10 +31,19 @@ json architecture(const Sequential& model) {
       state.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
     json entry = {{"name", l.name()}, {"type", l.type()}, {"params", params}};
     if (!state.empty()) entry["state"] = state;
+    if (model.is_graph()) {  // what the layer is called on (a stack's: the layer before it)
+      json inbound = json::array();
+      for (int from : model.layer_inputs(i))
+        inbound.push_back(from < 0 ? model.input_name() : model.layers()[static_cast<size_t>(from)]->name());
+      entry["inbound"] = inbound;
+    }
     layers.push_back(entry);
   }
   const Shape& in = model.input_shape();
-  return {{"model", "Sequential"}, {"input_shape", std::vector<int64_t>(in.begin(), in.end())}, {"layers", layers}};
+  return {{"model", model.is_graph() ? "Functional" : "Sequential"},
+          {"name", model.name()},
+          {"input_shape", std::vector<int64_t>(in.begin(), in.end())},
+          {"layers", layers}};
 }
 
 // Metadata `key` as an integer in [lo, hi] (absent: 0). Anything else is the file's fault.
@@ -90,7 +99,7 @@ void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& save
       bad(saved.path, "holds 'optimizer/" + name + "', which " + opt.name() + " does not keep");
 }
 
-void keep_optimizer_state(Sequential& model, SavedOptimizerState saved) { model.saved_optimizer_ = std::move(saved); }
+void keep_optimizer_state(Model& model, SavedOptimizerState saved) { model.saved_optimizer_ = std::move(saved); }
 
 namespace {
 // `saved` into `opt`, checked already (check_optimizer_state).
@@ -107,7 +116,7 @@ void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, D
 }
 }  // namespace detail
 
-void save_checkpoint(const Sequential& model, const std::string& path, const TrainingState& state) {
+void save_checkpoint(const Model& model, const std::string& path, const TrainingState& state) {
   EMBER_CHECK(model.built(), Error, "save: build the model first");
   SafeTensors st;
   const auto host = [](const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); };
@@ -133,7 +142,7 @@ void save_checkpoint(const Sequential& model, const std::string& path, const Tra
   write_safetensors(path, st);
 }
 
-TrainingState load_checkpoint(Sequential& model, const std::string& path) {
+TrainingState load_checkpoint(Model& model, const std::string& path) {
   EMBER_CHECK(model.built(), Error, "load: build the model (same architecture as the checkpoint) first");
   SafeTensors st = read_safetensors(path);
   std::map<std::string, Tensor> by_name(st.tensors.begin(), st.tensors.end());

@@ -24,7 +24,7 @@
 
 namespace ember {
 
-class Sequential;
+class Model;
 
 // Where training stands, saved with the weights so a run can resume exactly.
 struct TrainingState {
@@ -51,13 +51,13 @@ namespace detail {
 void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& saved);
 void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device);
 // Holds `saved` in a model without an optimizer until compile() (load_checkpoint's part).
-void keep_optimizer_state(Sequential& model, SavedOptimizerState saved);
+void keep_optimizer_state(Model& model, SavedOptimizerState saved);
 }  // namespace detail
 
-// Model-level save/load (Sequential::save / Sequential::load call these).
-void save_checkpoint(const Sequential& model, const std::string& path, const TrainingState& state = {});
+// Model-level save/load (Model::save / Model::load call these).
+void save_checkpoint(const Model& model, const std::string& path, const TrainingState& state = {});
 // Loads parameters (and optimizer state when the model is compiled with the same optimizer)
 // into a model built with the same architecture; returns the saved training state.
-TrainingState load_checkpoint(Sequential& model, const std::string& path);
+TrainingState load_checkpoint(Model& model, const std::string& path);
 
 }  // namespace ember

@@ -8,6 +8,7 @@
 
 #include "../core/tensor.h"
 #include "activation.h"
+#include "elementwise.h"
 #include "geometry.h"
 #include "random_bits.h"
 
@@ -49,6 +50,12 @@ struct LayerCudaOps {
                              const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
   void (*avgpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
   void (*avgpool2d_backward)(const Pool2dShape& g, const Tensor& dy, Tensor& dx);
+  // The merge layers' and the model engine's elementwise ops (layers/cpu/elementwise.h).
+  void (*binary)(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& y);
+  void (*scale)(float alpha, const Tensor& x, Tensor& y);
+  void (*maximum_grad)(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& claimed, Tensor& dx);
+  void (*copy_columns)(const Tensor& src, int64_t src_stride, int64_t src_offset, Tensor& dst, int64_t dst_stride,
+                       int64_t dst_offset, int64_t rows, int64_t cols);
 };
 
 // The table, or DeviceError saying why there is none (no CUDA module, ...).

@@ -1,4 +1,4 @@
-// Sequential::fit / evaluate / predict: the Keras-like loops over a DataLoader.
+// Model::fit / evaluate / predict: the Keras-like loops over a DataLoader.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,8 +8,8 @@
 #include "../core/error.h"
 #include "../data/dataloader.h"
 #include "fit_loop.h"
+#include "model/model.h"
 #include "progress.h"
-#include "sequential.h"
 
 namespace ember {
 
@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-History Sequential::fit(const Dataset& train, const FitOptions& options, const Dataset* validation) {
+History Model::fit(const Dataset& train, const FitOptions& options, const Dataset* validation) {
   EMBER_CHECK(options.epochs >= 1, ArgumentError, "fit: epochs must be >= 1, got " + std::to_string(options.epochs));
   EMBER_CHECK(options.initial_epoch >= 0 && options.initial_epoch <= options.epochs, ArgumentError,
               "fit: initial_epoch " + std::to_string(options.initial_epoch) + " is outside 0.." +
@@ -269,7 +269,7 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
   return history;
 }
 
-EvalResult Sequential::evaluate(const Dataset& data, int64_t batch_size) {
+EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
   require_built("evaluate");
   EMBER_CHECK(data.sample_shape() == input_shape_, ShapeError,
               "evaluate: the data's samples are " + data.sample_shape().str() + " but the model was built for " +
@@ -278,7 +278,7 @@ EvalResult Sequential::evaluate(const Dataset& data, int64_t batch_size) {
   return evaluate(loader);
 }
 
-EvalResult Sequential::evaluate(DataLoader& loader) {
+EvalResult Model::evaluate(DataLoader& loader) {
   require_built("evaluate");
   EMBER_CHECK(
       loader.device() == device_, DeviceError,
@@ -299,7 +299,7 @@ EvalResult Sequential::evaluate(DataLoader& loader) {
   return {v.loss_sum / static_cast<double>(seen), static_cast<double>(v.correct) / static_cast<double>(seen), seen};
 }
 
-Tensor Sequential::predict(const Tensor& x, int64_t batch_size) {
+Tensor Model::predict(const Tensor& x, int64_t batch_size) {
   require_built("predict");
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
   // The whole sample shape: a view of other samples as the model's shape would be silent nonsense.

@@ -21,6 +21,36 @@ const Tensor& Layer::backward(const Tensor& dy) {
   return do_backward(dy);
 }
 
+Shape Layer::build_inputs(const std::vector<Shape>& sample_shapes) {
+  EMBER_CHECK(sample_shapes.size() == 1, ArgumentError,
+              type() + " takes one input, given " + std::to_string(sample_shapes.size()));
+  return build(sample_shapes.front());
+}
+
+const Tensor& Layer::forward_inputs(const std::vector<const Tensor*>& xs, bool training) {
+  const Tensor& y = do_forward_inputs(xs, training);
+  out_shape_ = y.shape();
+  forwarded_ = true;
+  return y;
+}
+
+const std::vector<Tensor>& Layer::backward_inputs(const Tensor& dy) {
+  EMBER_CHECK(forwarded_, Error, type() + ": backward_inputs() before forward_inputs()");
+  EMBER_CHECK(dy.shape() == out_shape_, ShapeError,
+              type() + ": output gradient must be " + out_shape_.str() + ", given " + dy.shape().str());
+  return do_backward_inputs(dy);
+}
+
+const Tensor& Layer::do_forward_inputs(const std::vector<const Tensor*>& xs, bool training) {
+  EMBER_CHECK(xs.size() == 1 && xs.front() != nullptr, ArgumentError,
+              type() + " takes one input, given " + std::to_string(xs.size()));
+  return do_forward(*xs.front(), training);
+}
+
+const std::vector<Tensor>& Layer::do_backward_inputs(const Tensor& /*dy*/) {
+  throw Error(type() + " takes one input: call backward(), not backward_inputs()");
+}
+
 const Tensor& Layer::no_input_grad() {
   static const Tensor none;
   return none;

@@ -77,6 +77,17 @@ class Layer {
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   const Tensor& forward(const Tensor& x, bool training);
   const Tensor& backward(const Tensor& dy);
+
+  // --- Layers of several inputs (merge layers: Add, Concatenate ...) ----------------------------
+  // Such a layer returns true from multi_input() and implements build_inputs / do_forward_inputs /
+  // do_backward_inputs instead of the one-input trio (which then throw). The contract is the
+  // one-input one, per input: forward_inputs' tensors may come in any layout; backward_inputs
+  // returns one input gradient per input, each of that input's shape (any layout), valid until
+  // the next backward; it must follow forward_inputs (checked here, with dy's shape).
+  virtual bool multi_input() const { return false; }
+  virtual Shape build_inputs(const std::vector<Shape>& sample_shapes);
+  const Tensor& forward_inputs(const std::vector<const Tensor*>& xs, bool training);
+  const std::vector<Tensor>& backward_inputs(const Tensor& dy);
   // What runs this layer at this batch size on `device`, for --log-device-placement
   // (e.g. "fwd oneDNN jit:avx2 ..., bwd-data ember winograd F(4x4,3x3), ...").
   virtual std::string kernel_info(int64_t /*batch*/, Device device) const {
@@ -127,6 +138,9 @@ class Layer {
   // The layer's work; forward()/backward() have checked what the contract above says.
   virtual const Tensor& do_forward(const Tensor& x, bool training) = 0;
   virtual const Tensor& do_backward(const Tensor& dy) = 0;
+  // Layers of several inputs (multi_input()): the default ones throw.
+  virtual const Tensor& do_forward_inputs(const std::vector<const Tensor*>& xs, bool training);
+  virtual const std::vector<Tensor>& do_backward_inputs(const Tensor& dy);
   // The undefined tensor backward returns when no input gradient is wanted.
   static const Tensor& no_input_grad();
 

@@ -1,4 +1,4 @@
-// layers/'s public headers: the layers, loss, metrics, Sequential and its checkpoints.
+// layers/'s public headers: the layers, loss, metrics, the model engine (graph models, Sequential) and its checkpoints.
 // ember.h includes this umbrella; a new public header of layers/ is added here.
 #pragma once
 
@@ -15,6 +15,9 @@
 #include "loss.h"
 #include "matmul.h"
 #include "maxpool2d.h"
+#include "merge.h"
 #include "metrics.h"
 #include "relu.h"
+#include "model/graph.h"
+#include "model/model.h"
 #include "sequential.h"

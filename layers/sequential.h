@@ -1,4 +1,6 @@
-// Sequential: a stack of layers trained like Keras' Sequential model.
+// Sequential: a stack of layers trained like Keras' Sequential model, the linear case of the one
+// model engine (layers/model/model.h: fit, evaluate, predict, checkpoints and the rest are
+// Model's).
 //
 //   Sequential model;
 //   model.add<Conv2D>(32, Size2{3, 3}, Activation::ReLU);
@@ -8,307 +10,27 @@
 //   model.build(Shape{1, 28, 28});             // or let fit() build from the data
 //   model.compile(std::make_unique<Adam>());
 //   History h = model.fit(train, {.epochs = 5, .batch_size = 64}, &test);
-//
-// All parameters live in one flat buffer and all gradients in another (layers hold views),
-// so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
-// Non-trainable state (BatchNormalization's moving statistics, Dropout's step counter) lives
-// in a third flat buffer beside them, the statistics replicas average first (averaged_state()).
-// The loss is softmax cross-entropy on integer labels. The model's last layer gives logits, or
-// is a Softmax: then the loss reads the Softmax's input (stable, from logits), the Softmax's
-// own backward is not run, and predict() returns probabilities.
 #pragma once
 
-#include <functional>
 #include <memory>
-#include <optional>
-#include <string>
-#include <vector>
+#include <utility>
 
-#include "../core/rng.h"
-#include "../core/tensor.h"
-#include "../optim/optimizer.h"
-#include "checkpoint.h"
-#include "layer.h"
-#include "loss.h"
+#include "model/model.h"
 
 namespace ember {
 
-class Dataset;
-class DataLoader;
-namespace detail {
-class ConvPoolBlock;
-}
-
-struct EpochLogs {
-  int epoch = 0;  // 1-based
-  double loss = 0, accuracy = 0;
-  double learning_rate = 0;  // the optimizer's rate during this epoch
-  std::optional<double> val_loss, val_accuracy;
-  int64_t val_samples = 0;  // the images the validation saw
-  double seconds = 0;
-  double images_per_second = 0;
-  int64_t steps = 0;
-};
-
-struct History {
-  std::vector<EpochLogs> epochs;  // the epochs finished in this fit
-  // A stop request (FitOptions::stop_requested) ended the fit after `stop_batch` batches of
-  // epoch `stop_epoch` (0-based; stop_batch 0: at that epoch's start). A checkpoint with
-  // epochs_done = stop_epoch and batches_done = stop_batch resumes exactly there.
-  bool stopped = false;
-  int stop_epoch = 0;
-  int64_t stop_batch = 0;
-  // FitOptions::early_stopping ended the fit (after the last epoch in `epochs`); `best_epoch`
-  // (1-based) had the lowest val_loss, and its weights were restored when asked.
-  bool stopped_early = false;
-  int best_epoch = 0;
-  double best_val_loss = 0;
-};
-
-// Learning-rate schedules, applied at the start of every epoch (as Keras' LearningRateScheduler
-// callback): the rate of epoch e (0-based, counted from the first epoch of the run, so a resumed
-// run gets the rates the uninterrupted one had). Per epoch, not per step: a captured CUDA graph
-// holds its rate, so a per-step rate would mean a capture per step.
-struct LearningRateSchedule {
-  enum class Kind { Constant, Step, Exponential, Cosine };
-  Kind kind = Kind::Constant;
-  float initial = 1e-3f;  // the rate of epoch 0
-  // Step: multiply by `decay` every `decay_epochs` epochs: initial * decay^floor(e / decay_epochs).
-  // Exponential: initial * decay^(e / decay_epochs) (smooth).
-  // Cosine: initial * ((1 - decay) * (1 + cos(pi * min(e, decay_epochs) / decay_epochs)) / 2 + decay):
-  // from `initial` down to decay * initial (Keras' alpha) at epoch decay_epochs, then flat.
-  float decay = 0.5f;
-  int decay_epochs = 1;
-  // The rate of epoch `epoch`. Throws ArgumentError for a schedule that makes no sense (decay
-  // outside (0, 1] for Step/Exponential or [0, 1] for Cosine, decay_epochs < 1, initial <= 0).
-  float rate(int epoch) const;
-  void validate() const;
-};
-
-// Early stopping on val_loss (Keras' EarlyStopping(monitor="val_loss")): an epoch improves when
-// its val_loss is below the best so far by more than min_delta; after `patience` epochs in a
-// row without improvement the fit stops, and with restore_best_weights the parameters and the
-// moving statistics of the best epoch come back (the optimizer's state and Dropout's step
-// counters stay as they are: a later fit does not draw the same masks again). Needs validation
-// data. A NaN val_loss never counts as an improvement.
-struct EarlyStopping {
-  int patience = 0;
-  double min_delta = 0;
-  bool restore_best_weights = true;  // Keras' default is false; the reason to stop early is the best model
-};
-
-struct FitOptions {
-  int epochs = 1;
-  int64_t batch_size = 64;
-  uint64_t seed = 0;  // shuffling (initialisation is seeded in build())
-  bool shuffle = true;
-  int64_t max_steps = -1;     // stop after this many training steps in total (-1: no limit)
-  int verbose = 1;            // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
-  int initial_epoch = 0;      // resume: epochs before this one are counted as done
-  int64_t initial_batch = 0;  // resume mid-epoch: batches of initial_epoch done already
-  // Polled after every step (a signal handler's flag, say): true ends the fit after that step
-  // with History::stopped set; a step is never cut short. Across processes every rank stops at
-  // the same step (the strategy agrees on it).
-  std::function<bool()> stop_requested{};
-  // A NaN or inf loss throws NumericalError naming the epoch and step (on the CPU at that step;
-  // on a GPU at the next read of the device-side sums: a progress update or the epoch's end),
-  // before on_epoch_end can checkpoint the diverged model.
-  // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
-  std::function<bool(const EpochLogs&)> on_epoch_end{};
-  // Sets the optimizer's learning rate at the start of every epoch (every replica's).
-  std::optional<LearningRateSchedule> learning_rate_schedule{};
-  // Checked after on_epoch_end (which therefore sees, and may checkpoint, the epoch's own weights).
-  std::optional<EarlyStopping> early_stopping{};
-  // On a GPU: after two eager steps, capture the full-size training step (gather, forward,
-  // backward, Adam) as a CUDA graph and replay it with one launch per step (CudaGraph); the
-  // short last batch runs eagerly. The same bits as eager training. A learning rate changed
-  // between steps, another optimizer or a restored optimizer state is seen (the graph is
-  // captured again). Nothing else may use the GPU meanwhile. Ignored on the CPU.
-  bool cuda_graphs = false;
-};
-
-struct EvalResult {
-  double loss = 0, accuracy = 0;
-  int64_t samples = 0;
-};
-
-class Sequential {
+class Sequential : public Model {
  public:
-  Sequential();
-  ~Sequential();
-  Sequential(Sequential&&) noexcept;
-  Sequential& operator=(Sequential&&) noexcept;
-
-  // Appends a layer; returns it for further configuration. Names default to "conv2d", "conv2d_1", ...
-  Layer& add(std::unique_ptr<Layer> layer);
+  Sequential() { name_ = "sequential"; }
+  // Appends a layer; returns it for further configuration. Names default to "conv2d",
+  // "conv2d_1", ... at build(). Error after build().
+  Layer& add(std::unique_ptr<Layer> layer) {
+    return append(std::shared_ptr<Layer>(std::move(layer)), "Sequential::add");
+  }
   template <typename L, typename... Args>
   L& add(Args&&... args) {
     return static_cast<L&>(add(std::make_unique<L>(std::forward<Args>(args)...)));
   }
-
-  // Builds every layer for a per-sample input shape (C, H, W), allocates the flat parameter and
-  // gradient buffers, and initialises the parameters from `seed` (on the CPU, the same bits on
-  // every device); inside a DeviceScope the model then moves to the scope's device.
-  void build(const Shape& sample_shape, uint64_t seed = 0);
-  bool built() const { return params_.defined(); }
-  // Sets the optimizer. After a load() without one, the checkpoint's optimizer state goes into
-  // it when it is the same kind (Adam's moments and step count: the run continues exactly);
-  // another kind starts fresh, with a warning.
-  void compile(std::unique_ptr<Optimizer> optimizer);
-  // Moves the parameters (and optimizer state) to `device`; layers then run there (the CUDA
-  // module's ops on a GPU). Inputs must be on the same device: fit/evaluate/predict copy their
-  // batches explicitly; forward() refuses tensors on another device.
-  void to(Device device);
-  Device device() const { return device_; }
-
-  // --- Keras-like training API --------------------------------------------------------------
-  History fit(const Dataset& train, const FitOptions& options, const Dataset* validation = nullptr);
-  EvalResult evaluate(const Dataset& data, int64_t batch_size = 256);
-  // One pass over `loader`'s epoch 0 (its batches built on the model's device). A loader kept
-  // across calls keeps its data on the GPU: fit evaluates its validation data this way, so it
-  // is uploaded once per fit, not once per epoch.
-  EvalResult evaluate(DataLoader& loader);
-  // Logits for images x (N, C, H, W) f32 in any layout, row-major (N, classes) result.
-  Tensor predict(const Tensor& x, int64_t batch_size = 256);
-  // Keras-style table: layer (type), output shape, parameter count; totals.
-  std::string summary() const;
-
-  // --- Checkpoints (safetensors; see layers/checkpoint.h) -------------------------------------
-  void save(const std::string& path, const TrainingState& state = {}) const { save_checkpoint(*this, path, state); }
-  TrainingState load(const std::string& path) { return load_checkpoint(*this, path); }
-  const Optimizer* optimizer() const { return optimizer_.get(); }
-
-  // --- Building blocks for custom loops -----------------------------------------------------
-  // Every layer's output (with a final Softmax: probabilities).
-  const Tensor& forward(const Tensor& x, bool training);
-  // The logits the loss reads: forward() without a final Softmax (the same as forward() else).
-  const Tensor& forward_logits(const Tensor& x, bool training);
-  // Backpropagates d(loss)/d(logits) (forward_logits' output) through the layers below them,
-  // writing (=) the gradient buffer.
-  void backward(const Tensor& dlogits);
-  // forward + loss + backward + optimizer step on one batch; returns the batch's mean loss and
-  // (via `correct`) how many predictions were right.
-  float train_step(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
-  // Same without the optimizer step: gradients are left in grads() (for data-parallel strategies).
-  float compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
-  // The two above, adding the batch's loss sum and correct count to `sums` (on the model's
-  // device) instead of returning them: on a GPU the step then queues its work and returns
-  // without waiting for the device (fit() reads the sums only when it prints). The float
-  // versions are these with sums of the loss's own, read back (one mechanism).
-  void train_step(const Tensor& x, const Tensor& labels, MetricSums& sums);
-  void compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums);
-  void apply_gradients();
-  // Inference on one batch, adding its loss sum and correct count to `sums` (what evaluate()
-  // runs per batch; it uses a loss object of its own, not the training step's).
-  void evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums);
-
-  // --- CPU micro-batches --------------------------------------------------------------------
-  // On the CPU, a batch of more than `rows` rows runs through compute_gradients/train_step,
-  // evaluate_batch/evaluate and predict as consecutive slices of at most `rows` rows: the
-  // gradients are summed over the slices and the loss is the mean over the whole batch, so the
-  // step means what it meant; each layer's activations then stay the size of a slice, which
-  // keeps them in the cores' caches (batch 256 ran 9-13% slower per image than batch 64 without
-  // it: docs/benchmarks.md) and the process's memory small. Only for row-major inputs (the
-  // loaders' and predict's) and when every layer's rows are
-  // independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
-  // training); then the results equal the whole batch's up to the order of float sums, and are
-  // the same bits from run to run. 0: whole batches. Default 64. GPUs always run whole batches.
-  // The slices' gradients are summed as a pairwise tree ((g0 + g1) + (g2 + g3), ...). Under the
-  // Exact convolution policy (core/runtime.h) a training batch always runs in slices of
-  // kExactSliceRows rows, whatever this setting: a replica whose share of the batch is an aligned
-  // power-of-two number of slices then sums a subtree of the one model's tree, and the
-  // all-reduce's pairwise sum over power-of-two replicas completes it, so Mirrored and MultiWorker
-  // compute the one model's gradient bit for bit (tests/distribute, docs/architecture.md).
-  static constexpr int64_t kExactSliceRows = 16;
-  void set_cpu_micro_batch(int64_t rows);
-  int64_t cpu_micro_batch() const { return cpu_micro_batch_; }
-
-  // --- CPU layer fusion ---------------------------------------------------------------------
-  // On the CPU, a Conv2D followed by a MaxPool2D whose windows tile its output (stride = pool
-  // size, no padding) runs as one pass per image when the convolution is a few multiply-adds
-  // per output (C*R*S <= 32: a first layer on grey or RGB images) and is the model's first layer
-  // (no input gradient): its output then never exists in memory (the reference CNN's first
-  // block: 1.5 -> 0.73 ms per step, docs/benchmarks.md). The results equal the unfused pair's up
-  // to the order of float sums, except that a NaN stays a NaN (the unfused pair's ReLU and pool
-  // drop it); the same bits from run to run. fused_with_next(i): layers i and i + 1 run fused
-  // here. On by default; GPUs run the layers one by one, and so does a pair whose convolution was
-  // asked for its input gradient (set_needs_input_grad(true)) after build.
-  void set_cpu_fusion(bool on) { cpu_fusion_ = on; }
-  bool cpu_fusion() const { return cpu_fusion_; }
-  bool fused_with_next(size_t i) const;
-  // Layers [begin, end) forward (x: layer begin - 1's output, or the model's input when begin is
-  // 0) and backward (dy: layer end - 1's output gradient; returns layer begin's input gradient,
-  // undefined for the first layer), fusing the pairs inside the range as forward() does: what a
-  // profile times. A forward range that splits a pair runs it unfused; a backward range must not
-  // split a pair that ran fused (ArgumentError).
-  const Tensor& forward_layers(const Tensor& x, bool training, size_t begin, size_t end);
-  const Tensor& backward_layers(const Tensor& dy, size_t begin, size_t end);
-
-  Tensor& params() { return params_; }
-  const Tensor& params() const { return params_; }
-  Tensor& grads() { return grads_; }
-  Optimizer* optimizer() { return optimizer_.get(); }
-  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
-  const Shape& input_shape() const { return input_shape_; }
-  const Shape& output_shape() const { return output_shapes_.back(); }
-  const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  // per sample
-  int64_t num_params() const { return params_.defined() ? params_.numel() : 0; }
-  // The flat non-trainable state (see StateSpec): every layer's, averaged statistics first.
-  Tensor& state() { return state_; }
-  const Tensor& state() const { return state_; }
-  // The part of state() that replicas average after every step (a view; may be empty).
-  Tensor averaged_state() const;
-  // Elements of averaged state: summary()'s "Non-trainable params".
-  int64_t num_non_trainable() const { return averaged_state_numel_; }
-  // "<layer>/<state>" views ("batch_normalization/moving_mean"), in layer order (the buffer
-  // holds every layer's averaged statistics first).
-  std::vector<std::pair<std::string, Tensor>> named_state() const;
-  // Replica `stream` of a data-parallel strategy: random layers (Dropout) draw from their own
-  // streams per replica, so replicas do not drop the same units of their shards. 0 by default.
-  void set_random_stream(uint64_t stream);
-  // The seed random layers draw from (build()'s seed); checkpoints save it and load() sets it, so
-  // a resumed run drops what the uninterrupted one would have, whatever seed it was built with.
-  uint64_t random_seed() const { return seed_; }
-  void set_random_seed(uint64_t seed);
-  // "kernel"/"bias" views per layer, named "<layer>/<param>", in buffer order.
-  std::vector<std::pair<std::string, Tensor>> named_params() const;
-  // Per layer: name, type, device and the kernel that runs it at this batch size
-  // (--log-device-placement).
-  std::string placement_report(int64_t batch_size) const;
-
- private:
-  void require_built(const char* what) const;
-
-  std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Shape> output_shapes_;
-  Shape input_shape_;
-  void bind_layers();  // (re)binds every layer's views into params_ / grads_
-
-  void seed_random_layers();
-  size_t logit_layers() const;  // layers before the loss: all but a final Softmax
-  const Tensor& run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what);
-  detail::ConvPoolBlock* block_at(size_t i, size_t end) const;         // the pair (i, i + 1) if it runs fused here
-  void check_range(size_t begin, size_t end, const char* what) const;  // ArgumentError unless [begin, end) are layers
-
-  Tensor params_, grads_, state_;
-  int64_t averaged_state_numel_ = 0;
-  uint64_t seed_ = 0, random_stream_ = 0;
-  Device device_ = Device::cpu();
-  std::unique_ptr<Optimizer> optimizer_;
-  // load() before compile(): the checkpoint's optimizer state, restored by compile().
-  std::optional<SavedOptimizerState> saved_optimizer_;
-  friend void detail::keep_optimizer_state(Sequential& model, SavedOptimizerState saved);
-  SoftmaxCrossEntropy loss_, eval_loss_;
-  int64_t cpu_micro_batch_ = 64;
-  std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
-  std::vector<int> grad_tree_levels_;  // each partial sum's level (kept: no allocation per step)
-  bool cpu_fusion_ = true;
-  std::vector<std::unique_ptr<detail::ConvPoolBlock>> blocks_;  // per layer: the pair it starts, or null
-  // Per layer, how its last forward ran: on its own, or as the first or second of a fused pair.
-  enum RanAs : char { kAlone, kFusedFirst, kFusedSecond };
-  std::vector<RanAs> ran_fused_;
-  // Rows per slice for a batch of x in this mode: x.dim(0) when it runs whole.
-  int64_t slice_rows(const Tensor& x, bool training) const;
 };
 
 }  // namespace ember

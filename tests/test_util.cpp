@@ -8,6 +8,22 @@
 
 namespace ember::test {
 
+Dataset corner_dataset(int64_t n, uint64_t seed) {
+  Tensor images = Tensor::zeros(Shape{n, 1, 8, 8}, DType::U8);
+  Tensor labels = Tensor::zeros(Shape{n}, DType::I32);
+  Rng rng(seed);
+  uint8_t* px = images.data<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int label = static_cast<int>(rng.below(2));
+    labels.data<int32_t>()[i] = label;
+    for (int j = 0; j < 64; ++j) px[i * 64 + j] = static_cast<uint8_t>(rng.below(60));
+    const int off = label == 0 ? 0 : 4;
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c) px[i * 64 + (off + r) * 8 + off + c] = 200;
+  }
+  return Dataset(images, labels, 2, "corners");
+}
+
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
   return Tensor::uniform(shape, lo, hi, seed, Device::cpu());
 }

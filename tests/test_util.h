@@ -15,6 +15,10 @@
 
 namespace ember::test {
 
+// Two classes of 8x8 u8 images: a bright 3x3 square in the top-left or the bottom-right corner,
+// plus noise. A small CNN learns it within a few hundred steps.
+Dataset corner_dataset(int64_t n, uint64_t seed);
+
 // A CPU f32 row-major tensor with U(lo, hi) entries.
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 

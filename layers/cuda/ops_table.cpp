@@ -8,6 +8,7 @@
 #include "conv2d.h"
 #include "dense.h"
 #include "dropout.h"
+#include "elementwise.h"
 #include "maxpool2d.h"
 #include "pointwise.h"
 #include "relu.h"
@@ -87,6 +88,15 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.avgpool2d_backward = [](const Pool2dShape& g, const Tensor& dy, Tensor& dx) {
       avgpool2d_backward(context_of(dy), g, dy, dx);
     };
+    a.binary = [](::ember::detail::BinaryOp op, const Tensor& x, const Tensor& y, Tensor& z) {
+      binary(context_of(x), op, x, y, z);
+    };
+    a.scale = [](float alpha, const Tensor& x, Tensor& y) { scale(context_of(x), alpha, x, y); };
+    a.maximum_grad = [](const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& claimed, Tensor& dx) {
+      maximum_grad(context_of(x), x, y, dy, claimed, dx);
+    };
+    a.copy_columns = [](const Tensor& src, int64_t ss, int64_t so, Tensor& dst, int64_t ds, int64_t dof, int64_t rows,
+                        int64_t cols) { copy_columns(context_of(src), src, ss, so, dst, ds, dof, rows, cols); };
     return a;
   }();
   return &table;

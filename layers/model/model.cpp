@@ -1,5 +1,5 @@
-// Sequential: building, the flat parameter buffers, forward/backward, summary.
-#include "sequential.h"
+// Model: the graph, building, the flat parameter buffers, forward/backward, summary.
+#include "model.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,17 +7,18 @@
 #include <map>
 #include <sstream>
 
-#include "../core/error.h"
-#include "../core/logger.h"
-#include "../core/runtime.h"
-#include "conv_pool_block.h"
+#include "../../core/error.h"
+#include "../../core/logger.h"
+#include "../../core/runtime.h"
+#include "../conv_pool_block.h"
+#include "../ops/elementwise.h"
 
 namespace ember {
 
-Sequential::Sequential() = default;
-Sequential::~Sequential() = default;
-Sequential::Sequential(Sequential&&) noexcept = default;
-Sequential& Sequential::operator=(Sequential&&) noexcept = default;
+Model::Model() = default;
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
 
 namespace {
 // Keras' names: the type in snake case ("BatchNormalization" -> "batch_normalization", "Conv2D"
@@ -50,40 +51,133 @@ std::string batch_shape(const Shape& s) {
 }
 }  // namespace
 
-Layer& Sequential::add(std::unique_ptr<Layer> layer) {
-  EMBER_CHECK(layer != nullptr, ArgumentError, "Sequential::add: null layer");
-  EMBER_CHECK(!built(), Error, "Sequential::add: the model is already built; add layers before build()");
+Model::Model(const SymbolicTensor& input, const SymbolicTensor& output, std::string name)
+    : Model(std::vector<SymbolicTensor>{input}, std::vector<SymbolicTensor>{output}, std::move(name)) {}
+
+Model::Model(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs, std::string name)
+    : name_(std::move(name)) {
+  define_graph(inputs, outputs);
+}
+
+void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs) {
+  EMBER_CHECK(inputs.size() == 1 && outputs.size() == 1, ArgumentError,
+              "Model: " + std::to_string(inputs.size()) + " inputs and " + std::to_string(outputs.size()) +
+                  " outputs; one input and one output for now (several are planned: issue 32)");
+  const auto& in = inputs[0].node();
+  const auto& out = outputs[0].node();
+  EMBER_CHECK(in != nullptr && out != nullptr, ArgumentError, "Model: an undefined SymbolicTensor");
+  EMBER_CHECK(in->layer == nullptr, ArgumentError, "Model: the input must be an Input(), not a layer's output");
+  EMBER_CHECK(out != in, ArgumentError, "Model: the output is the input itself (no layer between)");
+  // Depth first from the output, inputs in order, each call after what it reads (post order): a
+  // topological order, and a stack's own order.
+  std::map<const detail::GraphNode*, int> index;  // -1: the input; -2: being visited
+  index[in.get()] = -1;
+  std::vector<const detail::GraphNode*> order;
+  std::vector<std::pair<const detail::GraphNode*, size_t>> stack{{out.get(), 0}};
+  index[out.get()] = -2;
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (node->layer == nullptr)
+      throw ArgumentError("Model: the output depends on an Input" +
+                          (node->input_name.empty() ? std::string() : " '" + node->input_name + "'") +
+                          " that is not the model's input");
+    if (next < node->inputs.size()) {
+      const detail::GraphNode* child = node->inputs[next++].get();
+      const auto it = index.find(child);
+      if (it == index.end()) {
+        index[child] = -2;
+        stack.emplace_back(child, 0);
+      }
+      continue;  // a child already placed (or the input); a cycle cannot be built
+    }
+    index[node] = static_cast<int>(order.size());
+    order.push_back(node);
+    stack.pop_back();
+  }
+  layers_.clear();
+  nodes_.assign(order.size(), Node{});
+  linear_ = true;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto same = std::find_if(layers_.begin(), layers_.end(), [&](const auto& l) { return l == order[i]->layer; });
+    EMBER_CHECK(same == layers_.end(), ArgumentError,
+                "Model: a " + order[i]->layer->type() + " layer" +
+                    (order[i]->layer->name().empty() ? std::string() : " '" + order[i]->layer->name() + "'") +
+                    " is called twice; calls sharing a layer's weights are not supported yet: make one layer per call");
+    layers_.push_back(order[i]->layer);
+    output_shapes_.push_back(order[i]->shape);
+    for (const auto& child : order[i]->inputs) {
+      const int from = index.at(child.get());
+      nodes_[i].inputs.push_back(from);
+      if (from >= 0) nodes_[static_cast<size_t>(from)].consumers.push_back(static_cast<int>(i));
+    }
+    linear_ = linear_ && nodes_[i].inputs.size() == 1 && nodes_[i].inputs[0] == static_cast<int>(i) - 1;
+  }
+  input_shape_ = in->shape;
+  input_name_ = in->input_name;
+  graph_ = true;
+}
+
+Layer& Model::append(std::shared_ptr<Layer> layer, const char* who) {
+  EMBER_CHECK(layer != nullptr, ArgumentError, std::string(who) + ": null layer");
+  EMBER_CHECK(!built(), Error, std::string(who) + ": the model is already built; add layers before build()");
   layers_.push_back(std::move(layer));
   return *layers_.back();
 }
 
-void Sequential::build(const Shape& sample_shape, uint64_t seed) {
-  EMBER_CHECK(!layers_.empty(), Error, "Sequential::build: the model has no layers");
-  EMBER_CHECK(!built(), Error, "Sequential::build: the model is already built");
+const std::vector<int>& Model::layer_inputs(size_t i) const {
+  EMBER_CHECK(i < nodes_.size(), ArgumentError,
+              "Model::layer_inputs: layer " + std::to_string(i) + " of a model of " + std::to_string(nodes_.size()) +
+                  (built() || graph_ ? "" : " (a Sequential's graph exists from build())"));
+  return nodes_[i].inputs;
+}
+
+void Model::build(uint64_t seed) {
+  EMBER_CHECK(graph_, Error, "Model::build: a Sequential needs its input shape: build(Shape{...}, seed)");
+  build(input_shape_, seed);
+}
+
+void Model::build(const Shape& sample_shape, uint64_t seed) {
+  EMBER_CHECK(!layers_.empty(), Error, "Model::build: the model has no layers");
+  EMBER_CHECK(!built(), Error, "Model::build: the model is already built");
   check_cpu_support();
+  if (graph_) {
+    EMBER_CHECK(sample_shape == input_shape_, ShapeError,
+                "Model::build: the model's input is " + input_shape_.str() + ", given " + sample_shape.str());
+  } else {  // a Sequential: the line of calls
+    nodes_.assign(layers_.size(), Node{});
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      nodes_[i].inputs = {static_cast<int>(i) - 1};
+      if (i + 1 < layers_.size()) nodes_[i].consumers = {static_cast<int>(i) + 1};
+    }
+    linear_ = true;
+  }
   std::map<std::string, int> counts;
   std::vector<std::string> used;
   for (auto& l : layers_) {
     if (l->name().empty()) l->set_name(default_name(l->type(), counts));
     EMBER_CHECK(std::find(used.begin(), used.end(), l->name()) == used.end(), ArgumentError,
-                "Sequential: two layers are named '" + l->name() + "'");
+                "Model: two layers are named '" + l->name() + "'");
     used.push_back(l->name());
   }
-  input_shape_ = sample_shape;
-  output_shapes_.clear();
-  Shape s = sample_shape;
-  int64_t total = 0;
-  for (auto& l : layers_) {
-    try {
-      s = l->build(s);
-    } catch (const ShapeError& e) {
-      throw ShapeError("layer '" + l->name() + "': " + e.what());
+  if (input_name_.empty()) input_name_ = "input_1";
+  if (!graph_) {
+    input_shape_ = sample_shape;
+    output_shapes_.clear();
+    Shape s = sample_shape;
+    for (auto& l : layers_) {
+      try {
+        s = l->build(s);
+      } catch (const ShapeError& e) {
+        throw ShapeError("layer '" + l->name() + "': " + e.what());
+      }
+      output_shapes_.push_back(s);
     }
-    output_shapes_.push_back(s);
-    total += l->num_params();
   }
+  const Shape& s = output_shapes_.back();
   EMBER_CHECK(s.rank() == 1, ShapeError,
-              "Sequential: the last layer must output per-sample logits (classes,), got " + s.str());
+              "Model: the last layer must output per-sample logits (classes,), got " + s.str());
+  int64_t total = 0;
+  for (auto& l : layers_) total += l->num_params();
   params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
   grads_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());
   int64_t state_total = 0;
@@ -103,19 +197,35 @@ void Sequential::build(const Shape& sample_shape, uint64_t seed) {
   }
   seed_ = seed;
   seed_random_layers();
-  layers_.front()->set_needs_input_grad(false);  // nobody consumes d(loss)/d(images)
-  for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    if (layers_[i]->relu_output() && layers_[i + 1]->fuse_input_relu_mask())
+  // Nobody consumes d(loss)/d(input): a layer that reads only the input computes no input gradient.
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (std::all_of(nodes_[i].inputs.begin(), nodes_[i].inputs.end(), [](int from) { return from < 0; }))
+      layers_[i]->set_needs_input_grad(false);
+  // ReLU-backward fusion: a layer whose output goes through a ReLU into one consumer that applies
+  // the mask in its own backward.
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (nodes_[i].consumers.size() != 1) continue;
+    Layer& next = *layers_[static_cast<size_t>(nodes_[i].consumers[0])];
+    if (layers_[i]->relu_output() && !next.multi_input() && next.fuse_input_relu_mask())
       layers_[i]->set_output_grad_premasked(true);
+  }
+  // Conv2D -> MaxPool2D fusion: a pattern of the graph, the pool the conv's only consumer and
+  // next in the run order.
   blocks_.clear();
   blocks_.resize(layers_.size());
   ran_fused_.assign(layers_.size(), kAlone);
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    blocks_[i] = detail::ConvPoolBlock::make(*layers_[i], *layers_[i + 1]);
+    if (nodes_[i].consumers == std::vector<int>{static_cast<int>(i) + 1} &&
+        nodes_[i + 1].inputs == std::vector<int>{static_cast<int>(i)})
+      blocks_[i] = detail::ConvPoolBlock::make(*layers_[i], *layers_[i + 1]);
+  acts_.assign(layers_.size(), nullptr);
+  gouts_.assign(layers_.size() + 1, nullptr);
+  gsums_.resize(layers_.size() + 1);
+  gconv_.resize(layers_.size() + 1);
   if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
 }
 
-void Sequential::bind_layers() {
+void Model::bind_layers() {
   int64_t offset = 0;
   // State: the averaged specs of every layer first, then the others (one averaged region).
   int64_t averaged = 0, other = averaged_state_numel_;
@@ -136,32 +246,32 @@ void Sequential::bind_layers() {
   }
 }
 
-void Sequential::seed_random_layers() {
+void Model::seed_random_layers() {
   // Per layer and replica stream: mixed, so that neighbouring layers or replicas share nothing.
   const Rng base = Rng(seed_).fork(0x524E47ull /* "RNG" */).fork(random_stream_);
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_random_seed(base.fork(i).next_u64());
 }
 
-void Sequential::set_random_seed(uint64_t seed) {
+void Model::set_random_seed(uint64_t seed) {
   seed_ = seed;
   if (built()) seed_random_layers();
 }
 
-void Sequential::set_random_stream(uint64_t stream) {
+void Model::set_random_stream(uint64_t stream) {
   random_stream_ = stream;
   if (built()) seed_random_layers();
 }
 
-Tensor Sequential::averaged_state() const {
+Tensor Model::averaged_state() const {
   require_built("averaged_state");
   return state_.view(0, Shape{averaged_state_numel_});
 }
 
-size_t Sequential::logit_layers() const {
+size_t Model::logit_layers() const {
   return !layers_.empty() && layers_.back()->softmax_output() ? layers_.size() - 1 : layers_.size();
 }
 
-void Sequential::to(Device device) {
+void Model::to(Device device) {
   require_built("to");
   if (device == device_) return;
   params_ = params_.to(device);
@@ -174,8 +284,8 @@ void Sequential::to(Device device) {
   device_ = device;
 }
 
-void Sequential::compile(std::unique_ptr<Optimizer> optimizer) {
-  EMBER_CHECK(optimizer != nullptr, ArgumentError, "Sequential::compile: null optimizer");
+void Model::compile(std::unique_ptr<Optimizer> optimizer) {
+  EMBER_CHECK(optimizer != nullptr, ArgumentError, "Model::compile: null optimizer");
   if (saved_optimizer_) {
     if (saved_optimizer_->name == optimizer->name()) {
       detail::restore_optimizer_state(*optimizer, *saved_optimizer_, device_);
@@ -188,87 +298,143 @@ void Sequential::compile(std::unique_ptr<Optimizer> optimizer) {
   optimizer_ = std::move(optimizer);
 }
 
-void Sequential::require_built(const char* what) const {
-  EMBER_CHECK(built(), Error, std::string("Sequential::") + what + ": build() the model first (or call fit())");
+void Model::require_built(const char* what) const {
+  EMBER_CHECK(built(), Error, std::string("Model::") + what + ": build() the model first (or call fit())");
 }
 
-void Sequential::check_range(size_t begin, size_t end, const char* what) const {
+void Model::check_range(size_t begin, size_t end, const char* what) const {
   EMBER_CHECK(begin <= end && end <= layers_.size(), ArgumentError,
-              std::string("Sequential::") + what + ": layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+              std::string("Model::") + what + ": layers [" + std::to_string(begin) + ", " + std::to_string(end) +
                   ") of a model of " + std::to_string(layers_.size()));
 }
 
-detail::ConvPoolBlock* Sequential::block_at(size_t i, size_t end) const {
+detail::ConvPoolBlock* Model::block_at(size_t i, size_t end) const {
   if (!cpu_fusion_ || !device_.is_cpu() || i + 1 >= end || i >= blocks_.size() || !blocks_[i] || !blocks_[i]->usable())
     return nullptr;
   return blocks_[i].get();
 }
 
-bool Sequential::fused_with_next(size_t i) const { return block_at(i, layers_.size()) != nullptr; }
+bool Model::fused_with_next(size_t i) const { return block_at(i, layers_.size()) != nullptr; }
+
+// The k-th input of layer i in a pass over layers [begin, ...) on x: the model's input, or what
+// the range starts from (a stack's layer begin - 1), is x.
+const Tensor& Model::input_of(size_t i, size_t k, const Tensor& x, size_t begin) const {
+  const int from = nodes_[i].inputs[k];
+  if (from < 0 || static_cast<size_t>(from) + 1 == begin) return x;
+  return *acts_[static_cast<size_t>(from)];
+}
 
 // Layers [begin, end) on x (the checks of the model's input when begin is 0).
-const Tensor& Sequential::run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what) {
+const Tensor& Model::run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what) {
   require_built(what);
   check_range(begin, end, what);
+  EMBER_CHECK(begin == 0 || linear_, ArgumentError,
+              std::string("Model::") + what + ": a range from layer " + std::to_string(begin) +
+                  " needs a stack (is_linear()); a graph model runs from its input");
   const Shape& in = begin == 0 ? input_shape_ : output_shapes_[begin - 1];
   EMBER_CHECK(x.rank() == in.rank() + 1 && x.shape().without_batch() == in, ShapeError,
-              "Sequential: expects input (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
+              "Model: expects input (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
   EMBER_CHECK(x.device() == device_, DeviceError,
-              "Sequential: the input is on " + x.device().str() + " but the model on " + device_.str() +
+              "Model: the input is on " + x.device().str() + " but the model on " + device_.str() +
                   ": copy it with to() (nothing migrates silently)");
-  const Tensor* h = &x;
+  std::vector<const Tensor*> ins;
   for (size_t i = begin; i < end; ++i) {
     if (detail::ConvPoolBlock* b = block_at(i, end)) {
-      h = &b->forward(*h, training);
+      acts_[i] = nullptr;  // never exists: the pool is its only consumer
+      acts_[i + 1] = &b->forward(input_of(i, 0, x, begin), training);
       ran_fused_[i] = kFusedFirst;
       ran_fused_[++i] = kFusedSecond;
       continue;
     }
     ran_fused_[i] = kAlone;
-    h = &layers_[i]->forward(*h, training);
+    Layer& l = *layers_[i];
+    if (l.multi_input()) {
+      ins.clear();
+      for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) ins.push_back(&input_of(i, k, x, begin));
+      acts_[i] = &l.forward_inputs(ins, training);
+    } else {
+      acts_[i] = &l.forward(input_of(i, 0, x, begin), training);
+    }
   }
-  return *h;
+  return end > begin ? *acts_[end - 1] : x;
 }
 
-const Tensor& Sequential::forward(const Tensor& x, bool training) {
+const Tensor& Model::forward(const Tensor& x, bool training) {
   return run_layers(x, training, 0, layers_.size(), "forward");
 }
 
 // Without a final Softmax: the loss reads its input.
-const Tensor& Sequential::forward_logits(const Tensor& x, bool training) {
+const Tensor& Model::forward_logits(const Tensor& x, bool training) {
   return run_layers(x, training, 0, logit_layers(), "forward_logits");
 }
 
-const Tensor& Sequential::forward_layers(const Tensor& x, bool training, size_t begin, size_t end) {
+const Tensor& Model::forward_layers(const Tensor& x, bool training, size_t begin, size_t end) {
   return run_layers(x, training, begin, end, "forward_layers");
 }
 
-const Tensor& Sequential::backward_layers(const Tensor& dy, size_t begin, size_t end) {
+// Hands dx to the gradient slot of a layer's output (the last slot: the model's input): the
+// first one as it is, the next ones summed into the slot's own buffer, in the first one's layout.
+void Model::deliver_grad(size_t slot, const Tensor& dx) {
+  if (!dx.defined()) return;
+  const Tensor*& g = gouts_[slot];
+  if (g == nullptr) {
+    g = &dx;
+    return;
+  }
+  Tensor& sum = gsums_[slot];
+  if (g != &sum) ensure(sum, g->shape(), DType::F32, g->device(), g->layout());
+  const Tensor& b = as_layout(dx, sum.layout(), gconv_[slot]);
+  detail::elementwise_binary(detail::BinaryOp::Add, *g, b, sum);
+  g = &sum;
+}
+
+const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end) {
   require_built("backward_layers");
   check_range(begin, end, "backward_layers");
+  EMBER_CHECK(begin == 0 || linear_, ArgumentError,
+              "Model::backward_layers: a range from layer " + std::to_string(begin) + " needs a stack (is_linear())");
   static const Tensor none;  // the input gradient of a fused pair (a first layer's: none)
   const auto split = [&] {   // built only when the check fails
-    return "Sequential::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+    return "Model::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
            ") split a pair that ran fused";
   };
-  const Tensor* g = &dy;
+  const size_t input_slot = layers_.size();
+  for (size_t i = begin; i < end; ++i) gouts_[i] = nullptr;
+  gouts_[input_slot] = nullptr;
+  if (end > begin) gouts_[end - 1] = &dy;
+  // Where layer i's k-th input gradient goes: the model input's slot for the input (or for what
+  // a stack's range starts from), else the producing layer's.
+  const auto slot_of = [&](size_t i, size_t k) {
+    const int from = nodes_[i].inputs[k];
+    return from < 0 || static_cast<size_t>(from) < begin ? input_slot : static_cast<size_t>(from);
+  };
   for (size_t i = end; i-- > begin;) {
+    const Tensor* g = gouts_[i];
+    EMBER_CHECK(g != nullptr, Error,
+                "Model::backward_layers: no gradient reached layer '" + layers_[i]->name() +
+                    "' (not on a path to the output?)");
     if (ran_fused_[i] == kFusedSecond) {  // layer i ran inside the pair (i - 1, i)
       EMBER_CHECK(i > begin, ArgumentError, split());
       blocks_[i - 1]->backward(*g);
-      g = &none;
+      deliver_grad(slot_of(i - 1, 0), none);
       --i;
       continue;
     }
     EMBER_CHECK(ran_fused_[i] == kAlone, ArgumentError, split());  // the first of a pair, its second beyond end
-    g = &layers_[i]->backward(*g);
+    Layer& l = *layers_[i];
+    if (l.multi_input()) {
+      const std::vector<Tensor>& dxs = l.backward_inputs(*g);
+      for (size_t k = 0; k < dxs.size(); ++k) deliver_grad(slot_of(i, k), dxs[k]);
+    } else {
+      deliver_grad(slot_of(i, 0), l.backward(*g));
+    }
   }
-  return *g;
+  return gouts_[input_slot] != nullptr ? *gouts_[input_slot] : none;
 }
 
-void Sequential::backward(const Tensor& dlogits) { backward_layers(dlogits, 0, logit_layers()); }
+void Model::backward(const Tensor& dlogits) { backward_layers(dlogits, 0, logit_layers()); }
 
-float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
+float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
   MetricSums sums(device_);
   compute_gradients(x, labels, sums);  // read back
   const MetricSums::Values v = sums.read();
@@ -276,13 +442,12 @@ float Sequential::compute_gradients(const Tensor& x, const Tensor& labels, int64
   return static_cast<float>(v.loss_sum / static_cast<double>(std::max<int64_t>(x.dim(0), 1)));
 }
 
-void Sequential::set_cpu_micro_batch(int64_t rows) {
-  EMBER_CHECK(rows >= 0, ArgumentError,
-              "Sequential::set_cpu_micro_batch: rows must be >= 0, got " + std::to_string(rows));
+void Model::set_cpu_micro_batch(int64_t rows) {
+  EMBER_CHECK(rows >= 0, ArgumentError, "Model::set_cpu_micro_batch: rows must be >= 0, got " + std::to_string(rows));
   cpu_micro_batch_ = rows;
 }
 
-int64_t Sequential::slice_rows(const Tensor& x, bool training) const {
+int64_t Model::slice_rows(const Tensor& x, bool training) const {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
   if (!device_.is_cpu() || x.layout() != Layout::RowMajor) return n;
   const bool exact = training && conv_algorithms() == ConvAlgorithms::Exact;
@@ -321,7 +486,7 @@ Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
 }
 }  // namespace
 
-void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, true);
   if (rows == n) {
     const Tensor& logits = forward_logits(x, true);
@@ -362,7 +527,7 @@ void Sequential::compute_gradients(const Tensor& x, const Tensor& labels, Metric
   grads_.copy_from(grad_tree_[0]);
 }
 
-void Sequential::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+void Model::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, false);
   if (rows == n) {
     eval_loss_.forward(forward_logits(x, false), labels, sums);
@@ -376,25 +541,25 @@ void Sequential::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSum
   });
 }
 
-void Sequential::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
   compute_gradients(x, labels, sums);
   apply_gradients();
 }
 
-void Sequential::apply_gradients() {
+void Model::apply_gradients() {
   EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
   optimizer_->step(params_, grads_);
 }
 
-float Sequential::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {
+float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {
   EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
   const float loss = compute_gradients(x, labels, correct);
   apply_gradients();
   return loss;
 }
 
-std::vector<std::pair<std::string, Tensor>> Sequential::named_params() const {
+std::vector<std::pair<std::string, Tensor>> Model::named_params() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& l : layers_) {
     const auto specs = l->param_specs();
@@ -403,7 +568,7 @@ std::vector<std::pair<std::string, Tensor>> Sequential::named_params() const {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Sequential::named_state() const {
+std::vector<std::pair<std::string, Tensor>> Model::named_state() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& l : layers_) {
     const auto specs = l->state_specs();
@@ -412,23 +577,45 @@ std::vector<std::pair<std::string, Tensor>> Sequential::named_state() const {
   return out;
 }
 
-std::string Sequential::summary() const {
+std::string Model::summary() const {
   require_built("summary");
   std::ostringstream os;
-  const std::string rule(65, '_'), dbl(65, '=');
-  auto row = [&](const std::string& a, const std::string& b, const std::string& c) {
-    std::string line = " " + a;
-    line.resize(std::max<size_t>(line.size() + 1, 29), ' ');
-    line += b;
-    line.resize(std::max<size_t>(line.size() + 1, 55), ' ');
-    os << line << c << "\n";
+  // A stack: Keras' Sequential table; a graph: its functional table, with the Input and what
+  // each layer is called on.
+  const size_t width = graph_ ? 98 : 65;
+  const std::vector<size_t> stops = graph_ ? std::vector<size_t>{31, 57, 69} : std::vector<size_t>{29, 55};
+  const std::string rule(width, '_'), dbl(width, '=');
+  auto row = [&](const std::vector<std::string>& cells) {
+    std::string line = " " + cells[0];
+    for (size_t c = 1; c < cells.size(); ++c) {
+      line.resize(std::max(line.size() + 1, stops[c - 1]), ' ');
+      line += cells[c];
+    }
+    os << line << "\n";
   };
-  os << "Model: \"sequential\"\n" << rule << "\n";
-  row("Layer (type)", "Output Shape", "Param #");
+  const auto connected = [&](size_t i) {
+    std::string out = "[";
+    for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) {
+      const int from = nodes_[i].inputs[k];
+      out += (k ? ", '" : "'") + (from < 0 ? input_name_ : layers_[static_cast<size_t>(from)]->name()) + "[0][0]'";
+    }
+    return out + "]";
+  };
+  os << "Model: \"" << name_ << "\"\n" << rule << "\n";
+  if (graph_)
+    row({"Layer (type)", "Output Shape", "Param #", "Connected to"});
+  else
+    row({"Layer (type)", "Output Shape", "Param #"});
   os << dbl << "\n";
+  if (graph_) {
+    row({input_name_ + " (InputLayer)", "[" + batch_shape(input_shape_) + "]", "0", "[]"});
+    os << "\n";
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
-    row(layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
-        with_commas(layers_[i]->num_params() + layers_[i]->num_non_trainable()));
+    std::vector<std::string> cells{layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
+                                   with_commas(layers_[i]->num_params() + layers_[i]->num_non_trainable())};
+    if (graph_) cells.push_back(connected(i));
+    row(cells);
     if (i + 1 < layers_.size()) os << "\n";
   }
   os << dbl << "\n";
@@ -438,7 +625,7 @@ std::string Sequential::summary() const {
   return os.str();
 }
 
-std::string Sequential::placement_report(int64_t batch_size) const {
+std::string Model::placement_report(int64_t batch_size) const {
   require_built("placement_report");
   std::ostringstream os;
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -60,24 +60,6 @@ TEST(Sequential, SameSeedSameInitialisation) {
   EXPECT_GT(hi, 0.07f);
 }
 
-// Two classes of 8x8 images: a bright square in the top-left or the bottom-right corner,
-// plus noise. A small CNN must learn it within a few hundred steps.
-Dataset corner_dataset(int64_t n, uint64_t seed) {
-  Tensor images = Tensor::zeros(Shape{n, 1, 8, 8}, DType::U8);
-  Tensor labels = Tensor::zeros(Shape{n}, DType::I32);
-  Rng rng(seed);
-  uint8_t* px = images.data<uint8_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    const int label = static_cast<int>(rng.below(2));
-    labels.data<int32_t>()[i] = label;
-    for (int j = 0; j < 64; ++j) px[i * 64 + j] = static_cast<uint8_t>(rng.below(60));
-    const int off = label == 0 ? 0 : 4;
-    for (int r = 0; r < 3; ++r)
-      for (int c = 0; c < 3; ++c) px[i * 64 + (off + r) * 8 + off + c] = 200;
-  }
-  return Dataset(images, labels, 2, "corners");
-}
-
 TEST(Sequential, TrainingDrivesTheLossDownOnASeparableProblem) {
   Sequential m;
   m.add<Conv2D>(4, Size2{3, 3}, Activation::ReLU);
@@ -85,7 +67,7 @@ TEST(Sequential, TrainingDrivesTheLossDownOnASeparableProblem) {
   m.add<Flatten>();
   m.add<Dense>(2);
   m.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 1e-2f}));
-  const Dataset train = corner_dataset(512, 1), test = corner_dataset(256, 2);
+  const Dataset train = test::corner_dataset(512, 1), test = test::corner_dataset(256, 2);
   FitOptions opt;
   opt.epochs = 10;
   opt.batch_size = 16;
@@ -128,7 +110,7 @@ TEST(Sequential, MaxStepsStopsTraining) {
   opt.batch_size = 10;
   opt.max_steps = 7;
   opt.verbose = 0;
-  const History h = m.fit(corner_dataset(50, 1), opt);
+  const History h = m.fit(test::corner_dataset(50, 1), opt);
   ASSERT_EQ(h.epochs.size(), 2u);  // 5 steps, then 2
   EXPECT_EQ(h.epochs[0].steps + h.epochs[1].steps, 7);
   EXPECT_EQ(m.optimizer()->iterations(), 7);
@@ -151,7 +133,7 @@ TEST(Sequential, ErrorsNameTheProblem) {
   n.add<Dense>(2);
   FitOptions opt;
   opt.verbose = 0;
-  EXPECT_THROW(n.fit(corner_dataset(8, 1), opt), Error);  // not compiled
+  EXPECT_THROW(n.fit(test::corner_dataset(8, 1), opt), Error);  // not compiled
   n.compile(std::make_unique<Adam>());
   EXPECT_THROW(n.forward(Tensor::zeros(Shape{2, 1, 7, 8}), false), Error);  // not built yet
   n.build(Shape{1, 8, 8});
@@ -190,7 +172,7 @@ TEST(Sequential, ANonFiniteLossStopsFitNamingTheStep) {
   Sequential m = make();
   m.params().f32()[0] = std::numeric_limits<float>::quiet_NaN();
   try {
-    m.fit(corner_dataset(50, 1), opt);
+    m.fit(test::corner_dataset(50, 1), opt);
     FAIL() << "a NaN loss trained on";
   } catch (const NumericalError& e) {
     EXPECT_NE(std::string(e.what()).find("NaN at epoch 1, step 1/5"), std::string::npos) << e.what();
@@ -203,7 +185,7 @@ TEST(Sequential, ANonFiniteLossStopsFitNamingTheStep) {
     return true;
   };
   try {
-    later.fit(corner_dataset(50, 1), opt);
+    later.fit(test::corner_dataset(50, 1), opt);
     FAIL() << "an infinite weight trained on";
   } catch (const NumericalError& e) {
     EXPECT_NE(std::string(e.what()).find("at epoch 2, step 1/5"), std::string::npos) << e.what();

@@ -1,0 +1,88 @@
+// Building a model as a graph of layer calls (Keras' functional API, with a C++ handle):
+//
+//   SymbolicTensor x = Input(Shape{1, 28, 28});
+//   auto conv = layer<Conv2D>(16, Size2{3, 3}, Activation::ReLU, Padding::Same);
+//   SymbolicTensor h = conv(x);                                   // calls build the layer
+//   SymbolicTensor r = add({h, layer<Conv2D>(16, Size2{3, 3}, Activation::None, Padding::Same)(h)});
+//   SymbolicTensor y = layer<Dense>(10)(layer<Flatten>()(r));
+//   Model model(x, y);                                            // layers/model/model.h
+//
+// A SymbolicTensor is a per-sample shape and the call that makes it; calling a layer on symbolic
+// tensors builds the layer for their shapes (a shape error names the layer and the shapes then,
+// not at the first batch) and returns its output. layer<L>(args...) makes an L and returns a
+// shared handle to it: the handle calls it, and `->` configures it. A layer belongs to one call:
+// calling one layer object twice (weights shared between calls) is refused when the model is
+// made. Merge layers (layers/merge.h) take a list; add/subtract/multiply/average/maximum/
+// concatenate make and call one in one go.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../core/shape.h"
+#include "../layer.h"
+#include "../merge.h"
+
+namespace ember {
+
+namespace detail {
+// One call in the graph: a layer on its inputs, or an Input (no layer).
+struct GraphNode {
+  std::shared_ptr<Layer> layer;
+  std::vector<std::shared_ptr<const GraphNode>> inputs;
+  Shape shape;             // the per-sample output
+  std::string input_name;  // an Input's name ("" until the model names it)
+};
+}  // namespace detail
+
+class SymbolicTensor {
+ public:
+  SymbolicTensor() = default;
+  explicit SymbolicTensor(std::shared_ptr<const detail::GraphNode> node) : node_(std::move(node)) {}
+  bool defined() const { return node_ != nullptr; }
+  const Shape& shape() const;  // per sample
+  const std::shared_ptr<const detail::GraphNode>& node() const { return node_; }
+
+ private:
+  std::shared_ptr<const detail::GraphNode> node_;
+};
+
+// A model input of per-sample shape `sample_shape` (no batch dimension), named `name` (default
+// "input_1", "input_2", ... in the model).
+SymbolicTensor Input(const Shape& sample_shape, std::string name = "");
+
+// Calls `layer` on `inputs`: builds it for their shapes (Layer::build_inputs) and returns its
+// output. ShapeError / ArgumentError name the layer's type and what did not fit.
+SymbolicTensor call_layer(const std::shared_ptr<Layer>& layer, const std::vector<SymbolicTensor>& inputs);
+
+// A shared handle to a layer that calls it on symbolic tensors (layer<L>(...) makes one).
+template <class L>
+class LayerRef {
+ public:
+  explicit LayerRef(std::shared_ptr<L> l) : layer_(std::move(l)) {}
+  SymbolicTensor operator()(const SymbolicTensor& x) const { return call_layer(layer_, {x}); }
+  SymbolicTensor operator()(const std::vector<SymbolicTensor>& xs) const { return call_layer(layer_, xs); }
+  L* operator->() const { return layer_.get(); }
+  L& operator*() const { return *layer_; }
+  const std::shared_ptr<L>& get() const { return layer_; }
+
+ private:
+  std::shared_ptr<L> layer_;
+};
+
+template <class L, class... Args>
+LayerRef<L> layer(Args&&... args) {
+  return LayerRef<L>(std::make_shared<L>(std::forward<Args>(args)...));
+}
+
+// Merge layers made and called in one go (layers/merge.h).
+SymbolicTensor add(const std::vector<SymbolicTensor>& xs);
+SymbolicTensor subtract(const SymbolicTensor& a, const SymbolicTensor& b);
+SymbolicTensor multiply(const std::vector<SymbolicTensor>& xs);
+SymbolicTensor average(const std::vector<SymbolicTensor>& xs);
+SymbolicTensor maximum(const std::vector<SymbolicTensor>& xs);
+SymbolicTensor concatenate(const std::vector<SymbolicTensor>& xs, int axis = 1);
+
+}  // namespace ember
