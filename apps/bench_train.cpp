@@ -15,7 +15,7 @@
 #include <fstream>
 
 #include "apps/cli.h"
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "bench/harness.h"
 #include "ember.h"
 

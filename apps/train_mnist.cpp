@@ -1,4 +1,4 @@
-// train_mnist: trains the reference CNN on MNIST or Fashion-MNIST, Keras-style.
+// train_mnist: trains the reference CNN (or bn-cnn, resnet) on MNIST or Fashion-MNIST, Keras-style.
 //
 //   train_mnist --epochs 5                      # GPU when usable, else CPU (with one notice)
 //   train_mnist --device cpu --epochs 5 --seed 1 --history history.json
@@ -16,7 +16,7 @@
 #include <iostream>
 #include <thread>
 
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "apps/train_mnist_args.h"
 #include "apps/train_mnist_outputs.h"
 #include "core/logger.h"
@@ -91,7 +91,7 @@ ember::Device choose_device(const Args& a) {
 }
 
 // After a stop request: the resumable checkpoint(s) and the one line that says where.
-int finish_interrupted(const Args& a, const ember::Sequential& model, const ember::TrainingState& state, bool chief,
+int finish_interrupted(const Args& a, const ember::Model& model, const ember::TrainingState& state, bool chief,
                        int64_t batches_per_epoch) {
   const int sig = g_stop_signal != 0 ? g_stop_signal : SIGINT;  // another rank's request: as Ctrl-C
   std::vector<std::string> saved;
@@ -161,11 +161,14 @@ int run(const Args& a) {
   check_data(data, dir);
 
   ModelRecipe recipe;
-  if (a.model == "bn-cnn")
+  const Shape sample = data.train.sample_shape();
+  if (a.model == "resnet")
+    recipe.make_model = [sample] { return std::make_unique<Model>(apps::make_resnet(sample)); };
+  else if (a.model == "bn-cnn")
     recipe.add_layers = [](Sequential& m) { apps::add_bn_cnn(m); };
   else
     recipe.add_layers = [](Sequential& m) { apps::add_reference_cnn(m); };
-  recipe.input_shape = data.train.sample_shape();
+  recipe.input_shape = sample;
   recipe.seed = a.seed;
   recipe.make_optimizer = [&] { return std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}); };
   recipe.device = device;
@@ -176,7 +179,7 @@ int run(const Args& a) {
     detail::inject_fault(*strategy, std::stoi(a.inject_fault.substr(0, colon)),
                          std::stoll(a.inject_fault.substr(colon + 1)), hang);
   }
-  Sequential& model = strategy->model();
+  Model& model = strategy->model();
   TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
   if (!a.resume.empty()) {
     state = strategy->load(a.resume);

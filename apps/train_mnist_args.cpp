@@ -78,7 +78,8 @@ std::optional<LearningRateSchedule> schedule_of(const Args& a) {
 
 int parse_train_mnist_args(int argc, char** argv, Args& a) {
   CLI::App app{
-      "Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), or --model bn-cnn, on MNIST or "
+      "Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), or --model bn-cnn or resnet, on MNIST "
+      "or "
       "Fashion-MNIST.",
       "train_mnist"};
   // A flag given twice takes its last value, so wrappers can set defaults users override
@@ -92,15 +93,18 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
   app.add_option("--model", a.model,
-                 "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10) or bn-cnn "
-                 "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.25-Dense10)")
-      ->check(CLI::IsMember({"reference", "bn-cnn"}));
-  app.add_option("--lr-schedule", a.lr_schedule,
-                 "Learning rate per epoch from --lr: constant, step (x --lr-decay every --lr-decay-epochs, default "
-                 "5), exponential (x --lr-decay per --lr-decay-epochs, default 1, smoothly) or cosine (down to "
-                 "--lr-decay x --lr at --lr-decay-epochs, default --epochs)")
-      ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}));
-  app.add_option("--lr-decay", a.lr_decay, "The schedule's factor (step, exponential: (0, 1]; cosine's floor: [0, 1])")
+                 "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), bn-cnn "
+                 "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.25-Dense10) or resnet (a stem "
+                 "and three residual blocks with BatchNorm, GlobalAvgPool, Dense10; its default --lr-schedule is "
+                 "cosine down to 0)")
+      ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
+  auto* schedule =
+      app.add_option("--lr-schedule", a.lr_schedule,
+                     "Learning rate per epoch from --lr: constant, step (x --lr-decay every --lr-decay-epochs, default "
+                     "5), exponential (x --lr-decay per --lr-decay-epochs, default 1, smoothly) or cosine (down to "
+                     "--lr-decay x --lr at --lr-decay-epochs, default --epochs)")
+          ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}));
+  auto* decay = app.add_option("--lr-decay", a.lr_decay, "The schedule's factor (step, exponential: (0, 1]; cosine's floor: [0, 1])")
       ->check(finite_in(0.0, 1.0));
   app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs (0: its default)")
       ->check(CLI::Range(0, 100000));
@@ -190,6 +194,10 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
       });
   if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
   a.seed_given = seed->count() > 0;
+  if (a.model == "resnet") {  // the model's recipe: a cosine schedule down to 0 over the epochs
+    if (schedule->count() == 0) a.lr_schedule = "cosine";
+    if (decay->count() == 0 && a.lr_schedule == "cosine") a.lr_decay = 0.0f;
+  }
   if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && a.threads > static_cast<int>(cores))
     std::fprintf(stderr,
                  "train_mnist: warning: --threads %d is more than the %u cores here: OpenMP threads will share cores "

@@ -88,7 +88,7 @@ void check_data(const MnistData& data, const std::string& dir) {
                   data.train.sample_shape().str());
 }
 
-void save_final(const Sequential& model, const std::string& path, const TrainingState& state) {
+void save_final(const Model& model, const std::string& path, const TrainingState& state) {
   try {
     model.save(path, state);
     return;

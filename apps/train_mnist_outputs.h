@@ -23,7 +23,7 @@ void check_data(const MnistData& data, const std::string& dir);
 
 // The final save. Its failure must not throw the trained model away: then it is saved beside
 // the asked path (or in the temporary folder) and the error says where.
-void save_final(const Sequential& model, const std::string& path, const TrainingState& state);
+void save_final(const Model& model, const std::string& path, const TrainingState& state);
 
 // The checkpoint's best validation accuracy so far (-1 when it has none); CheckpointError when
 // the stored value is not a number.

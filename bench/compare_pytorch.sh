@@ -69,7 +69,7 @@ for (fw, mode), v in sorted(by.items()):
     out.write(f"{fw},{mode},{len(v)},{statistics.median(v):.4f},{min(v):.4f},{max(v):.4f}\n")
 peaks = [float(r["gflops"]) for r in rows if r["framework"] == "onednn-sgemm"]
 peak = statistics.median(peaks) if peaks else None
-# The step's FLOP (direct convolution, apps/reference_cnn.h) from Ember's rows: the same model.
+# The step's FLOP (direct convolution, apps/model_zoo.h) from Ember's rows: the same model.
 step = next((r for r in rows if r["framework"] == "ember" and r["mode"] == "step"), None)
 gflop = float(step["gflops"]) * float(step["median_ms"]) / 1e3 if step else None
 if peak:

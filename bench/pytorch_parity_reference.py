@@ -45,7 +45,7 @@ LR, BETA1, BETA2, EPS, STEPS = 1e-3, 0.9, 0.999, 1e-7, 10
 
 
 def bn_cnn():
-    """train_mnist's bn-cnn (apps/reference_cnn.h) without Dropout, initialised as Keras does."""
+    """train_mnist's bn-cnn (apps/model_zoo.h) without Dropout, initialised as Keras does."""
     bn = lambda c: nn.BatchNorm2d(c, eps=1e-3, momentum=0.01)  # noqa: E731 (Keras' 0.99)
     m = nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), bn(32), nn.ReLU(), nn.MaxPool2d(2),

@@ -42,7 +42,7 @@ class Communicator {
   // bufs[i] is local member i's buffer (local_size() of them; f32, contiguous, all one size).
   // Afterwards every buffer holds the sum over all members, in a fixed order, so results are
   // reproducible run to run: on the CPU transports the pairwise tree by doubling strides
-  // ((m0 + m1) + (m2 + m3), ...; MPI with 2 ranks alike), the order Sequential sums its
+  // ((m0 + m1) + (m2 + m3), ...; MPI with 2 ranks alike), the order a Model sums its
   // slices in (what makes replicas bit for bit under ConvAlgorithms::Exact); NCCL and MPI with
   // more ranks their own. ArgumentError for a wrong buffer count.
   void all_reduce_sum(std::span<Tensor* const> bufs);

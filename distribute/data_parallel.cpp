@@ -11,9 +11,18 @@
 
 namespace ember::detail {
 
-std::unique_ptr<Sequential> build_replica(const ModelRecipe& recipe, Device device) {
-  auto m = std::make_unique<Sequential>();
-  recipe.add_layers(*m);
+std::unique_ptr<Model> build_replica(const ModelRecipe& recipe, Device device) {
+  EMBER_CHECK(static_cast<bool>(recipe.make_model) != static_cast<bool>(recipe.add_layers), ArgumentError,
+              "ModelRecipe: give make_model or add_layers (one of them)");
+  std::unique_ptr<Model> m;
+  if (recipe.make_model) {
+    m = recipe.make_model();
+    EMBER_CHECK(m != nullptr, ArgumentError, "ModelRecipe: make_model returned no model");
+  } else {
+    auto seq = std::make_unique<Sequential>();
+    recipe.add_layers(*seq);
+    m = std::move(seq);
+  }
   m->build(recipe.input_shape, recipe.seed);
   m->compile(recipe.make_optimizer());
   m->to(device);
@@ -42,7 +51,7 @@ void maybe_fail(const FaultPlan& fault, int member, int64_t step) {
 }
 }  // namespace
 
-void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, std::span<const Device> devices,
+void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::span<const Device> devices,
                         std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
                         Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
   gradients.set_step(step);
@@ -54,7 +63,7 @@ void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, s
   std::vector<Tensor*> stat_ptrs;
   for (size_t i = 0; i < replicas.size(); ++i) {
     const int member = gradients.rank() + static_cast<int>(i);
-    Sequential& m = *replicas[i];
+    Model& m = *replicas[i];
     try {
       if (watchdog) watchdog->arm(member, devices[i], step);
       maybe_fail(fault, member, step);
@@ -79,7 +88,7 @@ void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, s
   for (const auto& m : replicas) m->apply_gradients();
 }
 
-EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset& data, int64_t batch_size) {
+EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& data, int64_t batch_size) {
   DataLoader loader(data, {.batch_size = std::max<int64_t>(batch_size, comm.size()),
                            .shuffle = false,
                            .seed = 0,
@@ -150,7 +159,7 @@ void DataParallelStrategy::build(const ModelRecipe& recipe) {
   gradients_->wait();
 }
 
-Sequential& DataParallelStrategy::model() {
+Model& DataParallelStrategy::model() {
   EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
   return *replicas_[0];
 }

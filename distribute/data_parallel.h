@@ -3,7 +3,7 @@
 // Mirrored and MultiWorker are configurations of one DataParallelStrategy: this process drives
 // its local replicas (Mirrored: N, one per device; MultiWorker: 1) from one thread, and one
 // Communicator sums every replica's gradients (a host sum, NCCL within a process, MPI or NCCL
-// across processes). Default is the plain Sequential::fit (strategy.cpp).
+// across processes). Default is the plain Model::fit (strategy.cpp).
 #pragma once
 
 #include <functional>
@@ -21,7 +21,7 @@
 namespace ember::detail {
 
 // One replica from the recipe, on `device`.
-std::unique_ptr<Sequential> build_replica(const ModelRecipe& recipe, Device device);
+std::unique_ptr<Model> build_replica(const ModelRecipe& recipe, Device device);
 
 // Scales a replica's gradients by shard/global (zeros for an empty shard), on their device, so
 // that the all-reduced SUM over replicas is the mean gradient of the global batch.
@@ -32,14 +32,14 @@ void weight_gradients(Tensor& grads, int64_t shard, int64_t global);
 // the `global` rows; then ONE all-reduce over every local replica's gradients; then every
 // replica's optimizer step. With a `watchdog`, each replica's part runs under its deadline. A failure in replica i's
 // part throws Error("replica <member> (<device>) failed at step <step>: ...").
-void data_parallel_step(std::span<const std::unique_ptr<Sequential>> replicas, std::span<const Device> devices,
+void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::span<const Device> devices,
                         std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
                         Communicator& gradients, int64_t step, const FaultPlan& fault,
                         ReplicaWatchdog* watchdog = nullptr);
 
 // Evaluation sums (loss * n, correct, n) over this member's shard of `data` (batches built on
 // the model's device), all-reduced over `comm`, a host communicator with one member here.
-EvalResult sharded_evaluate(Sequential& model, Communicator& comm, const Dataset& data, int64_t batch_size);
+EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& data, int64_t batch_size);
 
 struct DataParallelConfig {
   std::string kind;  // "mirrored", "multiworker": names the strategy and prefixes its errors
@@ -68,7 +68,7 @@ class DataParallelStrategy final : public Strategy {
   void build(const ModelRecipe& recipe) override;
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation) override;
   EvalResult evaluate(const Dataset& data, int64_t batch_size) override;
-  Sequential& model() override;
+  Model& model() override;
   TrainingState load(const std::string& path) override;
 
   FaultPlan fault;  // detail::inject_fault
@@ -76,7 +76,7 @@ class DataParallelStrategy final : public Strategy {
  private:
   DataParallelConfig config_;                // holds `world`: destroyed last (MPI_Finalize)
   std::shared_ptr<Communicator> gradients_;  // may be `world` itself (MultiWorker on CPUs)
-  std::vector<std::unique_ptr<Sequential>> replicas_;
+  std::vector<std::unique_ptr<Model>> replicas_;
 };
 
 // MultiWorker over `world` (MPI in make_multiworker_strategy; tests use the thread communicator).

@@ -8,7 +8,7 @@ namespace ember {
 
 namespace {
 // Element i's sum over n members' buffers as a pairwise tree by doubling strides ((b0 + b1) +
-// (b2 + b3), ...; for 3: (b0 + b1) + b2): the order Sequential sums its slices' gradients in
+// (b2 + b3), ...; for 3: (b0 + b1) + b2): the order a Model sums its slices' gradients in
 // (compute_gradients). With a power-of-two number of replicas, each holding an aligned
 // power-of-two run of the batch's slices, the replicas' sum is then the one model's bit for bit.
 float pairwise_sum(float* const* b, int n, int64_t i) {

@@ -2,7 +2,7 @@
 // from MPI (so mpirun, srun and hostfiles all work); every rank reads its own shard of each
 // global batch; gradients are summed with MPI_Allreduce on CPUs, or with NCCL on GPUs (a
 // communicator bootstrapped over MPI; the step then never waits for the GPU, as
-// Sequential::fit's); only rank 0 prints; epoch metrics and evaluation are reduced over MPI.
+// Model::fit's); only rank 0 prints; epoch metrics and evaluation are reduced over MPI.
 #include <cstdlib>
 
 #include "../core/runtime.h"

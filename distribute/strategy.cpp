@@ -1,4 +1,4 @@
-// The strategies: Default (Sequential::fit on one replica) and Mirrored (N replicas of this
+// The strategies: Default (Model::fit on one replica) and Mirrored (N replicas of this
 // process, one DataParallelStrategy); MultiWorker is in multiworker.cpp.
 #include "strategy.h"
 
@@ -23,13 +23,13 @@ class DefaultStrategy : public Strategy {
     return model().fit(train, options, validation);
   }
   EvalResult evaluate(const Dataset& data, int64_t batch_size) override { return model().evaluate(data, batch_size); }
-  Sequential& model() override {
+  Model& model() override {
     EMBER_CHECK(model_ != nullptr, Error, "strategy: build() first");
     return *model_;
   }
 
  private:
-  std::unique_ptr<Sequential> model_;
+  std::unique_ptr<Model> model_;
 };
 
 }  // namespace

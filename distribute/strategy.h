@@ -23,6 +23,9 @@ namespace ember {
 
 // How to make one replica: the same recipe runs once per replica.
 struct ModelRecipe {
+  // The model of every replica, made the same way each time: a graph model (make_model), or a
+  // Sequential that add_layers fills. Exactly one of the two.
+  std::function<std::unique_ptr<Model>()> make_model;
   std::function<void(Sequential&)> add_layers;
   Shape input_shape;
   uint64_t seed = 0;
@@ -50,7 +53,7 @@ class Strategy {
   // Metrics over the whole data set (all ranks together).
   virtual EvalResult evaluate(const Dataset& data, int64_t batch_size = 256) = 0;
   // Replica 0 (its parameters equal every replica's): for saving, predicting, summaries.
-  virtual Sequential& model() = 0;
+  virtual Model& model() = 0;
   // Loads a checkpoint into every local replica (each rank reads the file itself).
   virtual TrainingState load(const std::string& path) { return model().load(path); }
   const StrategyStats& stats() const { return stats_; }

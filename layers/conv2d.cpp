@@ -6,8 +6,13 @@
 
 namespace ember {
 
-Conv2D::Conv2D(int64_t filters, Size2 kernel, Activation activation, Padding padding, Size2 strides)
-    : filters_(filters), kernel_(kernel), strides_(strides), activation_(activation), padding_(padding) {
+Conv2D::Conv2D(int64_t filters, Size2 kernel, Activation activation, Padding padding, Size2 strides, bool use_bias)
+    : filters_(filters),
+      kernel_(kernel),
+      strides_(strides),
+      activation_(activation),
+      padding_(padding),
+      use_bias_(use_bias) {
   EMBER_CHECK(filters > 0, ArgumentError, "Conv2D: filters must be > 0, got " + std::to_string(filters));
   EMBER_CHECK(kernel.h > 0 && kernel.w > 0, ArgumentError,
               "Conv2D: kernel size must be positive, got " + std::to_string(kernel.h) + "x" + std::to_string(kernel.w));
@@ -24,8 +29,18 @@ Shape Conv2D::build(const Shape& in) {
 
 std::vector<ParamSpec> Conv2D::param_specs() const {
   const int64_t rs = g_.r * g_.s;
-  return {{"kernel", Shape{g_.k, g_.c, g_.r, g_.s}, ParamSpec::Init::GlorotUniform, g_.c * rs, g_.k * rs},
-          {"bias", Shape{g_.k}, ParamSpec::Init::Zeros, 0, 0}};
+  std::vector<ParamSpec> specs{
+      {"kernel", Shape{g_.k, g_.c, g_.r, g_.s}, ParamSpec::Init::GlorotUniform, g_.c * rs, g_.k * rs}};
+  if (use_bias_) specs.push_back({"bias", Shape{g_.k}, ParamSpec::Init::Zeros, 0, 0});
+  return specs;
+}
+
+void Conv2D::bind(std::vector<Tensor> params, std::vector<Tensor> grads) {
+  Layer::bind(std::move(params), std::move(grads));
+  if (use_bias_) return;
+  const Device d = params_.at(0).device();  // on the parameters' device, again after a move
+  zero_bias_ = Tensor::zeros(Shape{g_.k}, DType::F32, d);
+  unused_bias_grad_ = Tensor::zeros(Shape{g_.k}, DType::F32, d);
 }
 
 Conv2dShape Conv2D::geometry(int64_t batch) const {
@@ -40,12 +55,12 @@ const Tensor& Conv2D::do_forward(const Tensor& x, bool /*training*/) {
               "Conv2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
                   std::to_string(g_.w) + "); given " + x.shape().str());
   batch_ = x.dim(0);
-  return detail::conv2d_forward(state_, geometry(batch_), x, params_.at(0), params_.at(1));
+  return detail::conv2d_forward(state_, geometry(batch_), x, params_.at(0), bias());
 }
 
 const Tensor& Conv2D::do_backward(const Tensor& dy) {
   const Tensor* dx = detail::conv2d_backward(state_, geometry(batch_), params_.at(0), dy, needs_input_grad_,
-                                             grads_.at(0), grads_.at(1), output_grad_premasked_);
+                                             grads_.at(0), bias_grad(), output_grad_premasked_);
   return dx ? *dx : no_input_grad();
 }
 

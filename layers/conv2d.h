@@ -1,7 +1,10 @@
 // Conv2D: Keras-like 2-D convolution with bias and an optional fused ReLU.
 //   Conv2D(32, {3, 3}, Activation::ReLU)                     valid padding, stride 1
 //   Conv2D(64, {3, 3}, Activation::ReLU, Padding::Same)      output keeps the input size
-// Parameters: "kernel" (K, C, R, S) Glorot-uniform, "bias" (K) zeros.
+//   Conv2D(64, {1, 1}, Activation::None, Padding::Valid, {2, 2}, false)
+//                                                            strided 1x1, no bias (a projection)
+// Parameters: "kernel" (K, C, R, S) Glorot-uniform, "bias" (K) zeros unless use_bias is false
+// (Keras' use_bias=False: no bias parameter; the backends then add a constant zero bias, exact).
 // Input (N, C, H, W) in any layout; output (N, K, P, Q) in the layout the backend runs in
 // (NHWC on the CPU, NCHW on a GPU; layers/ops/conv2d.h).
 #pragma once
@@ -15,7 +18,7 @@ namespace ember {
 class Conv2D : public Layer {
  public:
   Conv2D(int64_t filters, Size2 kernel, Activation activation = Activation::None, Padding padding = Padding::Valid,
-         Size2 strides = {1, 1});
+         Size2 strides = {1, 1}, bool use_bias = true);
 
   std::string type() const override { return "Conv2D"; }
   bool rows_independent(bool /*training*/) const override { return true; }
@@ -25,6 +28,12 @@ class Conv2D : public Layer {
   bool relu_output() const override { return activation_ == Activation::ReLU; }
   // The geometry build() computed, for a batch of `batch` rows.
   Conv2dShape geometry(int64_t batch) const;
+  bool use_bias() const { return use_bias_; }
+  void bind(std::vector<Tensor> params, std::vector<Tensor> grads) override;
+  // The bias the backends add and its gradient: the parameter's views, or without use_bias a
+  // zero bias of the layer's own and a gradient nobody reads.
+  const Tensor& bias() const { return use_bias_ ? params_.at(1) : zero_bias_; }
+  Tensor& bias_grad() { return use_bias_ ? grads_.at(1) : unused_bias_grad_; }
 
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;
@@ -35,6 +44,8 @@ class Conv2D : public Layer {
   Size2 kernel_, strides_;
   Activation activation_;
   Padding padding_;
+  bool use_bias_;
+  Tensor zero_bias_, unused_bias_grad_;  // without use_bias
   Conv2dShape g_;      // per-sample geometry from build(); n is set per batch
   int64_t batch_ = 0;  // of the last forward
 };

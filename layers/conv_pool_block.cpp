@@ -13,7 +13,7 @@ std::unique_ptr<ConvPoolBlock> ConvPoolBlock::make(Layer& first, Layer& second) 
   if (typeid(first) != typeid(Conv2D) || typeid(second) != typeid(MaxPool2D)) return nullptr;
   auto* conv = static_cast<Conv2D*>(&first);
   auto* pool = static_cast<MaxPool2D*>(&second);
-  if (conv->needs_input_grad() || conv->params().size() != 2) return nullptr;
+  if (conv->needs_input_grad() || conv->params().empty()) return nullptr;
   if (!cpu::conv2d_maxpool_fits(conv->geometry(1), pool->geometry(1))) return nullptr;
   return std::unique_ptr<ConvPoolBlock>(new ConvPoolBlock(*conv, *pool));
 }
@@ -25,7 +25,7 @@ const Tensor& ConvPoolBlock::forward(const Tensor& x, bool training) {
   x_ = x;
   ensure(y_, Shape{batch_, pg.c, pg.p, pg.q}, DType::F32, Device::cpu(), Layout::NHWC);
   if (training) ensure(argmax_, y_.shape(), DType::U8, Device::cpu(), Layout::NHWC);
-  cpu::conv2d_maxpool_forward(cg, pg, x, conv_.params()[0], conv_.params()[1], y_, training ? &argmax_ : nullptr,
+  cpu::conv2d_maxpool_forward(cg, pg, x, conv_.params()[0], conv_.bias(), y_, training ? &argmax_ : nullptr,
                               scratch_);
   trained_ = training;
   return y_;
@@ -37,7 +37,7 @@ void ConvPoolBlock::backward(const Tensor& dy) {
   EMBER_CHECK(
       dy.shape() == y_.shape(), ShapeError,
       "layer '" + pool_.name() + "': the output gradient must be " + y_.shape().str() + ", got " + dy.shape().str());
-  Tensor dw = conv_.grads()[0], db = conv_.grads()[1];  // views of the model's gradient buffer
+  Tensor dw = conv_.grads()[0], db = conv_.bias_grad();  // views of the model's gradient buffer (or scratch)
   cpu::conv2d_maxpool_backward(conv_.geometry(batch_), pool_.geometry(batch_), x_, y_, argmax_,
                                as_layout(dy, Layout::NHWC, dy_copy_), dw, db, scratch_);
 }

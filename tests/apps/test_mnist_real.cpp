@@ -10,7 +10,7 @@
 
 #include <cstdlib>
 
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "ember.h"
 
 namespace {

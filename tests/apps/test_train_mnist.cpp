@@ -345,6 +345,34 @@ std::vector<float> all_values(const std::string& path) {
   return out;
 }
 
+// --model resnet, a graph model: its summary with the Input and Keras' "Connected to", its recipe's
+// cosine schedule without --lr-schedule, a model that learns, and a resume of its checkpoint
+// that equals the uninterrupted run.
+TEST(TrainMnist, ResnetIsAGraphWithItsOwnScheduleAndResumesExactly) {
+  const std::string dir = ember::test::temp_dir("resnet");
+  ember::test::write_synthetic_mnist(dir, 640, 200, /*gzip=*/false);
+  const std::string common = " --device cpu --model resnet --batch-size 32 --seed 2 --data-dir " + dir;
+  const AppRun r = run("--epochs 2" + common + " --history " + dir + "/h.json --save " + dir + "/whole.st");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Model: \"resnet\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Trainable params: 151,274"), std::string::npos) << r.output;  // as PyTorch's
+  EXPECT_NE(r.output.find("Connected to"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("add (Add)"), std::string::npos) << r.output;
+  std::ifstream f(dir + "/h.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["model"], "resnet");
+  EXPECT_EQ(j["lr_schedule"], "cosine");
+  EXPECT_FLOAT_EQ(float(j["history"][0]["learning_rate"]), 1e-3f);
+  EXPECT_FLOAT_EQ(float(j["history"][1]["learning_rate"]), 5e-4f);  // cos(pi / 2) halfway to 0
+  EXPECT_GT(double(j["history"][1]["accuracy"]), 0.9) << r.output;  // 10 well-separated classes
+  ASSERT_EQ(run("--epochs 1 --quiet" + common + " --save " + dir + "/half.st").code, 0);
+  const AppRun resumed =
+      run("--epochs 2 --quiet" + common + " --resume " + dir + "/half.st --save " + dir + "/resumed.st");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(all_values(dir + "/resumed.st"), all_values(dir + "/whole.st"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainMnist, ResumeEqualsUninterruptedAndCheckpointsAreUsable) {
   const std::string dir = ember::test::temp_dir("resume");
   ember::test::write_synthetic_mnist(dir, 256, 64, false);

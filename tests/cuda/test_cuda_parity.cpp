@@ -844,5 +844,57 @@ TEST_F(Parity, NewLayersOnTheGpuMatchTheirCpuTwins) {
     }
 }
 
+// The merge layers on the GPU (layers/cuda/elementwise.cu) against their CPU twins: the same
+// float operations in the same order on both devices (a + b, a * b, alpha * x, a copy), so equal
+// bit for bit; Maximum with ties, inputs of both layouts (converted to the first's), NaN-filled
+// outputs on the device (layers' scratch is ensure()d, so a kernel that wrote nothing shows).
+TEST_F(Parity, MergeLayersOnTheGpuEqualTheirCpuTwins) {
+  struct Case {
+    std::string label;
+    std::function<std::unique_ptr<Layer>()> make;
+    std::vector<Shape> samples;
+  };
+  const Shape s{4, 6, 5};
+  const std::vector<Case> cases = {
+      {"Add", [] { return std::make_unique<Add>(); }, {s, s, s}},
+      {"Subtract", [] { return std::make_unique<Subtract>(); }, {s, s}},
+      {"Multiply", [] { return std::make_unique<Multiply>(); }, {s, s, s}},
+      {"Average", [] { return std::make_unique<Average>(); }, {s, s, s}},
+      {"Maximum", [] { return std::make_unique<Maximum>(); }, {s, s, s}},
+      {"Concatenate channels", [] { return std::make_unique<Concatenate>(1); }, {s, Shape{2, 6, 5}}},
+      {"Concatenate last", [] { return std::make_unique<Concatenate>(-1); }, {s, Shape{4, 6, 3}}},
+      {"Concatenate features", [] { return std::make_unique<Concatenate>(); }, {Shape{7}, Shape{3}}}};
+  for (const Case& c : cases)
+    for (const Layout first : {Layout::RowMajor, Layout::NHWC}) {
+      if (first == Layout::NHWC && c.samples[0].rank() != 3) continue;
+      const std::string label = c.label + (first == Layout::NHWC ? " (first input NHWC)" : "");
+      std::unique_ptr<Layer> on_cpu = c.make(), on_gpu = c.make();
+      on_cpu->build_inputs(c.samples);
+      on_gpu->build_inputs(c.samples);
+      std::vector<Tensor> xs, xgs;
+      for (size_t i = 0; i < c.samples.size(); ++i) {
+        // Values on a grid of quarters in [-2, 2]: Maximum meets ties.
+        Tensor x = test::random_tensor(c.samples[i].with_batch(3), 150 + i, -2.0f, 2.0f);
+        for (int64_t k = 0; k < x.numel(); ++k) x.f32()[k] = std::round(x.f32()[k] * 4.0f) / 4.0f;
+        xs.push_back(i == 0 ? x.to_layout(first) : x);
+        xgs.push_back(xs.back().to(kGpu));
+      }
+      std::vector<const Tensor*> pc, pg;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        pc.push_back(&xs[i]);
+        pg.push_back(&xgs[i]);
+      }
+      const Tensor& yc = on_cpu->forward_inputs(pc, true);
+      const Tensor& yg = on_gpu->forward_inputs(pg, true);
+      EXPECT_EQ(yg.device(), kGpu) << label;
+      EXPECT_EQ(yg.to_vector(), yc.to_vector()) << label;
+      const Tensor dy = test::random_tensor(yc.shape(), 160);
+      const std::vector<Tensor>& dxc = on_cpu->backward_inputs(dy);
+      const std::vector<Tensor>& dxg = on_gpu->backward_inputs(dy.to(kGpu));
+      ASSERT_EQ(dxg.size(), dxc.size()) << label;
+      for (size_t i = 0; i < dxc.size(); ++i) EXPECT_EQ(dxg[i].to_vector(), dxc[i].to_vector()) << label << ": dx" << i;
+    }
+}
+
 }  // namespace
 }  // namespace ember

@@ -211,6 +211,40 @@ TEST(Mirrored, UnderExactTwoAndFourReplicasEqualOneBitForBit) {
   EXPECT_FALSE(fast_equal) << "Fast's 64-row micro-batches sum the batch in another order than 4 replicas";
 }
 
+// A graph model (a residual block) through the strategies (ModelRecipe::make_model): the same
+// bit-for-bit claim as the stack above, so replicas of a graph are one model too.
+TEST(Mirrored, GraphModelReplicasUnderExactEqualOneBitForBit) {
+  const Dataset d = classes_dataset(640, 3);
+  const auto train = [&](std::unique_ptr<Strategy> s) {
+    ModelRecipe r = small_recipe(5);
+    r.add_layers = nullptr;
+    r.make_model = [] {
+      SymbolicTensor x = Input(Shape{1, 10, 10});
+      SymbolicTensor h = layer<Conv2D>(6, Size2{3, 3}, Activation::ReLU, Padding::Same)(x);
+      SymbolicTensor f = layer<Conv2D>(6, Size2{3, 3}, Activation::None, Padding::Same, Size2{1, 1}, false)(h);
+      SymbolicTensor y = layer<MaxPool2D>(Size2{2, 2})(layer<ReLU>()(add({h, f})));
+      return std::make_unique<Model>(x, layer<Dense>(4)(layer<Flatten>()(y)));
+    };
+    s->build(r);
+    EXPECT_FALSE(s->model().is_linear());
+    FitOptions o;
+    o.batch_size = 64;
+    o.max_steps = 10;
+    o.seed = 9;
+    o.verbose = 0;
+    s->fit(d, o);
+    return s->model().params().to_vector();
+  };
+  const ConvAlgorithms saved = conv_algorithms();
+  set_conv_algorithms(ConvAlgorithms::Exact);
+  const std::vector<float> single = train(make_default_strategy());
+  for (int n : {2, 4}) EXPECT_EQ(train(make_mirrored_cpu_strategy(n)), single) << n << " replicas";
+  set_conv_algorithms(saved);
+  ModelRecipe both = small_recipe(1);
+  both.make_model = [] { return std::unique_ptr<Model>(); };
+  EXPECT_THROW(make_default_strategy()->build(both), ArgumentError);  // make_model and add_layers
+}
+
 TEST(Mirrored, EveryReplicaHoldsTheSameParameters) {
   auto s = make_mirrored_cpu_strategy(3);
   s->build(small_recipe(1));

@@ -112,6 +112,26 @@ TEST(Conv2D, GradientsStride2) {
   test::check_layer_gradients(conv, test::random_tensor(Shape{1, 2, 7, 7}, 8), 9);
 }
 
+// use_bias = false (a 1x1 strided projection, as a residual block's shortcut): no bias parameter,
+// and outputs and gradients equal a biased layer's whose bias is zero, bit for bit (adding a zero
+// bias rounds nothing).
+TEST(Conv2D, WithoutBiasHasOnlyAKernelAndEqualsAZeroBias) {
+  Conv2D plain(8, {1, 1}, Activation::None, Padding::Valid, {2, 2}, false);
+  Conv2D biased(8, {1, 1}, Activation::None, Padding::Valid, {2, 2});
+  test::build_standalone(plain, Shape{4, 7, 7}, 3);
+  test::build_standalone(biased, Shape{4, 7, 7}, 3);
+  ASSERT_EQ(plain.param_specs().size(), 1u);
+  EXPECT_EQ(plain.num_params(), 8 * 4);
+  Tensor(biased.params()[0]).copy_from(plain.params()[0]);  // views: set the layer's own
+  Tensor(biased.params()[1]).fill(0.0f);
+  const Tensor x = test::random_tensor(Shape{3, 4, 7, 7}, 4);
+  EXPECT_EQ(plain.forward(x, true).to_vector(), biased.forward(x, true).to_vector());
+  const Tensor dy = test::random_tensor(Shape{3, 8, 4, 4}, 5);
+  EXPECT_EQ(plain.backward(dy).to_vector(), biased.backward(dy).to_vector());
+  EXPECT_EQ(plain.grads()[0].to_vector(), biased.grads()[0].to_vector());
+  test::check_layer_gradients(plain, x, 6);
+}
+
 TEST(Conv2D, AcceptsNhwcInputWithSameResult) {
   Conv2D conv(4, {3, 3}, Activation::ReLU);
   test::build_standalone(conv, Shape{3, 6, 6}, 1);

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "core/cuda_module.h"
 #include "idx_fixtures.h"
 #include "test_util.h"
@@ -404,6 +404,39 @@ TEST(CudaGraphs, AreRefusedOffTheGpuAndIgnoredByFitOnTheCpu) {
   };
   EXPECT_EQ(train(true), train(false));
   std::filesystem::remove_all(dir);
+}
+
+// A graph model (residual Add, a tensor read by several layers, Concatenate) on the GPU: the
+// engine's gradient sums run there too (layers/ops/elementwise.h). Five Adam steps against the
+// CPU, as StepsOnTheGpuMatchTheCpu.
+TEST(CudaTraining, AGraphModelOnTheGpuMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  const auto make = [] {
+    SymbolicTensor x = Input(Shape{1, 12, 12});
+    SymbolicTensor h = layer<Conv2D>(8, Size2{3, 3}, Activation::ReLU, Padding::Same)(x);
+    SymbolicTensor r = layer<Conv2D>(8, Size2{3, 3}, Activation::None, Padding::Same, Size2{1, 1}, false)(h);
+    SymbolicTensor y = layer<ReLU>()(add({h, r}));
+    y = layer<MaxPool2D>(Size2{2, 2})(concatenate({y, h}));
+    Model m(x, layer<Dense>(10)(layer<GlobalAvgPool2D>()(y)));
+    m.build(3);
+    m.compile(std::make_unique<Adam>());
+    return m;
+  };
+  Model cpu = make(), gpu = make();
+  gpu.to(Device::cuda(0));
+  for (int step = 0; step < 5; ++step) {
+    const Tensor x = test::random_tensor(Shape{16, 1, 12, 12}, 40 + static_cast<uint64_t>(step), 0.0f, 1.0f);
+    Tensor labels = Tensor::zeros(Shape{16}, DType::I32);
+    for (int i = 0; i < 16; ++i) labels.data<int32_t>()[i] = (i * 3 + step) % 10;
+    const float lc = cpu.train_step(x, labels);
+    const float lg = gpu.train_step(x.to(Device::cuda(0)), labels.to(Device::cuda(0)));
+    EXPECT_NEAR(lg, lc, 1e-4 * std::max(1.0f, lc)) << "step " << step;
+  }
+  const std::vector<float> pc = cpu.params().to_vector(), pg = gpu.params().to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < pc.size(); ++i) worst = std::max(worst, std::abs(double(pg[i]) - pc[i]));
+  EXPECT_LE(worst, 1e-4);  // as StepsOnTheGpuMatchTheCpu: five steps of ~1e-3, rounding < 1e-5
 }
 
 }  // namespace

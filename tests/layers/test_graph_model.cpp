@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "test_util.h"
 
 namespace ember {
 namespace {
 
-// The reference CNN (apps/reference_cnn.h) as calls.
+// The reference CNN (apps/model_zoo.h) as calls.
 Model reference_graph() {
   SymbolicTensor x = Input(Shape{1, 28, 28});
   SymbolicTensor h = layer<Conv2D>(32, Size2{3, 3}, Activation::ReLU)(x);

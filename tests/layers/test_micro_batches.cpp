@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "test_util.h"
 
 namespace ember {

@@ -16,7 +16,7 @@
 #include <set>
 #include <tuple>
 
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "core/runtime.h"
 #include "core/safetensors.h"
 #include "ember.h"
@@ -51,7 +51,7 @@ const Reference& reference(Model model) {
   return files.emplace(model, std::move(r)).first->second;
 }
 
-// bench/pytorch_reference.py's reference_cnn() is apps/reference_cnn.h's model; the script's
+// bench/pytorch_reference.py's reference_cnn() is apps/model_zoo.h's model; the script's
 // bn_cnn() is add_bn_cnn's without the Dropout.
 Sequential make(Model model) {
   Sequential m;

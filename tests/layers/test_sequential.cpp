@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "apps/reference_cnn.h"
+#include "apps/model_zoo.h"
 #include "test_util.h"
 
 namespace ember {
