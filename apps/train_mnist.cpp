@@ -162,7 +162,9 @@ int run(const Args& a) {
 
   ModelRecipe recipe;
   const Shape sample = data.train.sample_shape();
-  if (a.model == "resnet")
+  if (!a.load.empty())
+    recipe.make_model = [path = a.load] { return load_model(path); };
+  else if (a.model == "resnet")
     recipe.make_model = [sample] { return std::make_unique<Model>(apps::make_resnet(sample)); };
   else if (a.model == "bn-cnn")
     recipe.add_layers = [](Sequential& m) { apps::add_bn_cnn(m); };
@@ -198,6 +200,9 @@ int run(const Args& a) {
     state.batch_size = a.batch_size;
   }
   if (a.evaluate_only) {
+    if (!a.load.empty() && !quiet)
+      std::printf("Loaded %s: model \"%s\" of %zu layers, %lld parameters\n", a.load.c_str(), model.name().c_str(),
+                  model.layers().size(), static_cast<long long>(model.num_params()));
     const EvalResult r = strategy->evaluate(data.test, std::max<int64_t>(a.batch_size, 256));  // as fit validates
     if (chief)
       std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,

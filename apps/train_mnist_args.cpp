@@ -92,20 +92,22 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64);
   app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
-  app.add_option("--model", a.model,
-                 "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), bn-cnn "
-                 "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.25-Dense10) or resnet (a stem "
-                 "and three residual blocks with BatchNorm, GlobalAvgPool, Dense10; its default --lr-schedule is "
-                 "cosine down to 0)")
-      ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
+  auto* model =
+      app.add_option("--model", a.model,
+                     "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), bn-cnn "
+                     "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.25-Dense10) or resnet (a stem "
+                     "and three residual blocks with BatchNorm, GlobalAvgPool, Dense10; its default --lr-schedule is "
+                     "cosine down to 0)")
+          ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
   auto* schedule =
       app.add_option("--lr-schedule", a.lr_schedule,
                      "Learning rate per epoch from --lr: constant, step (x --lr-decay every --lr-decay-epochs, default "
                      "5), exponential (x --lr-decay per --lr-decay-epochs, default 1, smoothly) or cosine (down to "
                      "--lr-decay x --lr at --lr-decay-epochs, default --epochs)")
           ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}));
-  auto* decay = app.add_option("--lr-decay", a.lr_decay, "The schedule's factor (step, exponential: (0, 1]; cosine's floor: [0, 1])")
-      ->check(finite_in(0.0, 1.0));
+  auto* decay = app.add_option("--lr-decay", a.lr_decay,
+                               "The schedule's factor (step, exponential: (0, 1]; cosine's floor: [0, 1])")
+                    ->check(finite_in(0.0, 1.0));
   app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs (0: its default)")
       ->check(CLI::Range(0, 100000));
   app.add_option("--early-stopping", a.early_stopping,
@@ -134,8 +136,13 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
                "Let --checkpoint-dir replace the checkpoints another run left there (refused otherwise, unless "
                "--resume)");
   auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total");
-  app.add_flag("--evaluate-only", a.evaluate_only, "Only print the test metrics of the --resume checkpoint")
-      ->needs(resume);
+  auto* load = app.add_option("--load", a.load,
+                              "Recreate the model this checkpoint holds from its architecture (no --model needed) and "
+                              "evaluate it (with --evaluate-only)")
+                   ->excludes(resume);
+  auto* evaluate_only = app.add_flag("--evaluate-only", a.evaluate_only,
+                                     "Only print the test metrics of the --resume or --load checkpoint");
+  load->needs(evaluate_only);
   app.add_option("--strategy", a.strategy,
                  "default (one replica), mirrored (replicas in this process), multiworker (one per MPI rank)")
       ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
@@ -194,6 +201,14 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
       });
   if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
   a.seed_given = seed->count() > 0;
+  if (a.evaluate_only && a.resume.empty() && a.load.empty()) {
+    std::fprintf(stderr, "train_mnist: --evaluate-only needs --resume FILE or --load FILE (see --help)\n");
+    return 2;
+  }
+  if (!a.load.empty() && model->count() > 0) {
+    std::fprintf(stderr, "train_mnist: --load recreates the model from the file: leave out --model (see --help)\n");
+    return 2;
+  }
   if (a.model == "resnet") {  // the model's recipe: a cosine schedule down to 0 over the epochs
     if (schedule->count() == 0) a.lr_schedule = "cosine";
     if (decay->count() == 0 && a.lr_schedule == "cosine") a.lr_decay = 0.0f;

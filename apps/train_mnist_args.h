@@ -28,6 +28,7 @@ struct Args {
   std::string save;            // checkpoint at the end
   std::string checkpoint_dir;  // checkpoint every epoch + the best by val_accuracy
   std::string resume;          // continue from a checkpoint
+  std::string load;            // evaluate the model a checkpoint holds, recreated from it
   bool evaluate_only = false;
   bool seed_given = false;
   std::string strategy = "default";

@@ -23,7 +23,12 @@ std::unique_ptr<Model> build_replica(const ModelRecipe& recipe, Device device) {
     recipe.add_layers(*seq);
     m = std::move(seq);
   }
-  m->build(recipe.input_shape, recipe.seed);
+  if (!m->built())
+    m->build(recipe.input_shape, recipe.seed);
+  else  // made with its weights (load_model): it must fit the data
+    EMBER_CHECK(
+        m->input_shape() == recipe.input_shape, ShapeError,
+        "the model takes samples " + m->input_shape().str() + " but the data's are " + recipe.input_shape.str());
   m->compile(recipe.make_optimizer());
   m->to(device);
   return m;

@@ -24,7 +24,8 @@ namespace ember {
 // How to make one replica: the same recipe runs once per replica.
 struct ModelRecipe {
   // The model of every replica, made the same way each time: a graph model (make_model), or a
-  // Sequential that add_layers fills. Exactly one of the two.
+  // Sequential that add_layers fills. Exactly one of the two. A model make_model returns built
+  // (load_model: with its weights) is not built again; its input must be input_shape.
   std::function<std::unique_ptr<Model>()> make_model;
   std::function<void(Sequential&)> add_layers;
   Shape input_shape;

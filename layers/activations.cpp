@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/pointwise.h"
 #include "ops/softmax.h"
 
@@ -44,5 +45,7 @@ const Tensor& Softmax::do_backward(const Tensor& dy) {
   if (!needs_input_grad_) return no_input_grad();
   return detail::softmax_backward(state_, dy);
 }
+
+LayerConfig LeakyReLU::config() const { return {{"alpha", config_value(alpha_)}}; }
 
 }  // namespace ember

@@ -47,6 +47,7 @@ class LeakyReLU : public PointwiseActivation {
   std::string type() const override { return "LeakyReLU"; }
   bool rows_independent(bool /*training*/) const override { return true; }
   float alpha() const { return alpha_; }
+  LayerConfig config() const override;
 };
 
 class Softmax : public Layer {

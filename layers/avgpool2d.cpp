@@ -3,6 +3,7 @@
 #include "avgpool2d.h"
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/avgpool2d.h"
 
 namespace ember {
@@ -63,5 +64,9 @@ const Tensor& GlobalAvgPool2D::do_backward(const Tensor& dy) {
 }
 
 std::string GlobalAvgPool2D::kernel_info(int64_t, Device device) const { return detail::avgpool2d_kernel_info(device); }
+
+LayerConfig AvgPool2D::config() const {
+  return {{"pool", config_value(pool_)}, {"strides", config_value(strides_)}, {"padding", config_value(padding_)}};
+}
 
 }  // namespace ember

@@ -18,6 +18,7 @@ class AvgPool2D : public Layer {
   explicit AvgPool2D(Size2 pool = {2, 2}, std::optional<Size2> strides = std::nullopt,
                      Padding padding = Padding::Valid);
   std::string type() const override { return "AvgPool2D"; }
+  LayerConfig config() const override;
   bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   std::string kernel_info(int64_t batch, Device device) const override;

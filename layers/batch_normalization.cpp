@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/batchnorm.h"
 
 namespace ember {
@@ -57,6 +58,10 @@ const Tensor& BatchNormalization::do_backward(const Tensor& dy) {
 std::string BatchNormalization::kernel_info(int64_t, Device device) const {
   return device.is_cuda() ? (in_.rank() == 3 ? "cuDNN batch norm (spatial)" : "cuDNN batch norm (per activation)")
                           : "ember cpu batch norm (NHWC, fixed-order sums)";
+}
+
+LayerConfig BatchNormalization::config() const {
+  return {{"momentum", config_value(momentum_)}, {"epsilon", config_value(epsilon_)}};
 }
 
 }  // namespace ember

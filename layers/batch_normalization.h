@@ -26,6 +26,7 @@ class BatchNormalization : public Layer {
   std::vector<StateSpec> state_specs() const override;
   std::string kernel_info(int64_t, Device device) const override;
   float momentum() const { return momentum_; }
+  LayerConfig config() const override;
   float epsilon() const { return epsilon_; }
 
  protected:

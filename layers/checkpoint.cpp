@@ -9,6 +9,8 @@
 
 #include "../core/runtime.h"
 #include "model/model.h"
+#include "model/registry.h"
+#include "sequential.h"
 
 namespace ember {
 
@@ -19,6 +21,23 @@ namespace {
   throw CheckpointError("checkpoint " + path + ": " + why);
 }
 
+// What layer i is called on, by name (the model's input by its name).
+json inbound_names(const Model& model, size_t i) {
+  json inbound = json::array();
+  for (int from : model.layer_inputs(i))
+    inbound.push_back(from < 0 ? model.input_name() : model.layers()[static_cast<size_t>(from)]->name());
+  return inbound;
+}
+
+json config_json(const Layer& l) {
+  json c = json::object();
+  for (const auto& [k, v] : l.config()) c[k] = v;
+  return c;
+}
+
+// Version 2 (issue 32): each layer's configuration and inbound layers, so that load_model can
+// recreate the model and load() can name the first difference. Version 1 (371d1ae and before):
+// names, types and parameter shapes only.
 json architecture(const Model& model) {
   json layers = json::array();
   for (size_t i = 0; i < model.layers().size(); ++i) {
@@ -31,19 +50,66 @@ json architecture(const Model& model) {
       state.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
     json entry = {{"name", l.name()}, {"type", l.type()}, {"params", params}};
     if (!state.empty()) entry["state"] = state;
-    if (model.is_graph()) {  // what the layer is called on (a stack's: the layer before it)
-      json inbound = json::array();
-      for (int from : model.layer_inputs(i))
-        inbound.push_back(from < 0 ? model.input_name() : model.layers()[static_cast<size_t>(from)]->name());
-      entry["inbound"] = inbound;
-    }
+    entry["config"] = config_json(l);
+    entry["inbound"] = inbound_names(model, i);
     layers.push_back(entry);
   }
   const Shape& in = model.input_shape();
-  return {{"model", model.is_graph() ? "Functional" : "Sequential"},
+  return {{"version", 2},
+          {"model", model.is_graph() ? "Functional" : "Sequential"},
           {"name", model.name()},
+          {"input_name", model.input_name()},
           {"input_shape", std::vector<int64_t>(in.begin(), in.end())},
           {"layers", layers}};
+}
+
+// The file's architecture (any version) against `model`: the first difference in layer count,
+// name, type, configuration or inbound layers (what a version holds), named; nothing for a file
+// without one.
+void compare_architecture(const std::map<std::string, std::string>& metadata, const Model& model,
+                          const std::string& path) {
+  const auto it = metadata.find("architecture");
+  if (it == metadata.end()) return;
+  json a;
+  try {
+    a = json::parse(it->second);
+  } catch (const json::exception&) {
+    bad(path, "metadata 'architecture' is not valid JSON");
+  }
+  if (!a.is_object() || !a.contains("layers") || !a["layers"].is_array())
+    bad(path, "metadata 'architecture' has no list of layers");
+  const json& stored = a["layers"];
+  const auto& layers = model.layers();
+  if (stored.size() != layers.size())
+    bad(path, "holds a model of " + std::to_string(stored.size()) + " layers; this one has " +
+                  std::to_string(layers.size()) + " (a different architecture)");
+  const auto text = [](const json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string("?");
+  };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const json& e = stored[i];
+    const Layer& l = *layers[i];
+    const std::string here = "'" + l.name() + "' (" + l.type() + ")";
+    if (text(e, "name") != l.name() || text(e, "type") != l.type())
+      bad(path, "layer " + std::to_string(i) + " is '" + text(e, "name") + "' (" + text(e, "type") +
+                    ") in the file but " + here + " in this model (a different architecture)");
+    if (e.contains("config") && e["config"] != config_json(l)) {
+      const json mine = config_json(l);
+      std::string what;
+      for (const auto& [k, v] : e["config"].items())
+        if (!mine.contains(k) || mine[k] != v) {
+          what = "'" + k + "' is " + v.dump() + " in the file but " + (mine.contains(k) ? mine[k].dump() : "absent") +
+                 " here";
+          break;
+        }
+      if (what.empty())
+        what = "its configuration differs (" + e["config"].dump() + " in the file, " + mine.dump() + " here)";
+      bad(path, "layer " + here + ": " + what);
+    }
+    if (e.contains("inbound") && e["inbound"] != inbound_names(model, i))
+      bad(path, "layer " + here + " is called on " + e["inbound"].dump() + " in the file but on " +
+                    inbound_names(model, i).dump() + " in this model");
+  }
 }
 
 // Metadata `key` as an integer in [lo, hi] (absent: 0). Anything else is the file's fault.
@@ -145,6 +211,7 @@ void save_checkpoint(const Model& model, const std::string& path, const Training
 TrainingState load_checkpoint(Model& model, const std::string& path) {
   EMBER_CHECK(model.built(), Error, "load: build the model (same architecture as the checkpoint) first");
   SafeTensors st = read_safetensors(path);
+  compare_architecture(st.metadata, model, path);
   std::map<std::string, Tensor> by_name(st.tensors.begin(), st.tensors.end());
   // Validate everything before touching the model. The state (moving statistics, counters)
   // is checked and restored like the parameters.
@@ -232,6 +299,98 @@ TrainingState load_checkpoint(Model& model, const std::string& path) {
         k != "batches_done" && k != "seed" && k != "random_seed" && k != "batch_size")
       state.extra[k] = v;
   return state;
+}
+
+std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state) {
+  json a;
+  {
+    const SafeTensors st = read_safetensors(path);
+    const auto it = st.metadata.find("architecture");
+    if (it == st.metadata.end()) bad(path, "holds no architecture: build the model in code and load() the file");
+    try {
+      a = json::parse(it->second);
+    } catch (const json::exception&) {
+      bad(path, "metadata 'architecture' is not valid JSON");
+    }
+  }
+  if (!a.is_object() || !a.contains("version") || !a["version"].is_number_integer() || a["version"].get<int>() < 2)
+    bad(path,
+        "was written before checkpoints held layer configurations (Ember 371d1ae and older): build the model in code "
+        "and load() the file into it");
+  const auto field = [&](const json& j, const char* key, const std::string& where) -> const json& {
+    if (!j.is_object() || !j.contains(key)) bad(path, "architecture: " + where + " has no '" + key + "'");
+    return j[key];
+  };
+  const json& layers = field(a, "layers", "the model");
+  const json& shape = field(a, "input_shape", "the model");
+  if (!layers.is_array() || layers.empty()) bad(path, "architecture: no layers");
+  std::vector<int64_t> dims;
+  try {
+    dims = shape.get<std::vector<int64_t>>();
+  } catch (const json::exception&) {
+    bad(path, "architecture: 'input_shape' is not a list of integers");
+  }
+  const json& kind_json = field(a, "model", "the model");
+  const std::string kind = kind_json.is_string() ? kind_json.get<std::string>() : "";
+  const std::string input_name =
+      a.contains("input_name") && a["input_name"].is_string() ? a["input_name"].get<std::string>() : "input_1";
+  std::unique_ptr<Model> model;
+  try {
+    const auto make = [&](const json& e, size_t i) {
+      const std::string where = "layer " + std::to_string(i);
+      const json& type = field(e, "type", where);
+      const json& name = field(e, "name", where);
+      const json& config = field(e, "config", where);
+      if (!type.is_string() || !name.is_string() || !config.is_object())
+        bad(path, "architecture: " + where + " has a malformed type, name or config");
+      LayerConfig c;
+      for (const auto& [k, v] : config.items()) {
+        if (!v.is_string()) bad(path, "architecture: " + where + ": config '" + k + "' is not text");
+        c[k] = v.get<std::string>();
+      }
+      std::shared_ptr<Layer> l = make_layer(type.get<std::string>(), c);
+      l->set_name(name.get<std::string>());
+      return l;
+    };
+    if (kind == "Sequential") {
+      auto seq = std::make_unique<Sequential>();
+      for (size_t i = 0; i < layers.size(); ++i) seq->add(make(layers[i], i));
+      seq->build(Shape(dims));
+      model = std::move(seq);
+    } else if (kind == "Functional") {
+      std::map<std::string, SymbolicTensor> tensors{{input_name, Input(Shape(dims), input_name)}};
+      SymbolicTensor last;
+      for (size_t i = 0; i < layers.size(); ++i) {
+        std::shared_ptr<Layer> l = make(layers[i], i);
+        std::vector<SymbolicTensor> inputs;
+        const json& inbound = field(layers[i], "inbound", "layer " + std::to_string(i));
+        if (!inbound.is_array() || inbound.empty())
+          bad(path, "architecture: layer '" + l->name() + "' has no inbound list");
+        for (const json& from : inbound) {
+          const auto t = from.is_string() ? tensors.find(from.get<std::string>()) : tensors.end();
+          if (t == tensors.end())
+            bad(path,
+                "architecture: layer '" + l->name() + "' is called on " + from.dump() + ", which no earlier layer is");
+          inputs.push_back(t->second);
+        }
+        last = call_layer(l, inputs);
+        if (!tensors.emplace(l->name(), last).second)
+          bad(path, "architecture: two layers are named '" + l->name() + "'");
+      }
+      const std::string name = a.contains("name") && a["name"].is_string() ? a["name"].get<std::string>() : "model";
+      model = std::make_unique<Model>(tensors.at(input_name), last, name);
+      model->build();
+    } else {
+      bad(path, "architecture: model kind '" + kind + "' (Sequential or Functional)");
+    }
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const Error& e) {  // a factory's, a shape's or the graph's refusal: the file's fault
+    bad(path, std::string("architecture: ") + e.what());
+  }
+  TrainingState loaded = load_checkpoint(*model, path);
+  if (state) *state = std::move(loaded);
+  return model;
 }
 
 }  // namespace ember

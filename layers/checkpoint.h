@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,18 @@ void keep_optimizer_state(Model& model, SavedOptimizerState saved);
 // Model-level save/load (Model::save / Model::load call these).
 void save_checkpoint(const Model& model, const std::string& path, const TrainingState& state = {});
 // Loads parameters (and optimizer state when the model is compiled with the same optimizer)
-// into a model built with the same architecture; returns the saved training state.
+// into a model built with the same architecture; returns the saved training state. The file's
+// architecture is compared first: a different layer count, name, type, configuration or inbound
+// layer is named (CheckpointError), as far as the file's version records them (371d1ae's: names
+// and types).
 TrainingState load_checkpoint(Model& model, const std::string& path);
+
+// Recreates the model a checkpoint holds (a Sequential or a graph model of registered layers:
+// layers/model/registry.h) from its architecture, builds it and loads it as load_checkpoint does:
+// ready to evaluate, predict, or compile and resume (the optimizer state is kept for compile()).
+// `state` (optional) receives the training state. CheckpointError for a file written before
+// architectures held configurations (371d1ae and older: build that model in code and load()),
+// or a layer type nobody registered (named).
+std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state = nullptr);
 
 }  // namespace ember

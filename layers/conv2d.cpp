@@ -2,6 +2,7 @@
 #include "conv2d.h"
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/conv2d.h"
 
 namespace ember {
@@ -66,6 +67,12 @@ const Tensor& Conv2D::do_backward(const Tensor& dy) {
 
 std::string Conv2D::kernel_info(int64_t batch, Device device) const {
   return detail::conv2d_kernel_info(geometry(batch), device);
+}
+
+LayerConfig Conv2D::config() const {
+  return {{"filters", config_value(filters_)},       {"kernel", config_value(kernel_)},
+          {"activation", config_value(activation_)}, {"padding", config_value(padding_)},
+          {"strides", config_value(strides_)},       {"use_bias", config_value(use_bias_)}};
 }
 
 }  // namespace ember

@@ -21,6 +21,7 @@ class Conv2D : public Layer {
          Size2 strides = {1, 1}, bool use_bias = true);
 
   std::string type() const override { return "Conv2D"; }
+  LayerConfig config() const override;
   bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
@@ -46,8 +47,8 @@ class Conv2D : public Layer {
   Padding padding_;
   bool use_bias_;
   Tensor zero_bias_, unused_bias_grad_;  // without use_bias
-  Conv2dShape g_;      // per-sample geometry from build(); n is set per batch
-  int64_t batch_ = 0;  // of the last forward
+  Conv2dShape g_;                        // per-sample geometry from build(); n is set per batch
+  int64_t batch_ = 0;                    // of the last forward
 };
 
 }  // namespace ember

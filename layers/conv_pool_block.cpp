@@ -25,8 +25,7 @@ const Tensor& ConvPoolBlock::forward(const Tensor& x, bool training) {
   x_ = x;
   ensure(y_, Shape{batch_, pg.c, pg.p, pg.q}, DType::F32, Device::cpu(), Layout::NHWC);
   if (training) ensure(argmax_, y_.shape(), DType::U8, Device::cpu(), Layout::NHWC);
-  cpu::conv2d_maxpool_forward(cg, pg, x, conv_.params()[0], conv_.bias(), y_, training ? &argmax_ : nullptr,
-                              scratch_);
+  cpu::conv2d_maxpool_forward(cg, pg, x, conv_.params()[0], conv_.bias(), y_, training ? &argmax_ : nullptr, scratch_);
   trained_ = training;
   return y_;
 }

@@ -2,6 +2,7 @@
 #include "dense.h"
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/dense.h"
 
 namespace ember {
@@ -33,6 +34,10 @@ const Tensor& Dense::do_backward(const Tensor& dy) {
   const Tensor* dx = detail::dense_backward(state_, params_.at(0), dy, relu_ && !output_grad_premasked_,
                                             needs_input_grad_, grads_.at(0), grads_.at(1));
   return dx ? *dx : no_input_grad();
+}
+
+LayerConfig Dense::config() const {
+  return {{"units", config_value(units_)}, {"activation", config_value(relu_ ? Activation::ReLU : Activation::None)}};
 }
 
 }  // namespace ember

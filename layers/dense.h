@@ -17,6 +17,7 @@ class Dense : public Layer {
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
   bool relu_output() const override { return relu_; }
+  LayerConfig config() const override;
   std::string kernel_info(int64_t, Device device) const override {
     return std::string(device.is_cuda() ? "cuBLAS sgemm + ember kernel bias" : "oneDNN sgemm + ember bias") +
            (relu_ ? "/relu" : "");

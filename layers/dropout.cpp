@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/dropout.h"
 
 namespace ember {
@@ -36,5 +37,7 @@ const Tensor& Dropout::do_backward(const Tensor& dy) {
 std::string Dropout::kernel_info(int64_t, Device device) const {
   return device.is_cuda() ? "ember CUDA kernel (counter-based mask)" : "ember cpu loop (counter-based mask)";
 }
+
+LayerConfig Dropout::config() const { return {{"rate", config_value(rate_)}}; }
 
 }  // namespace ember

@@ -22,6 +22,7 @@ class Dropout : public Layer {
   void set_random_seed(uint64_t seed) override { params_rng_.seed = seed; }
   std::string kernel_info(int64_t, Device device) const override;
   float rate() const { return rate_; }
+  LayerConfig config() const override;
 
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;

@@ -28,6 +28,7 @@
 //     needs. Outputs carry their layout tag; dy must have the output's shape (any layout).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ struct StateSpec {
   bool averaged = true;
 };
 
+// A layer's configuration: its constructor's arguments by name, as text (Keras' get_config), what
+// a checkpoint stores and load_model gives back to the layer's factory (layers/model/registry.h,
+// which also reads and writes the values: numbers that read back exactly, sizes as "3,3").
+using LayerConfig = std::map<std::string, std::string>;
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -73,6 +79,9 @@ class Layer {
   Layer& operator=(const Layer&) = delete;
 
   virtual std::string type() const = 0;  // "Conv2D"
+  // What recreates this layer through its type's factory (empty: a layer without arguments). A
+  // layer that cannot be recreated from its type and this is not saved with its architecture.
+  virtual LayerConfig config() const { return {}; }
   virtual Shape build(const Shape& sample_shape) = 0;
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   const Tensor& forward(const Tensor& x, bool training);

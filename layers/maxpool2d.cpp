@@ -2,6 +2,7 @@
 #include "maxpool2d.h"
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/maxpool2d.h"
 
 namespace ember {
@@ -34,6 +35,10 @@ const Tensor& MaxPool2D::do_backward(const Tensor& dy) {
 
 std::string MaxPool2D::kernel_info(int64_t /*batch*/, Device device) const {
   return std::string(detail::maxpool2d_kernel_info(device)) + (mask_input_relu_ ? ", backward fused with ReLU's" : "");
+}
+
+LayerConfig MaxPool2D::config() const {
+  return {{"pool", config_value(pool_)}, {"strides", config_value(strides_)}, {"padding", config_value(padding_)}};
 }
 
 }  // namespace ember

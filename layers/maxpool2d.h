@@ -18,6 +18,7 @@ class MaxPool2D : public Layer {
                      Padding padding = Padding::Valid);
 
   std::string type() const override { return "MaxPool2D"; }
+  LayerConfig config() const override;
   bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   std::string kernel_info(int64_t batch, Device device) const override;

@@ -2,6 +2,7 @@
 #include "merge.h"
 
 #include "../core/error.h"
+#include "layer_config.h"
 #include "ops/elementwise.h"
 
 namespace ember {
@@ -201,5 +202,7 @@ const std::vector<Tensor>& Concatenate::do_backward_inputs(const Tensor& dy) {
   }
   return dxs_;
 }
+
+LayerConfig Concatenate::config() const { return {{"axis", config_value(int64_t{axis_})}}; }
 
 }  // namespace ember

@@ -83,6 +83,7 @@ class Concatenate : public Merge {
   explicit Concatenate(int axis = 1) : axis_(axis) {}
   std::string type() const override { return "Concatenate"; }
   int axis() const { return axis_; }
+  LayerConfig config() const override;
   Shape build_inputs(const std::vector<Shape>& sample_shapes) override;
   std::string kernel_info(int64_t /*batch*/, Device device) const override {
     return device.is_cuda() ? "strided copies (cudaMemcpy2DAsync)" : "strided copies";

@@ -27,6 +27,11 @@ class Sequential : public Model {
   Layer& add(std::unique_ptr<Layer> layer) {
     return append(std::shared_ptr<Layer>(std::move(layer)), "Sequential::add");
   }
+  // A layer shared with the caller (layer<L>(...).get(), make_layer(...)).
+  template <typename L>
+  L& add(std::shared_ptr<L> layer) {
+    return static_cast<L&>(append(std::move(layer), "Sequential::add"));
+  }
   template <typename L, typename... Args>
   L& add(Args&&... args) {
     return static_cast<L&>(add(std::make_unique<L>(std::forward<Args>(args)...)));

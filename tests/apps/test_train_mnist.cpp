@@ -370,6 +370,18 @@ TEST(TrainMnist, ResnetIsAGraphWithItsOwnScheduleAndResumesExactly) {
       run("--epochs 2 --quiet" + common + " --resume " + dir + "/half.st --save " + dir + "/resumed.st");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(all_values(dir + "/resumed.st"), all_values(dir + "/whole.st"));
+  // The checkpoint recreates the model without --model, and its test result is the run's.
+  const AppRun loaded = run("--device cpu --evaluate-only --load " + dir + "/whole.st --data-dir " + dir);
+  ASSERT_EQ(loaded.code, 0) << loaded.output;
+  EXPECT_NE(loaded.output.find("model \"resnet\""), std::string::npos) << loaded.output;
+  const auto test_line = [](const std::string& out) {
+    const size_t at = out.find("Test accuracy:");
+    return at == std::string::npos ? std::string("none") : out.substr(at, out.find(" on ", at) - at);
+  };
+  EXPECT_EQ(test_line(loaded.output), test_line(r.output));
+  EXPECT_EQ(run("--device cpu --evaluate-only --load " + dir + "/whole.st --model resnet --data-dir " + dir).code, 2);
+  EXPECT_EQ(run("--device cpu --load " + dir + "/whole.st --data-dir " + dir).code, 2);  // needs --evaluate-only
+  EXPECT_EQ(run("--device cpu --evaluate-only --data-dir " + dir).code, 2);              // needs a file
   std::filesystem::remove_all(dir);
 }
 
