@@ -82,13 +82,13 @@ inline std::vector<double> forward_flop(const Model& m, int64_t batch) {
   return flop;
 }
 
-// One training step: forward, weight gradients and input gradients (the first layer computes
-// no input gradient), for GFLOP/s figures. Pooling, ReLU, loss and Adam are memory-bound and
+// One training step: forward, weight gradients and input gradients (a layer reading only the
+// input computes none), for GFLOP/s figures. Pooling, ReLU, loss and Adam are memory-bound and
 // not counted.
 inline double training_flop(const Model& m, int64_t batch) {
   const std::vector<double> f = forward_flop(m, batch);
   double flop = 0;
-  for (size_t i = 0; i < f.size(); ++i) flop += f[i] * (i == 0 ? 2.0 : 3.0);
+  for (size_t i = 0; i < f.size(); ++i) flop += f[i] * (m.layers()[i]->needs_input_grad() ? 3.0 : 2.0);
   return flop;
 }
 

@@ -19,20 +19,8 @@ PYTHON=${PYTHON:-/usr/bin/python3} EMBER_BIN=${EMBER_BIN:-build/release/apps} OU
 DEVICE=${DEVICE:-cpu}
 mkdir -p "$OUT"
 [[ -x $EMBER_BIN/bench_train ]] || { echo "compare_pytorch: build first (cmake --build build/release)" >&2; exit 1; }
-# The peer: Debian's python3-torch, with OpenBLAS for its Linear layers (its libblas.so.3 is otherwise
-# the reference BLAS: 3.4 ms of GEMMs per step instead of 0.16 ms, see bench/pytorch_reference.py).
-need=()
-[[ $PYTHON == /usr/bin/python3 ]] && ! "$PYTHON" -c "import torch" 2>/dev/null && need+=(python3-torch)
-[[ $DEVICE == cpu ]] && command -v dpkg-query >/dev/null &&
-  [[ $(dpkg-query -W -f '${Status}' libopenblas0-pthread 2>/dev/null) != *" installed" ]] && need+=(libopenblas0-pthread)
-if ((${#need[@]})); then
-  echo "compare_pytorch: installing ${need[*]} with apt-get" >&2
-  sudo=$([[ $EUID -ne 0 ]] && echo sudo || true)
-  $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null ||
-    { $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; }
-  echo "compare_pytorch: installed ${need[*]}" >&2
-fi
-"$PYTHON" -c "import torch" 2>/dev/null || { echo "compare_pytorch: $PYTHON has no torch (apt-get install python3-torch)" >&2; exit 1; }
+source bench/pytorch_peer.sh  # installs the peer (python3-torch, OpenBLAS) when missing, and says so
+ensure_pytorch_peer compare_pytorch "$PYTHON" "$DEVICE"
 
 raw="$OUT/compare_${DEVICE}_raw.csv"
 echo "round,framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops" > "$raw"

@@ -13,6 +13,7 @@ namespace ember {
 class Shape {
  public:
   static constexpr int kMaxRank = 6;
+  static constexpr int64_t kMaxElements = int64_t{1} << 60;  // checked by the constructors
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims);

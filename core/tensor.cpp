@@ -52,7 +52,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layo
   EMBER_CHECK(layout == Layout::RowMajor || shape.rank() == 4, ShapeError,
               "NHWC layout needs a 4-D shape, got " + shape.str());
   Tensor t;
-  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  // A shape changed through operator[] is not checked: its product and bytes are, here.
+  int64_t n = 1;
+  for (int64_t d : shape)
+    EMBER_CHECK(d >= 0 && !__builtin_mul_overflow(n, d, &n), ShapeError, "tensor " + shape.str() + " is too large");
+  EMBER_CHECK(n <= Shape::kMaxElements, ShapeError, "tensor " + shape.str() + " is too large");
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   if (device.is_cpu()) {
     t.storage_ = std::make_shared<Storage>(cpu::host_alloc(bytes), bytes, device, &free_host);
   } else {

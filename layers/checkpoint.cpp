@@ -21,6 +21,19 @@ namespace {
   throw CheckpointError("checkpoint " + path + ": " + why);
 }
 
+// Metadata JSON from a file, nesting at most 32 deep (refused while parsing: json's dump() and
+// comparisons recurse, and a crafted 5M-deep array parses but would overflow the stack there).
+json parse_metadata(const std::string& text, const std::string& path, const std::string& key) {
+  try {
+    return json::parse(text, [&](int depth, json::parse_event_t, json&) {
+      if (depth > 32) bad(path, "metadata '" + key + "' nests deeper than 32 levels");
+      return true;
+    });
+  } catch (const json::exception&) {
+    bad(path, "metadata '" + key + "' is not valid JSON");
+  }
+}
+
 // What layer i is called on, by name (the model's input by its name).
 json inbound_names(const Model& model, size_t i) {
   json inbound = json::array();
@@ -70,12 +83,7 @@ void compare_architecture(const std::map<std::string, std::string>& metadata, co
                           const std::string& path) {
   const auto it = metadata.find("architecture");
   if (it == metadata.end()) return;
-  json a;
-  try {
-    a = json::parse(it->second);
-  } catch (const json::exception&) {
-    bad(path, "metadata 'architecture' is not valid JSON");
-  }
+  const json a = parse_metadata(it->second, path, "architecture");
   if (!a.is_object() || !a.contains("layers") || !a["layers"].is_array())
     bad(path, "metadata 'architecture' has no list of layers");
   const json& stored = a["layers"];
@@ -208,9 +216,10 @@ void save_checkpoint(const Model& model, const std::string& path, const Training
   write_safetensors(path, st);
 }
 
-TrainingState load_checkpoint(Model& model, const std::string& path) {
+namespace {
+// load_checkpoint on a file read already (load_model reads it once for both).
+TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
   EMBER_CHECK(model.built(), Error, "load: build the model (same architecture as the checkpoint) first");
-  SafeTensors st = read_safetensors(path);
   compare_architecture(st.metadata, model, path);
   std::map<std::string, Tensor> by_name(st.tensors.begin(), st.tensors.end());
   // Validate everything before touching the model. The state (moving statistics, counters)
@@ -230,11 +239,7 @@ TrainingState load_checkpoint(Model& model, const std::string& path) {
   Optimizer* opt = model.optimizer();
   json saved_opt = nullptr;
   if (st.metadata.count("optimizer")) {
-    try {
-      saved_opt = json::parse(st.metadata["optimizer"]);
-    } catch (const json::exception&) {
-      bad(path, "metadata 'optimizer' is not valid JSON");
-    }
+    saved_opt = parse_metadata(st.metadata["optimizer"], path, "optimizer");
   }
   if (!saved_opt.is_null() && !saved_opt.is_object()) bad(path, "metadata 'optimizer' is not a JSON object");
   const json* saved_name = saved_opt.is_object() && saved_opt.contains("name") ? &saved_opt["name"] : nullptr;
@@ -301,18 +306,17 @@ TrainingState load_checkpoint(Model& model, const std::string& path) {
   return state;
 }
 
+}  // namespace
+
+TrainingState load_checkpoint(Model& model, const std::string& path) {
+  return load_from(model, read_safetensors(path), path);
+}
+
 std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state) {
-  json a;
-  {
-    const SafeTensors st = read_safetensors(path);
-    const auto it = st.metadata.find("architecture");
-    if (it == st.metadata.end()) bad(path, "holds no architecture: build the model in code and load() the file");
-    try {
-      a = json::parse(it->second);
-    } catch (const json::exception&) {
-      bad(path, "metadata 'architecture' is not valid JSON");
-    }
-  }
+  SafeTensors st = read_safetensors(path);
+  const auto it = st.metadata.find("architecture");
+  if (it == st.metadata.end()) bad(path, "holds no architecture: build the model in code and load() the file");
+  const json a = parse_metadata(it->second, path, "architecture");
   if (!a.is_object() || !a.contains("version") || !a["version"].is_number_integer() || a["version"].get<int>() < 2)
     bad(path,
         "was written before checkpoints held layer configurations (Ember 371d1ae and older): build the model in code "
@@ -334,6 +338,24 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
   const std::string kind = kind_json.is_string() ? kind_json.get<std::string>() : "";
   const std::string input_name =
       a.contains("input_name") && a["input_name"].is_string() ? a["input_name"].get<std::string>() : "input_1";
+  // Every parameter and state tensor a recreated layer declares must be in the file with its shape,
+  // checked before the model allocates anything: a crafted configuration (a Dense of 2^40 units)
+  // is refused here, not after a huge allocation.
+  std::map<std::string, const Tensor*> in_file;
+  for (const auto& [name, t] : st.tensors) in_file[name] = &t;
+  const auto check_specs = [&](const Layer& l) {
+    const auto check = [&](const std::string& what, const Shape& want) {
+      const std::string name = l.name() + "/" + what;
+      const auto t = in_file.find(name);
+      if (t == in_file.end())
+        bad(path, "architecture: layer '" + l.name() + "' needs a tensor '" + name + "' the file has not");
+      if (!(t->second->shape() == want))
+        bad(path, "architecture: layer '" + l.name() + "' needs '" + name + "' of " + want.str() + "; the file's is " +
+                      t->second->shape().str());
+    };
+    for (const auto& spec : l.param_specs()) check(spec.name, spec.shape);
+    for (const auto& spec : l.state_specs()) check(spec.name, spec.shape);
+  };
   std::unique_ptr<Model> model;
   try {
     const auto make = [&](const json& e, size_t i) {
@@ -354,7 +376,13 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
     };
     if (kind == "Sequential") {
       auto seq = std::make_unique<Sequential>();
-      for (size_t i = 0; i < layers.size(); ++i) seq->add(make(layers[i], i));
+      Shape s(dims);
+      for (size_t i = 0; i < layers.size(); ++i) {
+        std::shared_ptr<Layer> l = make(layers[i], i);
+        s = l->build(s);  // the shapes build() will find, checked first
+        check_specs(*l);
+        seq->add(std::move(l));
+      }
       seq->build(Shape(dims));
       model = std::move(seq);
     } else if (kind == "Functional") {
@@ -374,6 +402,7 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
           inputs.push_back(t->second);
         }
         last = call_layer(l, inputs);
+        check_specs(*l);
         if (!tensors.emplace(l->name(), last).second)
           bad(path, "architecture: two layers are named '" + l->name() + "'");
       }
@@ -388,7 +417,7 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
   } catch (const Error& e) {  // a factory's, a shape's or the graph's refusal: the file's fault
     bad(path, std::string("architecture: ") + e.what());
   }
-  TrainingState loaded = load_checkpoint(*model, path);
+  TrainingState loaded = load_from(*model, std::move(st), path);
   if (state) *state = std::move(loaded);
   return model;
 }

@@ -1,6 +1,6 @@
 // Layer: the interface every built-in and user layer implements.
 //
-// Life cycle (driven by Sequential, or by a custom training loop):
+// Life cycle (driven by the model engine, layers/model/model.h, or by a custom training loop):
 //   1. build(sample_shape)      validates the per-sample input shape (no batch dimension) and
 //                               returns the per-sample output shape;
 //   2. param_specs()            names and shapes of the parameters (e.g. "kernel", "bias");
@@ -103,8 +103,8 @@ class Layer {
     return device.is_cuda() ? "ember CUDA kernel" : "ember cpu kernel";
   }
 
-  // ReLU-backward fusion. Sequential::build pairs a layer whose output went through a ReLU
-  // (relu_output()) with a following layer that can apply the ReLU's mask inside its own
+  // ReLU-backward fusion. Model::build pairs a layer whose output went through a ReLU
+  // (relu_output()) with its only consumer when that can apply the ReLU's mask inside its own
   // backward (fuse_input_relu_mask() returns true and from then on does so, e.g. MaxPool2D);
   // the first layer is then told its output gradient arrives already masked and skips that
   // pass over memory.
@@ -114,7 +114,7 @@ class Layer {
   virtual bool fuse_input_relu_mask() { return false; }
   // True when each output row depends on its own input row only and backward's parameter
   // gradients are sums over rows, in this mode (training or inference): the batch may then run
-  // as consecutive slices whose gradients add up (Sequential's CPU micro-batches). False by
+  // as consecutive slices whose gradients add up (the engine's CPU micro-batches). False by
   // default, so a layer that does not say so is never sliced; false for what mixes rows or
   // draws per call (BatchNormalization and Dropout in training).
   virtual bool rows_independent(bool /*training*/) const { return false; }
@@ -133,6 +133,10 @@ class Layer {
   virtual void set_random_seed(uint64_t /*seed*/) {}
 
   const std::string& name() const { return name_; }
+  // The model whose buffers this layer's views point into (set by Model::build): a layer serves
+  // one model at a time; expired once that model is gone.
+  const std::weak_ptr<const void>& owner() const { return owner_; }
+  void set_owner(std::weak_ptr<const void> owner) { owner_ = std::move(owner); }
   void set_name(std::string name) { name_ = std::move(name); }
   void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
   bool needs_input_grad() const { return needs_input_grad_; }
@@ -161,6 +165,7 @@ class Layer {
 
  private:
   std::string name_;
+  std::weak_ptr<const void> owner_;
   Shape out_shape_;         // of the last forward's output: what backward's dy must be
   bool forwarded_ = false;  // forward has run since build
 };

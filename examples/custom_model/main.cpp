@@ -1,6 +1,7 @@
 // A custom model against an installed Ember: a user-defined layer (checked by finite
 // differences), composed with built-in layers, trained with a hand-written loop, saved and
-// reloaded. Exits non-zero if any check fails.
+// reloaded (into the model built in code, and recreated by load_model with the layer's
+// factory). Exits non-zero if any check fails.
 //   custom_model [mnist_dir]     (without a directory it trains on a synthetic task)
 #include <cmath>
 #include <cstdio>
@@ -119,10 +120,16 @@ int main(int argc, char** argv) {
     reloaded.build(train.sample_shape(), /*seed=*/99);
     reloaded.load(path);
     const EvalResult after = reloaded.evaluate(test);
-    std::filesystem::remove(path);
     std::printf("reloaded from %s: test accuracy %.4f\n", path.c_str(), after.accuracy);
+    // The file also recreates the model without make_model(), once the user layer has a factory.
+    register_layer("ChannelScale", [](const LayerConfig&) { return std::make_shared<ChannelScale>(); });
+    const std::unique_ptr<Model> recreated = load_model(path);
+    const EvalResult again = recreated->evaluate(test);
+    std::filesystem::remove(path);
+    std::printf("recreated by load_model: test accuracy %.4f\n", again.accuracy);
 
-    const bool ok = last < first && before.accuracy > 0.5 && after.accuracy == before.accuracy;
+    const bool ok = last < first && before.accuracy > 0.5 && after.accuracy == before.accuracy &&
+                    again.accuracy == before.accuracy && again.loss == before.loss;
     if (!ok) std::fprintf(stderr, "custom_model: training or reloading did not behave\n");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

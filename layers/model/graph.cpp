@@ -24,6 +24,8 @@ SymbolicTensor call_layer(const std::shared_ptr<Layer>& layer, const std::vector
   EMBER_CHECK(layer != nullptr, ArgumentError, "calling a layer: null layer");
   const std::string who = layer->name().empty() ? layer->type() : "'" + layer->name() + "' (" + layer->type() + ")";
   EMBER_CHECK(!inputs.empty(), ArgumentError, "calling " + who + ": no inputs");
+  EMBER_CHECK(layer->owner().expired(), ArgumentError,
+              "calling " + who + ": it belongs to a built model already (calls sharing a layer are not supported yet)");
   std::vector<Shape> shapes;
   auto node = std::make_shared<detail::GraphNode>();
   for (size_t i = 0; i < inputs.size(); ++i) {

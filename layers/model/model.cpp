@@ -160,6 +160,15 @@ void Model::build(const Shape& sample_shape, uint64_t seed) {
     used.push_back(l->name());
   }
   if (input_name_.empty()) input_name_ = "input_1";
+  EMBER_CHECK(std::find(used.begin(), used.end(), input_name_) == used.end(), ArgumentError,
+              "Model: a layer is named '" + input_name_ + "' like the input");
+  for (const auto& l : layers_) {
+    const auto owner = l->owner().lock();
+    EMBER_CHECK(!owner || owner == identity_, ArgumentError,
+                "Model::build: layer '" + l->name() + "' (" + l->type() +
+                    ") belongs to another built model; a layer serves one model (make new layers for each model, "
+                    "e.g. inside ModelRecipe::make_model)");
+  }
   if (!graph_) {
     input_shape_ = sample_shape;
     output_shapes_.clear();
@@ -189,6 +198,7 @@ void Model::build(const Shape& sample_shape, uint64_t seed) {
     }
   state_ = Tensor::zeros(Shape{state_total}, DType::F32, Device::cpu());
   bind_layers();
+  for (auto& l : layers_) l->set_owner(identity_);
   Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
   for (auto& l : layers_) l->init_params(init);  // on the cpu, then moved by to()
   for (auto& l : layers_) {
@@ -399,6 +409,11 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
            ") split a pair that ran fused";
   };
   const size_t input_slot = layers_.size();
+  bool input_partial = false;  // a reader of the input gave no gradient: the input's is not whole
+  const auto deliver = [&](size_t slot, const Tensor& dx) {
+    if (slot == input_slot && !dx.defined()) input_partial = true;
+    deliver_grad(slot, dx);
+  };
   for (size_t i = begin; i < end; ++i) gouts_[i] = nullptr;
   gouts_[input_slot] = nullptr;
   if (end > begin) gouts_[end - 1] = &dy;
@@ -416,7 +431,7 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
     if (ran_fused_[i] == kFusedSecond) {  // layer i ran inside the pair (i - 1, i)
       EMBER_CHECK(i > begin, ArgumentError, split());
       blocks_[i - 1]->backward(*g);
-      deliver_grad(slot_of(i - 1, 0), none);
+      deliver(slot_of(i - 1, 0), none);
       --i;
       continue;
     }
@@ -424,12 +439,12 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
     Layer& l = *layers_[i];
     if (l.multi_input()) {
       const std::vector<Tensor>& dxs = l.backward_inputs(*g);
-      for (size_t k = 0; k < dxs.size(); ++k) deliver_grad(slot_of(i, k), dxs[k]);
+      for (size_t k = 0; k < dxs.size(); ++k) deliver(slot_of(i, k), dxs[k]);
     } else {
-      deliver_grad(slot_of(i, 0), l.backward(*g));
+      deliver(slot_of(i, 0), l.backward(*g));
     }
   }
-  return gouts_[input_slot] != nullptr ? *gouts_[input_slot] : none;
+  return gouts_[input_slot] != nullptr && !input_partial ? *gouts_[input_slot] : none;
 }
 
 void Model::backward(const Tensor& dlogits) { backward_layers(dlogits, 0, logit_layers()); }

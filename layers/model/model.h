@@ -313,6 +313,8 @@ class Model {
   };
   std::vector<std::shared_ptr<Layer>> layers_;
   std::vector<Node> nodes_;
+  // This model's identity for Layer::owner (moves with the model).
+  std::shared_ptr<const int> identity_ = std::make_shared<const int>(0);
   bool graph_ = false;  // made from symbolic tensors (not a Sequential)
   bool linear_ = true;  // each layer takes the one before it
   std::string input_name_;

@@ -105,7 +105,7 @@ std::shared_ptr<Layer> make_layer(const std::string& type, const LayerConfig& co
   std::shared_ptr<Layer> layer;
   try {
     layer = factory(config);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // a user factory's std::stoi, say, as well as Ember's errors
     throw ArgumentError("layer type '" + type + "': " + e.what());
   }
   EMBER_CHECK(layer != nullptr && layer->type() == type, ArgumentError,

@@ -154,6 +154,53 @@ TEST(GraphModel, FitsEvaluatesAndRoundTripsThroughACheckpoint) {
   std::filesystem::remove(path);
 }
 
+// A layer's views point into one model's buffers: a second model built over the same layers (a
+// Keras habit: Model(x, features) and Model(x, logits)) is refused, not left training on the
+// other's weights; once the first model is gone the layers may serve another.
+TEST(GraphModel, ALayerServesOneModelAtATime) {
+  SymbolicTensor x = Input(Shape{4});
+  SymbolicTensor features = layer<Dense>(3)(x);
+  SymbolicTensor logits = layer<Dense>(2)(features);
+  {
+    Model whole(x, logits);
+    whole.build(1);
+    Model head(x, features);
+    try {
+      head.build(1);
+      FAIL() << "a layer bound into two models";
+    } catch (const ArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("belongs to another built model"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(call_layer(whole.layers()[0], {x}), ArgumentError);  // nor called again
+    Model moved = std::move(whole);                                   // the model's identity moves with it
+    Model again(x, logits);
+    EXPECT_THROW(again.build(1), ArgumentError);
+  }
+  Model later(x, logits);  // both models gone: free again
+  EXPECT_NO_THROW(later.build(1));
+}
+
+// The model input's gradient from backward(): whole when every reader of the input computes its
+// part, none (undefined) when one does not (a first layer skips it), never a partial sum.
+TEST(GraphModel, TheInputGradientIsWholeOrNone) {
+  SymbolicTensor x = Input(Shape{4});
+  auto f = layer<Dense>(4);
+  Model m(x, layer<Dense>(2)(add({x, f(x)})));
+  m.build(1);
+  const Tensor in = test::random_tensor(Shape{3, 4}, 2), dy = test::random_tensor(Shape{3, 2}, 3);
+  m.forward(in, true);
+  EXPECT_FALSE(m.backward_layers(dy, 0, m.layers().size()).defined());  // f skips its input gradient
+  f->set_needs_input_grad(true);
+  m.forward(in, true);
+  const std::vector<float> whole = m.backward_layers(dy, 0, m.layers().size()).to_vector();
+  // d/dx = dh + f's input gradient, dh = the Add's output gradient = the last Dense's dx.
+  Dense& last = static_cast<Dense&>(*m.layers()[2]);
+  const std::vector<float> dh = last.backward(dy).to_vector();
+  const std::vector<float> df = f->backward(Tensor::from_vector(Shape{3, 4}, dh)).to_vector();
+  ASSERT_EQ(whole.size(), dh.size());
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(whole[i], df[i] + dh[i]) << i;  // one rounding, either order
+}
+
 TEST(GraphModel, RefusesGraphsItCannotRun) {
   SymbolicTensor x = Input(Shape{4}), other = Input(Shape{4}, "other");
   SymbolicTensor y = layer<Dense>(2)(x);

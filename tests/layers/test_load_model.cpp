@@ -152,6 +152,38 @@ TEST_F(LoadModel, RefusesWhatItCannotRecreateNamingIt) {
   }
   register_layer("UserScale", [](const LayerConfig&) { return std::make_shared<Scale>(); });
   EXPECT_EQ(load_model(path("user.st"))->layers()[0]->type(), "UserScale");
+  // A configuration asking for more than the file holds (a Dense of 2^40 units) is refused before
+  // anything is allocated; metadata nested deeper than 32 levels before anything recurses over it.
+  {
+    Sequential d;
+    d.add<Dense>(3);
+    d.build(Shape{2}, 1);
+    d.save(path("d.st"));
+    SafeTensors f = read_safetensors(path("d.st"));
+    std::string arch = f.metadata["architecture"];
+    const size_t at = arch.find("\"units\":\"3\"");
+    ASSERT_NE(at, std::string::npos) << arch;
+    f.metadata["architecture"] = arch.substr(0, at) + "\"units\":\"1099511627776\"" + arch.substr(at + 11);
+    write_safetensors(path("huge.st"), f);
+    try {
+      load_model(path("huge.st"));
+      ADD_FAILURE();
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("needs 'dense/kernel' of (1099511627776, 2)"), std::string::npos)
+          << e.what();
+    }
+    const size_t in = arch.find("\"inbound\":[");
+    ASSERT_NE(in, std::string::npos) << arch;
+    f.metadata["architecture"] = arch.substr(0, in) + "\"inbound\":" + std::string(100000, '[') +
+                                 std::string(100000, ']') + arch.substr(arch.find(']', in) + 1);
+    write_safetensors(path("deep.st"), f);
+    try {
+      d.load(path("deep.st"));
+      ADD_FAILURE();
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("nests deeper than 32"), std::string::npos) << e.what();
+    }
+  }
   // A malformed configuration is the file's fault, named.
   Sequential s;
   s.add<Dense>(3);
