@@ -45,10 +45,12 @@ inline void add_bn_cnn(Sequential& m) {
 //   res1  [Conv32 3x3 - BN - ReLU - Conv32 3x3 - BN] + x - ReLU               14x14x32
 //   res2  [Conv64 3x3 /2 - BN - ReLU - Conv64 3x3 - BN] + [Conv64 1x1 /2 - BN](x) - ReLU   7x7x64
 //   res3  [Conv64 3x3 - BN - ReLU - Conv64 3x3 - BN] + x - ReLU               7x7x64
-//   head  GlobalAvgPool2D - Dense10
+//   head  GlobalAvgPool2D - Dropout 0.5 - Dense10
 // Convolutions SAME-padded and without bias (BatchNormalization's beta takes its place), Keras'
 // BatchNormalization defaults. Its recipe (train_mnist's defaults for it): Adam 1e-3 with a cosine
-// schedule down to 0 over the epochs.
+// schedule down to 0 over the epochs. On Fashion-MNIST, 15 epochs, seed 1 (docs/benchmarks.md):
+// 92.92% without the Dropout (it overfits: training loss 0.016), 93.04% with Dropout 0.3, 93.11%
+// with 0.5.
 inline Model make_resnet(const Shape& input = Shape{1, 28, 28}) {
   const auto conv_bn = [](const SymbolicTensor& x, int64_t filters, int64_t size, int64_t stride) {
     const SymbolicTensor c = layer<Conv2D>(filters, Size2{size, size}, Activation::None, Padding::Same,
@@ -65,7 +67,7 @@ inline Model make_resnet(const Shape& input = Shape{1, 28, 28}) {
   h = block(h, 32, 1);
   h = block(h, 64, 2);
   h = block(h, 64, 1);
-  return Model(x, layer<Dense>(10)(layer<GlobalAvgPool2D>()(h)), "resnet");
+  return Model(x, layer<Dense>(10)(layer<Dropout>(0.5f)(layer<GlobalAvgPool2D>()(h))), "resnet");
 }
 
 // Multiply-adds x2 of each layer's forward at this batch size (Conv2D and Dense; 0 for the others).
