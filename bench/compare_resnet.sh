@@ -29,7 +29,7 @@ for r in $(seq 1 "$ROUNDS"); do
   # Training seconds per epoch: the training images over the epoch's training throughput.
   while read -r s; do rows+=("ember,$s,$(cat "$log.rss")"); done < <(
     "$PYTHON" -c 'import json,sys; h=json.load(open(sys.argv[1]))
-for e in h["history"]: print(f"{60000 / e[\"images_per_second\"]:.2f}")' "$log.json")
+for e in h["history"]: print("%.2f" % (60000 / e["images_per_second"]))' "$log.json")
   /usr/bin/time -f "%M" -o "$log.rss" "$PYTHON" bench/pytorch_resnet.py --data-dir "$raw_dir" --epochs "$EPOCHS" \
     --seed "$r" --threads "$THREADS" > "$log"
   while read -r s; do rows+=("pytorch,$s,$(cat "$log.rss")"); done < <(sed -n 's/^epoch [0-9]*\/[0-9]*: \([0-9.]*\) s.*/\1/p' "$log")
@@ -46,5 +46,5 @@ for fw in ("ember", "pytorch"):
     med[fw] = statistics.median(secs)
     print(f"{fw:8s} epoch (training) median {med[fw]:.1f} s over {len(secs)} epochs (min {min(secs):.1f}, max {max(secs):.1f}); "
           f"peak RSS median {statistics.median(rss) / 1024:.0f} MiB")
-print(f"ember / pytorch epoch time: {med[\"ember\"] / med[\"pytorch\"]:.2f}")
+print("ember / pytorch epoch time: %.2f" % (med["ember"] / med["pytorch"]))
 '
