@@ -152,6 +152,15 @@ a=j["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' "$out/hi
     python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.985)' \
       "$out/history_gpu_bn.json" || { echo "FAIL: below 98.5%"; status=1; }
   done
+  # Issue 32's graph model end to end on the GPU (merge layers, gradient sums, use_bias=false),
+  # and its checkpoint recreated without --model.
+  echo "== train_mnist --model resnet, 2 epochs on MNIST (>= 98.5%), then --evaluate-only --load"
+  "$B"/train_mnist --device gpu --strict-placement --model resnet --epochs 2 --seed 1 --data-dir "$BUNDLE/mnist" \
+    --history "$out/history_gpu_resnet.json" --save "$out/resnet.safetensors" || status=1
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.985)' \
+    "$out/history_gpu_resnet.json" || { echo "FAIL: below 98.5%"; status=1; }
+  "$B"/train_mnist --device gpu --strict-placement --evaluate-only --load "$out/resnet.safetensors" \
+    --data-dir "$BUNDLE/mnist" || status=1
   echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv --nhwc, 1 epoch"
   "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv --nhwc \
     --data-dir "$BUNDLE/mnist" || status=1
