@@ -292,7 +292,7 @@ int run(const Args& a) {
   EvalResult test;
   if (!history.epochs.empty() && !history.stopped_early && history.epochs.back().val_loss) {
     const EpochLogs& last = history.epochs.back();
-    test = {*last.val_loss, *last.val_accuracy, last.val_samples};
+    test = {*last.val_loss, last.val_accuracy.value_or(0.0), last.val_samples, last.val_metrics};
   } else {
     test = strategy->evaluate(data.test, std::max<int64_t>(a.batch_size, 256));  // fit's validation batch
   }

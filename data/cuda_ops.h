@@ -11,8 +11,8 @@ namespace ember::detail {
 struct DataCudaOps {
   static constexpr const char* kOwner = "data";
   // The DataLoader's batch from a device-resident dataset (data/cuda/gather.h).
-  void (*gather_batch)(const Tensor& images, const Tensor& labels, const Tensor& order, int64_t shard_offset,
-                       int64_t count, int64_t advance, Tensor& x, Tensor& y);
+  void (*gather_batch)(const Tensor& features, const Tensor& targets, float scale, const Tensor& order,
+                       int64_t shard_offset, int64_t count, int64_t advance, Tensor& x, Tensor& y);
 };
 
 // The table, or DeviceError saying why there is none.

@@ -28,8 +28,8 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : data
   if (opt_.device.is_cuda()) {
     EMBER_CHECK(dataset.size() <= std::numeric_limits<int32_t>::max(), ArgumentError,
                 "DataLoader: a dataset on the GPU holds at most 2^31-1 samples");
-    device_images_ = dataset.images().to(opt_.device);  // once: 47 MB for MNIST's training set
-    device_labels_ = dataset.labels().to(opt_.device);
+    device_features_ = dataset.features().to(opt_.device);  // once: 47 MB for MNIST's training set
+    device_targets_ = dataset.targets().to(opt_.device);
     opt_.prefetch = false;  // the gather is a kernel queued behind the running step
   }
   if (opt_.prefetch) worker_ = std::thread([this] { prefetch_loop(); });
@@ -118,11 +118,11 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   out.global_size = global;
   if (opt_.device.is_cuda()) {
     ensure(out.x, dataset_.sample_shape().with_batch(hi - lo), DType::F32, opt_.device);
-    ensure(out.y, Shape{hi - lo}, DType::I32, opt_.device);
+    ensure(out.y, dataset_.target_shape().with_batch(hi - lo), dataset_.target_dtype(), opt_.device);
     // The device cursor is at `begin` here: every gather advances it by one global batch.
     out.gather = [this, shard_offset = lo - begin, count = hi - lo, x = out.x, y = out.y]() mutable {
-      detail::data_cuda_ops().gather_batch(device_images_, device_labels_, device_order_, shard_offset, count,
-                                           opt_.batch_size, x, y);
+      detail::data_cuda_ops().gather_batch(device_features_, device_targets_, dataset_.scale(), device_order_,
+                                           shard_offset, count, opt_.batch_size, x, y);
     };
     if (!opt_.defer_device_gather) {
       out.gather();

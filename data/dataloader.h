@@ -7,8 +7,9 @@
 //  - Prefetch: the next batch is gathered on a background thread (one, for the loader's life)
 //    while the caller trains on the current one; batch buffers are reused, so the steady state
 //    allocates nothing.
-//  - On a GPU (`device` cuda:N): the dataset is copied to the device once, as uint8, and each
-//    epoch's sample order once per epoch; every batch is then gathered and normalised there by
+//  - On a GPU (`device` cuda:N): the dataset is copied to the device once, as it is (u8 images
+//    stay u8), and each epoch's sample order once per epoch; every batch is then gathered and
+//    scaled there by
 //    a kernel queued on the device's stream (no host copy per step, no prefetch thread needed).
 //    The epoch's position (the cursor) lives on the device too and each gather advances it, so
 //    a CUDA graph of a step that includes the gather replays the next batch every time; full
@@ -28,8 +29,8 @@
 namespace ember {
 
 struct Batch {
-  Tensor x;                 // f32 (B, C, H, W), normalised
-  Tensor y;                 // i32 (B)
+  Tensor x;                 // f32 (B, ...): the features, scaled (Dataset::scale)
+  Tensor y;                 // the targets: i32 (B) labels or f32 (B, ...)
   int64_t global_size = 0;  // samples in the whole global batch (all shards together)
   // Set only by a loader with `defer_device_gather`: queues the gather of x and y on their GPU
   // (until then they are allocated but not filled) and advances the loader's device cursor.
@@ -93,7 +94,7 @@ class DataLoader {
   std::thread worker_;
   // GPU batches: the dataset, and this epoch's order (i32, the sample indices then the cursor)
   // on opt_.device.
-  Tensor device_images_, device_labels_, device_order_;
+  Tensor device_features_, device_targets_, device_order_;
 };
 
 }  // namespace ember

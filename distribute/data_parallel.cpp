@@ -29,7 +29,10 @@ std::unique_ptr<Model> build_replica(const ModelRecipe& recipe, Device device) {
     EMBER_CHECK(
         m->input_shape() == recipe.input_shape, ShapeError,
         "the model takes samples " + m->input_shape().str() + " but the data's are " + recipe.input_shape.str());
-  m->compile(recipe.make_optimizer());
+  if (recipe.make_loss)
+    m->compile(recipe.make_optimizer(), recipe.make_loss(), recipe.metrics);
+  else
+    m->compile(recipe.make_optimizer());
   m->to(device);
   return m;
 }
@@ -100,9 +103,10 @@ EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& dat
                            .num_shards = comm.size(),
                            .shard = comm.rank(),
                            .device = model.device()});
+  model.check_data(data, "evaluate");
   loader.start_epoch(0);
   Batch b;
-  MetricSums sums(model.device());
+  MetricSums sums = model.make_sums();
   int64_t seen = 0;
   while (loader.next(b)) {
     const int64_t n = b.x.dim(0);
@@ -111,12 +115,22 @@ EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& dat
     seen += n;
   }
   const MetricSums::Values v = sums.read();
-  Tensor t = Tensor::empty(Shape{3}, DType::F32, Device::cpu());
+  const std::vector<double> metrics = model.metric_sums(v);
+  // {loss sum, sample count, metric sums...} summed over the members, in f32 (the transports'
+  // type; counts <= 2^24 stay exact).
+  Tensor t = Tensor::empty(Shape{2 + static_cast<int64_t>(metrics.size())}, DType::F32, Device::cpu());
   t.f32()[0] = static_cast<float>(v.loss_sum);
-  t.f32()[1] = static_cast<float>(v.correct);  // counts <= 2^24 stay exact
-  t.f32()[2] = static_cast<float>(seen);
+  t.f32()[1] = static_cast<float>(seen);
+  for (size_t i = 0; i < metrics.size(); ++i) t.f32()[2 + i] = static_cast<float>(metrics[i]);
   comm.all_reduce_sum(t);
-  return {t.f32()[0] / t.f32()[2], t.f32()[1] / t.f32()[2], static_cast<int64_t>(t.f32()[2])};
+  MetricSums::Values total;
+  total.loss_sum = t.f32()[0];
+  // eval_result reads each metric from its slot or the fused count: give it both.
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    total.metrics.push_back(t.f32()[2 + i]);
+    if (model.metrics()[i]->fused_with(model.loss())) total.correct = static_cast<int64_t>(t.f32()[2 + i]);
+  }
+  return model.eval_result(total, static_cast<int64_t>(t.f32()[1]));
 }
 
 DataParallelStrategy::DataParallelStrategy(DataParallelConfig config) : config_(std::move(config)) {}
@@ -180,13 +194,20 @@ EvalResult DataParallelStrategy::evaluate(const Dataset& data, int64_t batch_siz
   return model().evaluate(data, batch_size);
 }
 
-History DataParallelStrategy::fit(const Dataset& train, const FitOptions& options, const Dataset* validation) {
+History DataParallelStrategy::fit(const Dataset& all_train, const FitOptions& options,
+                                  const Dataset* given_validation) {
   EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
+  FitData data;
+  split_for_validation(all_train, options, given_validation, data);
+  const Dataset& train = data.train;
+  const Dataset* validation = data.validation;
   Communicator& comm = *gradients_;
   const int members = comm.size();
   EMBER_CHECK(options.batch_size % members == 0, ArgumentError,
               config_.kind + ": the global batch size " + std::to_string(options.batch_size) +
                   " does not split evenly over " + std::to_string(members) + " " + config_.unit);
+  replicas_[0]->check_data(train, "fit");
+  if (validation) replicas_[0]->check_data(*validation, "fit (validation data)");
   stats_ = {};
   // One loader per local replica: each builds its shard on its replica's device (on a GPU from
   // the data set held there).
@@ -201,7 +222,7 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
                                                                             .num_shards = members,
                                                                             .shard = comm.rank() + static_cast<int>(i),
                                                                             .device = d}));
-    sums.emplace_back(d);
+    sums.push_back(replicas_[i]->make_sums(d));
   }
   // The gradient all-reduces' time: where the gradients go over the world itself (MultiWorker on
   // CPUs), the world's metric and evaluation reductions are taken out again (`not_gradients`).
@@ -219,6 +240,7 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
   if (config_.replica_timeout.count() > 0)
     watchdog = std::make_unique<ReplicaWatchdog>(config_.kind, config_.replica_timeout);
   FitLoopHooks hooks;
+  hooks.metric_names = replicas_[0]->metric_names();
   hooks.begin_epoch = [&](int epoch, int64_t first_batch) {
     for (size_t i = 1; i < local; ++i) loaders[i]->start_epoch(epoch, first_batch);
     for (auto& s : sums) s.reset();
@@ -240,14 +262,16 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
     int64_t rows = 0;
     for (const Batch& s : shards) rows += s.x.dim(0);
     stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return StepResult{.samples = rows};
+    return StepResult{.metrics = {}, .samples = rows};
   };
   hooks.epoch_totals = [&] {
     StepResult t;
-    for (const auto& s : sums) {
-      const MetricSums::Values v = s.read();  // waits for that device's queued work
+    t.metrics.assign(hooks.metric_names.size(), 0.0);
+    for (size_t r = 0; r < sums.size(); ++r) {
+      const MetricSums::Values v = sums[r].read();  // waits for that device's queued work
       t.loss_sum += v.loss_sum;
-      t.correct += v.correct;
+      const std::vector<double> m = replicas_[r]->metric_sums(v);
+      for (size_t i = 0; i < m.size(); ++i) t.metrics[i] += m[i];
       if (!v.finite() && (t.first_nonfinite < 0 || v.finite_batches < t.first_nonfinite))
         t.first_nonfinite = v.finite_batches;  // the earliest replica to see it
     }
@@ -257,15 +281,20 @@ History DataParallelStrategy::fit(const Dataset& train, const FitOptions& option
   };
   if (config_.world)
     hooks.reduce_epoch = [&](const StepResult& mine) {
-      Tensor t = Tensor::empty(Shape{3}, DType::F32, Device::cpu());
+      // {loss sum, samples, metric sums...} over the world (f32: counts <= 2^24 stay exact).
+      Tensor t = Tensor::empty(Shape{2 + static_cast<int64_t>(mine.metrics.size())}, DType::F32, Device::cpu());
       t.f32()[0] = static_cast<float>(mine.loss_sum);
-      t.f32()[1] = static_cast<float>(mine.correct);
-      t.f32()[2] = static_cast<float>(mine.samples);
+      t.f32()[1] = static_cast<float>(mine.samples);
+      for (size_t i = 0; i < mine.metrics.size(); ++i) t.f32()[2 + i] = static_cast<float>(mine.metrics[i]);
       on_world([&] {
         config_.world->all_reduce_sum(t);
         return 0;
       });
-      return StepResult{t.f32()[0], static_cast<int64_t>(t.f32()[1]), static_cast<int64_t>(t.f32()[2])};
+      StepResult total;
+      total.loss_sum = t.f32()[0];
+      total.samples = static_cast<int64_t>(t.f32()[1]);
+      for (size_t i = 0; i < mine.metrics.size(); ++i) total.metrics.push_back(t.f32()[2 + i]);
+      return total;
     };
   hooks.evaluate = [&](const Dataset& d, int64_t bs) { return on_world([&] { return evaluate(d, bs); }); };
   hooks.set_learning_rate = [&](float lr) {

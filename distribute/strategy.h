@@ -31,6 +31,10 @@ struct ModelRecipe {
   Shape input_shape;
   uint64_t seed = 0;
   std::function<std::unique_ptr<Optimizer>()> make_optimizer;
+  // The loss of every replica (each its own: losses keep buffers) and the metrics they share.
+  // Not given: softmax cross-entropy on labels with "accuracy" (compile(optimizer)).
+  std::function<std::unique_ptr<Loss>()> make_loss;
+  MetricList metrics;
   // Default: where the replica runs. Mirrored: ignored (the strategy's devices). MultiWorker:
   // cpu, or any GPU for one GPU per process (the process's local rank picks which).
   Device device = Device::cpu();

@@ -10,6 +10,7 @@
 #include "activation.h"
 #include "elementwise.h"
 #include "geometry.h"
+#include "losses_kinds.h"
 #include "random_bits.h"
 
 namespace ember::detail {
@@ -56,6 +57,14 @@ struct LayerCudaOps {
   void (*maximum_grad)(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& claimed, Tensor& dx);
   void (*copy_columns)(const Tensor& src, int64_t src_stride, int64_t src_offset, Tensor& dst, int64_t dst_stride,
                        int64_t dst_offset, int64_t rows, int64_t cols);
+  // The losses and metrics beyond sparse softmax cross-entropy (layers/cpu/losses.h).
+  void (*point_loss_accumulate)(PointLoss f, float param, const Tensor& z, const Tensor& t, Tensor& sums);
+  void (*point_loss_backward)(PointLoss f, float param, const Tensor& z, const Tensor& t, Tensor& dz,
+                              int64_t mean_rows);
+  void (*categorical_xent_accumulate)(float smoothing, const Tensor& z, const Tensor& t, Tensor& probs, Tensor& sums);
+  void (*categorical_xent_backward)(float smoothing, const Tensor& probs, const Tensor& t, Tensor& dz,
+                                    int64_t mean_rows);
+  void (*metric_accumulate)(MetricKind m, float param, const Tensor& z, const Tensor& t, Tensor& sums, int64_t slot);
 };
 
 // The table, or DeviceError saying why there is none (no CUDA module, ...).

@@ -16,21 +16,57 @@ namespace ember {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The loss and every metric as means over the samples so far: {"loss", ...}, then the metrics.
+ProgressBar::Metrics means(const StepResult& r, const std::vector<std::string>& names) {
+  const double n = static_cast<double>(r.samples);
+  ProgressBar::Metrics out{{"loss", r.loss_sum / n}};
+  for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], i < r.metrics.size() ? r.metrics[i] / n : 0.0});
+  return out;
+}
 }  // namespace
 
-History Model::fit(const Dataset& train, const FitOptions& options, const Dataset* validation) {
+void Model::check_data(const Dataset& data, const char* what) const {
+  EMBER_CHECK(data.sample_shape() == input_shape_, ShapeError,
+              std::string(what) + ": the data's samples are " + data.sample_shape().str() +
+                  " but the model was built for " + input_shape_.str());
+  check_targets(data.target_dtype(), data.target_shape(), what);
+  if (data.num_classes() > 0 && data.target_dtype() == DType::I32 && output_shape().rank() == 1)
+    EMBER_CHECK(data.num_classes() <= output_shape()[0], ShapeError,
+                std::string(what) + ": the data has " + std::to_string(data.num_classes()) +
+                    " classes but the model outputs " + std::to_string(output_shape()[0]) + " logits");
+}
+
+void split_for_validation(const Dataset& train, const FitOptions& options, const Dataset* validation, FitData& out) {
+  const double f = options.validation_split;
+  out.validation = validation;
+  if (f == 0.0) {
+    out.train = train;
+    return;
+  }
+  EMBER_CHECK(validation == nullptr, ArgumentError, "fit: give validation data or validation_split, not both");
+  const int64_t held = static_cast<int64_t>(std::floor(f * static_cast<double>(train.size())));
+  EMBER_CHECK(f > 0.0 && f < 1.0 && held > 0 && held < train.size(), ArgumentError,
+              "fit: validation_split " + std::to_string(f) + " of " + std::to_string(train.size()) +
+                  " samples leaves an empty part (it must be in (0, 1))");
+  out.train = train.slice(0, train.size() - held);
+  out.held_out = train.slice(train.size() - held, train.size());
+  out.validation = &out.held_out;
+}
+
+History Model::fit(const Dataset& all_train, const FitOptions& options, const Dataset* given_validation) {
+  FitData data;
+  split_for_validation(all_train, options, given_validation, data);
+  const Dataset& train = data.train;
+  const Dataset* validation = data.validation;
   EMBER_CHECK(options.epochs >= 1, ArgumentError, "fit: epochs must be >= 1, got " + std::to_string(options.epochs));
   EMBER_CHECK(options.initial_epoch >= 0 && options.initial_epoch <= options.epochs, ArgumentError,
               "fit: initial_epoch " + std::to_string(options.initial_epoch) + " is outside 0.." +
                   std::to_string(options.epochs));
   EMBER_CHECK(optimizer_ != nullptr, Error, "fit: compile() the model with an optimizer first");
   if (!built()) build(train.sample_shape(), options.seed);
-  EMBER_CHECK(train.sample_shape() == input_shape_, ShapeError,
-              "fit: the data's samples are " + train.sample_shape().str() + " but the model was built for " +
-                  input_shape_.str());
-  EMBER_CHECK(train.num_classes() <= output_shape()[0], ShapeError,
-              "fit: the data has " + std::to_string(train.num_classes()) + " classes but the model outputs " +
-                  std::to_string(output_shape()[0]) + " logits");
+  check_data(train, "fit");
+  if (validation) check_data(*validation, "fit (validation data)");
 
   // On a GPU the dataset moves to the device once and batches are gathered there.
   const bool graphs = options.cuda_graphs && device_.is_cuda();
@@ -40,7 +76,8 @@ History Model::fit(const Dataset& train, const FitOptions& options, const Datase
                             .device = device_,
                             .defer_device_gather = graphs});
   FitLoopHooks hooks;
-  MetricSums sums(device_);
+  hooks.metric_names = metric_names();
+  MetricSums sums = make_sums();
   hooks.begin_epoch = [&sums](int, int64_t) { sums.reset(); };
   // With graphs: two eager full-size steps make every lazy choice (cuDNN plans, workspaces, the
   // optimizer's state), the third is captured, the rest replay it. The graph holds the optimizer's
@@ -84,12 +121,12 @@ History Model::fit(const Dataset& train, const FitOptions& options, const Datase
           optimizer_->set_iterations(iterations);
           throw;
         }
-        return StepResult{.samples = b.x.dim(0)};
+        return StepResult{.metrics = {}, .samples = b.x.dim(0)};
       }
       if (graph.captured()) {
         graph.launch();
         optimizer_->count_step();
-        return StepResult{.samples = b.x.dim(0)};
+        return StepResult{.metrics = {}, .samples = b.x.dim(0)};
       }
       ++eager_full_steps;
     } else if (graphs) {
@@ -97,12 +134,12 @@ History Model::fit(const Dataset& train, const FitOptions& options, const Datase
     }
     if (b.gather) b.gather();
     train_step(b.x, b.y, sums);  // queues the step; waits for nothing on a GPU
-    return StepResult{.samples = b.x.dim(0)};
+    return StepResult{.metrics = {}, .samples = b.x.dim(0)};
   };
-  hooks.epoch_totals = [&sums] {
+  hooks.epoch_totals = [&sums, this] {
     const MetricSums::Values v = sums.read();
     return StepResult{
-        .loss_sum = v.loss_sum, .correct = v.correct, .first_nonfinite = v.finite() ? -1 : v.finite_batches};
+        .loss_sum = v.loss_sum, .metrics = metric_sums(v), .first_nonfinite = v.finite() ? -1 : v.finite_batches};
   };
   std::unique_ptr<DataLoader> val_loader;  // built at the first evaluation, kept for the others
   hooks.evaluate = [&](const Dataset& d, int64_t bs) {
@@ -189,20 +226,18 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
             std::to_string(loader.num_batches()) + ": training diverged (a learning rate too high?) and was stopped");
       return t;
     };
+    sum.metrics.assign(hooks.metric_names.size(), 0.0);
     while (loader.next(batch)) {
       const StepResult r = hooks.step(batch);
       sum.loss_sum += r.loss_sum;
-      sum.correct += r.correct;
+      for (size_t i = 0; i < r.metrics.size() && i < sum.metrics.size(); ++i) sum.metrics[i] += r.metrics[i];
       sum.samples += r.samples;
       ++steps;
       ++steps_total;
       const bool draw = print && bar.due(first + steps);
       if (draw || hooks.totals_on_host) {
         const StepResult now = running();
-        if (draw)
-          bar.update(first + steps,
-                     {{"loss", now.loss_sum / static_cast<double>(now.samples)},
-                      {"accuracy", static_cast<double>(now.correct) / static_cast<double>(now.samples)}});
+        if (draw) bar.update(first + steps, means(now, hooks.metric_names));
       }
       if (options.stop_requested) {
         const bool mine = options.stop_requested();
@@ -224,18 +259,20 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
     EpochLogs logs;
     logs.epoch = epoch + 1;
     logs.steps = steps;
-    logs.loss = total.loss_sum / static_cast<double>(total.samples);
-    logs.accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
+    ProgressBar::Metrics metrics = means(total, hooks.metric_names);
+    logs.loss = metrics[0].second;
+    logs.metrics.assign(metrics.begin() + 1, metrics.end());
+    logs.accuracy = find_value(logs.metrics, "accuracy").value_or(0.0);
     logs.images_per_second = static_cast<double>(total.samples) / train_seconds;
     if (hooks.learning_rate) logs.learning_rate = hooks.learning_rate();
-    ProgressBar::Metrics metrics{{"loss", logs.loss}, {"accuracy", logs.accuracy}};
     if (validation) {
       const EvalResult v = hooks.evaluate(*validation, std::max<int64_t>(options.batch_size, 256));
       logs.val_loss = v.loss;
-      logs.val_accuracy = v.accuracy;
+      logs.val_metrics = v.metrics;
+      if (const auto a = find_value(v.metrics, "accuracy")) logs.val_accuracy = *a;
       logs.val_samples = v.samples;
       metrics.push_back({"val_loss", v.loss});
-      metrics.push_back({"val_accuracy", v.accuracy});
+      for (const auto& [name, value] : v.metrics) metrics.push_back({"val_" + name, value});
     }
     logs.seconds = seconds_since(t0);
     if (print) bar.finish(first + steps, train_seconds, metrics);
@@ -271,9 +308,7 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
 
 EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
   require_built("evaluate");
-  EMBER_CHECK(data.sample_shape() == input_shape_, ShapeError,
-              "evaluate: the data's samples are " + data.sample_shape().str() + " but the model was built for " +
-                  input_shape_.str());
+  check_data(data, "evaluate");
   DataLoader loader(data, {.batch_size = batch_size, .shuffle = false, .device = device_});
   return evaluate(loader);
 }
@@ -283,20 +318,26 @@ EvalResult Model::evaluate(DataLoader& loader) {
   EMBER_CHECK(
       loader.device() == device_, DeviceError,
       "evaluate: the loader builds batches on " + loader.device().str() + " but the model is on " + device_.str());
-  EMBER_CHECK(loader.dataset().sample_shape() == input_shape_, ShapeError,
-              "evaluate: the data's samples are " + loader.dataset().sample_shape().str() +
-                  " but the model was built for " + input_shape_.str());
+  check_data(loader.dataset(), "evaluate");
   loader.start_epoch(0);
   Batch batch;
   int64_t seen = 0;
-  MetricSums sums(device_);  // on a GPU: summed there, read once at the end
+  MetricSums sums = make_sums();  // on a GPU: summed there, read once at the end
   while (loader.next(batch)) {
     if (batch.gather) batch.gather();
     evaluate_batch(batch.x, batch.y, sums);
     seen += batch.x.dim(0);
   }
-  const MetricSums::Values v = sums.read();
-  return {v.loss_sum / static_cast<double>(seen), static_cast<double>(v.correct) / static_cast<double>(seen), seen};
+  return eval_result(sums.read(), seen);
+}
+
+EvalResult Model::eval_result(const MetricSums::Values& v, int64_t seen) const {
+  EvalResult r{.loss = v.loss_sum / static_cast<double>(seen), .samples = seen, .metrics = {}};
+  const std::vector<double> sums = metric_sums(v);
+  for (size_t i = 0; i < sums.size(); ++i)
+    r.metrics.push_back({metrics_[i]->name(), sums[i] / static_cast<double>(seen)});
+  r.accuracy = find_value(r.metrics, "accuracy").value_or(0.0);
+  return r;
 }
 
 Tensor Model::predict(const Tensor& x, int64_t batch_size) {
@@ -308,8 +349,8 @@ Tensor Model::predict(const Tensor& x, int64_t batch_size) {
       ShapeError, "predict: expects f32 input (N, ...) with samples " + input_shape_.str() + ", given " + x.str());
   Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
   if (rm.device() != device_) rm = rm.to(device_);
-  const int64_t n = x.dim(0), k = output_shape()[0];
-  Tensor out = Tensor::empty(Shape{n, k}, DType::F32, Device::cpu());
+  const int64_t n = x.dim(0), k = output_shape().numel();
+  Tensor out = Tensor::empty(output_shape().with_batch(n), DType::F32, Device::cpu());
   // CPU micro-batches (set_cpu_micro_batch): a batch larger than a slice runs slice by slice.
   const int64_t step =
       std::min(batch_size, slice_rows(rm.view(0, input_shape_.with_batch(std::min(batch_size, n))), false));
@@ -317,7 +358,7 @@ Tensor Model::predict(const Tensor& x, int64_t batch_size) {
     const int64_t b = std::min(step, n - i);
     const Tensor xb = rm.view(i * input_shape_.numel(), input_shape_.with_batch(b));
     const Tensor& logits = forward(xb, false);
-    out.view(i * k, Shape{b, k}).copy_from(logits);  // device to host when the model is on a GPU
+    out.view(i * k, output_shape().with_batch(b)).copy_from(logits);  // device to host when the model is on a GPU
   }
   return out;
 }

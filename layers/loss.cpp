@@ -1,31 +1,74 @@
-// Softmax cross-entropy loss.
+// The losses (see loss.h): shape checks here, the arithmetic in ops/losses and ops/softmax_xent.
 #include "loss.h"
 
 #include <algorithm>
 
 #include "../core/error.h"
+#include "ops/losses.h"
 #include "ops/softmax_xent.h"
 
 namespace ember {
 
-float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, int64_t* correct) {
-  if (!own_sums_ || own_sums_->device() != logits.device()) own_sums_ = std::make_unique<MetricSums>(logits.device());
+namespace {
+std::string describe(DType target, const Shape& target_sample) {
+  return std::string(dtype_name(target)) + " " + target_sample.str();
+}
+
+void check_fit(bool ok, const std::string& loss, const std::string& wants, const Shape& output, DType target,
+               const Shape& target_sample) {
+  EMBER_CHECK(ok, ShapeError,
+              loss + " takes " + wants + "; the model outputs " + output.str() + " per sample and the targets are " +
+                  describe(target, target_sample));
+}
+}  // namespace
+
+void Loss::check_targets(const Tensor&, const Shape&) const {}
+
+float Loss::value(const Tensor& outputs, const Tensor& targets) {
+  MetricSums& sums = scratch_sums(outputs.device());
+  forward(outputs, targets, sums);
+  return static_cast<float>(sums.read().loss_sum / static_cast<double>(std::max<int64_t>(outputs.dim(0), 1)));
+}
+
+int64_t Loss::rows_for_mean(int64_t mean_rows, const Tensor& outputs) {
+  return mean_rows == 0 ? std::max<int64_t>(outputs.dim(0), 1) : mean_rows;
+}
+
+MetricSums& Loss::scratch_sums(Device device) {
+  if (!own_sums_ || own_sums_->device() != device) own_sums_ = std::make_unique<MetricSums>(device);
   own_sums_->reset();
-  forward(logits, labels, *own_sums_);
-  const MetricSums::Values v = own_sums_->read();
+  return *own_sums_;
+}
+
+namespace losses {
+
+// --- SparseCategoricalCrossentropy ----------------------------------------------------------
+
+void SparseCategoricalCrossentropy::check(const Shape& output, DType target, const Shape& target_sample) const {
+  check_fit(output.rank() == 1 && target == DType::I32 && target_sample.rank() == 0, name(),
+            "logits (classes,) and one i32 label per sample", output, target, target_sample);
+}
+
+void SparseCategoricalCrossentropy::check_targets(const Tensor& labels, const Shape& output) const {
+  EMBER_CHECK(labels.dtype() == DType::I32 && labels.device().is_cpu(), ShapeError,
+              name() + ": labels must be i32 on the cpu, got " + labels.str());
+  const int64_t classes = output.rank() == 1 ? output[0] : 0;
+  const int32_t* y = labels.data<int32_t>();
+  for (int64_t i = 0; i < labels.numel(); ++i)
+    EMBER_CHECK(y[i] >= 0 && y[i] < classes, ArgumentError,
+                "softmax cross-entropy: label " + std::to_string(y[i]) + " at row " + std::to_string(i) +
+                    " is outside [0, " + std::to_string(classes) + ")");
+}
+
+float SparseCategoricalCrossentropy::forward(const Tensor& logits, const Tensor& labels, int64_t* correct) {
+  MetricSums& sums = scratch_sums(logits.device());
+  forward(logits, labels, sums);
+  const MetricSums::Values v = sums.read();
   if (correct) *correct = v.correct;
   return static_cast<float>(v.loss_sum / static_cast<double>(std::max<int64_t>(logits.dim(0), 1)));
 }
 
-const Tensor& SoftmaxCrossEntropy::backward(int64_t mean_rows) {
-  EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
-  ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
-  detail::softmax_xent_backward(probs_, labels_, dlogits_,
-                                mean_rows == 0 ? std::max<int64_t>(probs_.dim(0), 1) : mean_rows);
-  return dlogits_;
-}
-
-void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, MetricSums& sums) {
+void SparseCategoricalCrossentropy::forward(const Tensor& logits, const Tensor& labels, MetricSums& sums) {
   EMBER_CHECK(sums.device() == logits.device(), DeviceError,
               "SoftmaxCrossEntropy: the metric sums are on " + sums.device().str() + " but the logits on " +
                   logits.device().str());
@@ -34,4 +77,79 @@ void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels, Me
   detail::softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
 }
 
+const Tensor& SparseCategoricalCrossentropy::backward(int64_t mean_rows) {
+  EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
+  ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
+  detail::softmax_xent_backward(probs_, labels_, dlogits_, rows_for_mean(mean_rows, probs_));
+  return dlogits_;
+}
+
+// --- CategoricalCrossentropy ----------------------------------------------------------------
+
+CategoricalCrossentropy::CategoricalCrossentropy(float label_smoothing) : smoothing_(label_smoothing) {
+  EMBER_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f, ArgumentError,
+              "CategoricalCrossentropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+}
+
+void CategoricalCrossentropy::check(const Shape& output, DType target, const Shape& target_sample) const {
+  check_fit(output.rank() == 1 && target == DType::F32 && target_sample == output, name(),
+            "logits (classes,) and f32 targets of the same shape (one-hot or a distribution)", output, target,
+            target_sample);
+}
+
+void CategoricalCrossentropy::forward(const Tensor& logits, const Tensor& targets, MetricSums& sums) {
+  EMBER_CHECK(sums.device() == logits.device(), DeviceError,
+              name() + ": the metric sums are on " + sums.device().str() + " but the logits on " +
+                  logits.device().str());
+  ensure(probs_, logits.shape(), DType::F32, logits.device());
+  targets_ = targets;
+  detail::categorical_xent_accumulate(smoothing_, logits, targets, probs_, sums.buffer());
+}
+
+const Tensor& CategoricalCrossentropy::backward(int64_t mean_rows) {
+  EMBER_CHECK(targets_.defined(), Error, name() + ": backward() before forward()");
+  ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
+  detail::categorical_xent_backward(smoothing_, probs_, targets_, dlogits_, rows_for_mean(mean_rows, probs_));
+  return dlogits_;
+}
+
+// --- Pointwise losses -----------------------------------------------------------------------
+
+void PointwiseLoss::check(const Shape& output, DType target, const Shape& target_sample) const {
+  check_fit(target == DType::F32 && target_sample == output, name(), "f32 targets of the output's shape", output,
+            target, target_sample);
+}
+
+void PointwiseLoss::forward(const Tensor& outputs, const Tensor& targets, MetricSums& sums) {
+  EMBER_CHECK(sums.device() == outputs.device(), DeviceError,
+              name() + ": the metric sums are on " + sums.device().str() + " but the outputs on " +
+                  outputs.device().str());
+  outputs_ = outputs;
+  targets_ = targets;
+  detail::point_loss_accumulate(kind_, param_, outputs, targets, sums.buffer());
+}
+
+const Tensor& PointwiseLoss::backward(int64_t mean_rows) {
+  EMBER_CHECK(targets_.defined(), Error, name() + ": backward() before forward()");
+  ensure(grad_, outputs_.shape(), DType::F32, outputs_.device());
+  detail::point_loss_backward(kind_, param_, outputs_, targets_, grad_, rows_for_mean(mean_rows, outputs_));
+  return grad_;
+}
+
+Huber::Huber(float delta) : PointwiseLoss(detail::PointLoss::Huber, delta) {
+  EMBER_CHECK(delta > 0.0f, ArgumentError, "Huber: delta must be > 0, got " + std::to_string(delta));
+}
+
+BinaryCrossentropy::BinaryCrossentropy(bool from_logits, float label_smoothing)
+    : PointwiseLoss(from_logits ? detail::PointLoss::BinaryXentLogits : detail::PointLoss::BinaryXentProbabilities,
+                    label_smoothing) {
+  EMBER_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f, ArgumentError,
+              "BinaryCrossentropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+}
+
+std::unique_ptr<Loss> BinaryCrossentropy::clone() const {
+  return std::make_unique<BinaryCrossentropy>(kind_ == detail::PointLoss::BinaryXentLogits, param_);
+}
+
+}  // namespace losses
 }  // namespace ember

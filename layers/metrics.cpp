@@ -1,33 +1,99 @@
-// Metric sums and accuracy.
+// Metric sums and the built-in metrics.
 #include "metrics.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "../core/error.h"
+#include "loss.h"
+#include "ops/losses.h"
 #include "ops/softmax_xent.h"
 
 namespace ember {
 
-MetricSums::MetricSums(Device device) : buf_(Tensor::zeros(Shape{kSlots}, DType::F64, device)) {}
+MetricSums::MetricSums(Device device, int64_t metrics)
+    : buf_(Tensor::zeros(Shape{kSlots + metrics}, DType::F64, device)) {}
 
 void MetricSums::reset() { buf_.zero(); }  // on a GPU queued, no wait
 
 MetricSums::Values MetricSums::read() const {
-  double host[kSlots];
+  std::vector<double> host(static_cast<size_t>(buf_.numel()));
   if (buf_.device().is_cpu()) {
-    std::memcpy(host, buf_.raw(), sizeof host);
+    std::memcpy(host.data(), buf_.raw(), host.size() * sizeof(double));
   } else {
     Tensor t = buf_.to(Device::cpu());  // waits for the device's queued work
-    std::memcpy(host, t.raw(), sizeof host);
+    std::memcpy(host.data(), t.raw(), host.size() * sizeof(double));
   }
   EMBER_CHECK(host[2] == 0.0, ArgumentError,
               "softmax cross-entropy (" + buf_.device().str() + "): a label was outside [0, classes)");
-  return {host[0], static_cast<int64_t>(host[1]), static_cast<int64_t>(host[3])};
+  return {host[0], static_cast<int64_t>(host[1]), static_cast<int64_t>(host[3]),
+          std::vector<double>(host.begin() + kSlots, host.end())};
 }
 
 bool MetricSums::Values::finite() const { return std::isfinite(loss_sum); }
 
+void MetricSums::add_loss(double loss_sum) {
+  EMBER_CHECK(buf_.device().is_cpu(), ArgumentError,
+              "MetricSums::add_loss: the sums are on " + buf_.device().str() +
+                  "; a loss on a GPU adds to buffer() with a kernel of its own");
+  double* acc = buf_.data<double>();
+  acc[0] += loss_sum;
+  if (std::isfinite(acc[0])) acc[3] += 1.0;
+}
+
 int64_t count_correct(const Tensor& logits, const Tensor& labels) { return detail::count_correct(logits, labels); }
 
+bool Metric::fused_with(const Loss&) const { return false; }
+
+namespace metrics {
+
+void BuiltinMetric::check(const Shape& output, DType target, const Shape& target_sample) const {
+  using detail::MetricKind;
+  bool ok = false;
+  std::string wants;
+  switch (kind_) {
+    case MetricKind::SparseAccuracy:
+    case MetricKind::SparseTopK:
+      ok = output.rank() == 1 && target == DType::I32 && target_sample.rank() == 0;
+      wants = "outputs (classes,) and one i32 label per sample";
+      break;
+    case MetricKind::CategoricalAccuracy:
+      ok = output.rank() == 1 && target == DType::F32 && target_sample == output;
+      wants = "outputs (classes,) and f32 targets of the same shape";
+      break;
+    default:
+      ok = target == DType::F32 && target_sample == output;
+      wants = "f32 targets of the output's shape";
+  }
+  EMBER_CHECK(ok, ShapeError,
+              "metric " + name() + " takes " + wants + "; the model outputs " + output.str() +
+                  " per sample and the targets are " + dtype_name(target) + " " + target_sample.str());
+}
+
+void BuiltinMetric::accumulate(const Tensor& outputs, const Tensor& targets, MetricSums& sums, int64_t slot) const {
+  detail::metric_accumulate(kind_, param_, outputs, targets, sums.buffer(), slot);
+}
+
+bool SparseCategoricalAccuracy::fused_with(const Loss& loss) const {
+  return dynamic_cast<const losses::SparseCategoricalCrossentropy*>(&loss) != nullptr;
+}
+
+SparseTopKCategoricalAccuracy::SparseTopKCategoricalAccuracy(int k)
+    : BuiltinMetric(k == 5 ? "sparse_top_k_categorical_accuracy" : "top" + std::to_string(k) + "_accuracy",
+                    detail::MetricKind::SparseTopK, static_cast<float>(k)) {
+  EMBER_CHECK(k >= 1, ArgumentError, "SparseTopKCategoricalAccuracy: k must be >= 1, got " + std::to_string(k));
+}
+
+namespace {
+float logit_of(float threshold, bool from_logits) {
+  EMBER_CHECK(threshold > 0.0f && threshold < 1.0f, ArgumentError,
+              "BinaryAccuracy: the threshold must be in (0, 1), got " + std::to_string(threshold));
+  return from_logits ? std::log(threshold / (1.0f - threshold)) : threshold;
+}
+}  // namespace
+
+BinaryAccuracy::BinaryAccuracy(float threshold, bool from_logits)
+    : BuiltinMetric("binary_accuracy", detail::MetricKind::BinaryAccuracy, logit_of(threshold, from_logits)) {}
+
+}  // namespace metrics
 }  // namespace ember

@@ -1,33 +1,57 @@
-// The epoch's metrics: running sums kept on the device, and accuracy.
+// Metrics: the epoch's running sums kept on the device, and the metric objects a model is
+// compiled with (Model::compile(optimizer, loss, metrics)). A metric is a per-sample value
+// averaged over the epoch's samples, as the loss: Keras' names.
+//
+//   metrics::SparseCategoricalAccuracy ("accuracy")        logits (K,), labels i32
+//   metrics::SparseTopKCategoricalAccuracy(k)              the label among the k largest logits
+//   metrics::CategoricalAccuracy                           argmax of logits == argmax of targets
+//   metrics::BinaryAccuracy(threshold, from_logits)        per element: (output > threshold) == target
+//   metrics::MeanAbsoluteError ("mae"), MeanSquaredError ("mse")
+//
+// A metric of your own subclasses Metric: accumulate() adds the batch's sum of per-sample values
+// to one slot of the sums (on the CPU: sums.buffer().data<double>()[slot] += ...).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "../core/tensor.h"
+#include "losses_kinds.h"
 
 namespace ember {
 
-// Running sums of an epoch's metrics (sum of the samples' losses, correct predictions), kept on
-// the device of the logits. On a GPU a training step then never waits for the device: the
-// sums are read back only when something is printed (read() synchronises).
+class Loss;
+
+// Running sums of an epoch's loss and metrics, kept on the device of the outputs. On a GPU a
+// training step then never waits for the device: the sums are read back only when something is
+// printed (read() synchronises). f64 slots: [0] the loss sum, [1] the correct count that
+// SparseCategoricalCrossentropy fuses into its pass, [2] its invalid-label flag, [3] the batches
+// added while the loss sum stayed finite, [4 + i] metric i's sum.
 class MetricSums {
  public:
-  explicit MetricSums(Device device = current_device());
+  explicit MetricSums(Device device = current_device(), int64_t metrics = 0);
   void reset();  // zero
   struct Values {
     double loss_sum = 0;
     int64_t correct = 0;
     // Batches added while the loss sum stayed finite: when it is not finite (a NaN or inf loss
-    // poisons the sum for good, losses being >= 0), the first bad batch is this one (0-based).
+    // poisons the sum for good), the first bad batch is this one (0-based).
     int64_t finite_batches = 0;
+    std::vector<double> metrics;  // slot 4 + i
     bool finite() const;
   };
   // The sums since the last reset. Throws ArgumentError when a GPU kernel met a label outside
   // [0, classes) since then (the CPU path throws at once, in forward()).
   Values read() const;
   Device device() const { return buf_.device(); }
-  // f64 (4): the loss sum, the correct count, an invalid-label flag, and the finite-batch count.
+  int64_t metrics() const { return buf_.numel() - kSlots; }
+  // f64 (kSlots + metrics()), as above.
   Tensor& buffer() { return buf_; }
+  // A loss computed on the host (a user's CPU loss): slot 0 += loss_sum, slot 3 counted.
+  // ArgumentError on a GPU (add there with a kernel of your own).
+  void add_loss(double loss_sum);
   static constexpr int64_t kSlots = 4;
 
  private:
@@ -37,5 +61,78 @@ class MetricSums {
 // Rows of `logits` (N, K) whose argmax equals the label (i32, N); the first maximum wins on
 // ties. Synchronises with a GPU.
 int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+class Metric {
+ public:
+  virtual ~Metric() = default;
+  virtual std::string name() const = 0;  // the history's and progress bar's key
+  // ShapeError naming both unless the metric fits outputs of per-sample shape `output` and
+  // targets of `target` dtype and per-sample shape `target_sample`.
+  virtual void check(const Shape& output, DType target, const Shape& target_sample) const = 0;
+  // sums.buffer()[slot] += the batch's sum of per-sample values, on the outputs' device.
+  virtual void accumulate(const Tensor& outputs, const Tensor& targets, MetricSums& sums, int64_t slot) const = 0;
+  // True when `loss` counts this metric in its own pass (MetricSums' slot 1): then it is read
+  // from there and accumulate() is not called.
+  virtual bool fused_with(const Loss& loss) const;
+};
+
+namespace metrics {
+
+// A metric computed by one of the library's kernels (CPU and GPU).
+class BuiltinMetric : public Metric {
+ public:
+  std::string name() const override { return name_; }
+  void check(const Shape& output, DType target, const Shape& target_sample) const override;
+  void accumulate(const Tensor& outputs, const Tensor& targets, MetricSums& sums, int64_t slot) const override;
+
+ protected:
+  BuiltinMetric(std::string name, detail::MetricKind kind, float param)
+      : name_(std::move(name)), kind_(kind), param_(param) {}
+
+ private:
+  std::string name_;
+  detail::MetricKind kind_;
+  float param_;
+};
+
+class SparseCategoricalAccuracy : public BuiltinMetric {
+ public:
+  explicit SparseCategoricalAccuracy(std::string name = "accuracy")
+      : BuiltinMetric(std::move(name), detail::MetricKind::SparseAccuracy, 0.0f) {}
+  bool fused_with(const Loss& loss) const override;
+};
+
+class SparseTopKCategoricalAccuracy : public BuiltinMetric {
+ public:
+  explicit SparseTopKCategoricalAccuracy(int k = 5);
+};
+
+class CategoricalAccuracy : public BuiltinMetric {
+ public:
+  CategoricalAccuracy() : BuiltinMetric("categorical_accuracy", detail::MetricKind::CategoricalAccuracy, 0.0f) {}
+};
+
+// Keras' BinaryAccuracy: an element is right when (output > threshold) equals its target. From
+// logits (the default, as losses::BinaryCrossentropy), `threshold` is on the probability
+// sigmoid(z): z > log(threshold / (1 - threshold)).
+class BinaryAccuracy : public BuiltinMetric {
+ public:
+  explicit BinaryAccuracy(float threshold = 0.5f, bool from_logits = true);
+};
+
+class MeanAbsoluteError : public BuiltinMetric {
+ public:
+  MeanAbsoluteError() : BuiltinMetric("mae", detail::MetricKind::AbsoluteError, 0.0f) {}
+};
+
+class MeanSquaredError : public BuiltinMetric {
+ public:
+  MeanSquaredError() : BuiltinMetric("mse", detail::MetricKind::SquaredError, 0.0f) {}
+};
+
+}  // namespace metrics
+
+// What Model::compile takes: shared, since metrics keep no state (every replica reads them).
+using MetricList = std::vector<std::shared_ptr<const Metric>>;
 
 }  // namespace ember

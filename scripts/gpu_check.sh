@@ -19,6 +19,7 @@
 #   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); every unit test
 #   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
 #   test_cuda_parity: every GPU op against the CPU, the device gather, metric sums, SGD;
+#   test_cuda_losses: the losses, metrics and the gather of f32 data against the CPU;
 #   test_cuda_training: training steps and fit() on the GPU vs the CPU, no allocation in the
 #   steady state; test_distribute: NCCL all-reduce/broadcast over every local GPU, communicators
 #   from a unique id, Mirrored on 1 GPU == Default bit for bit, on 2 GPUs == 1 GPU;
@@ -94,7 +95,7 @@ part_sanitize() {
   fi
   local tool t san rc
   for tool in memcheck racecheck; do
-    for t in test_cuda_parity test_cuda_training; do
+    for t in test_cuda_parity test_cuda_losses test_cuda_training; do
       echo "== compute-sanitizer --tool $tool $t"
       rc=0
       san=$(compute-sanitizer --tool "$tool" --error-exitcode 9 "$B/$t" --gtest_brief=1 2>&1) || rc=$?

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "layers/cpu/conv2d.h"
 
@@ -72,11 +73,12 @@ Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed) {
   return out;
 }
 
-double max_rel_error(std::span<const float> a, std::span<const float> b) {
+double max_rel_error(std::span<const float> a, std::span<const float> b, double floor) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    const double err = std::abs(double(a[i]) - double(b[i])) / std::max(1.0, std::abs(double(b[i])));
+    if (std::isnan(a[i]) != std::isnan(b[i])) return std::numeric_limits<double>::infinity();
+    const double err = std::abs(double(a[i]) - double(b[i])) / std::max(floor, std::abs(double(b[i])));
     worst = std::max(worst, err);
   }
   return worst;

@@ -28,8 +28,9 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float 
 // Returns the per-sample output shape.
 Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed);
 
-// Max |a - b| / max(1, |b|) over two equal-length sequences (relative with an absolute floor).
-double max_rel_error(std::span<const float> a, std::span<const float> b);
+// Max |a - b| / max(floor, |b|) over two equal-length sequences (relative above the floor,
+// absolute below it); a NaN on one side only counts as infinite.
+double max_rel_error(std::span<const float> a, std::span<const float> b, double floor = 1.0);
 // Max |a - b| over max |b|: the error of reordered float sums relative to the tensor's scale.
 double scaled_error(std::span<const float> a, std::span<const float> b);
 // n i32 labels in [0, classes), (7 i + 3) mod classes: every class, no pattern a layer could exploit.

@@ -1,30 +1,42 @@
-// The batch gather (see gather.h): normalising uint8 pixels to [0, 1] floats on the fly.
+// The batch gather (see gather.h): u8 pixels become scaled floats on the fly.
 #include "gather.h"
+
+#include <cstring>
 
 #include "../../core/error.h"
 
 namespace ember::cpu {
 
-void gather_batch(const Tensor& images, const Tensor& labels, std::span<const int64_t> indices, Tensor& x, Tensor& y) {
-  const int64_t b = static_cast<int64_t>(indices.size()), n = images.dim(0);
-  const int64_t per = images.numel() / (n > 0 ? n : 1);
-  EMBER_CHECK(x.numel() == b * per && y.numel() == b, ShapeError,
-              "gather (cpu): x must hold " + std::to_string(b) + " samples of " + std::to_string(per) + ", got " +
-                  x.str() + " and " + y.str());
-  const uint8_t* src = images.data<uint8_t>();
-  const int32_t* lab = labels.data<int32_t>();
+void gather_batch(const Tensor& features, const Tensor& targets, float scale, std::span<const int64_t> indices,
+                  Tensor& x, Tensor& y) {
+  const int64_t b = static_cast<int64_t>(indices.size()), n = features.dim(0);
+  const int64_t per = features.numel() / (n > 0 ? n : 1), tper = targets.numel() / (n > 0 ? n : 1);
+  EMBER_CHECK(x.numel() == b * per && x.dtype() == DType::F32 && y.numel() == b * tper &&
+                  y.dtype() == targets.dtype() && targets.dim(0) == n,
+              ShapeError,
+              "gather (cpu): x must hold " + std::to_string(b) + " samples of " + std::to_string(per) + " and y " +
+                  std::to_string(tper) + " targets each, got " + x.str() + " and " + y.str());
+  const bool bytes = features.dtype() == DType::U8;
+  EMBER_CHECK(bytes || features.dtype() == DType::F32, ShapeError,
+              "gather (cpu): features must be u8 or f32, got " + features.str());
   float* dst = x.f32();
-  int32_t* out = y.data<int32_t>();
-  constexpr float kScale = 1.0f / 255.0f;
+  const size_t target_bytes = static_cast<size_t>(tper) * dtype_size(targets.dtype());
   for (int64_t i = 0; i < b; ++i) {
     const int64_t idx = indices[static_cast<size_t>(i)];
     EMBER_CHECK(idx >= 0 && idx < n, ArgumentError,
                 "Dataset::gather: index " + std::to_string(idx) + " outside a dataset of " + std::to_string(n));
-    const uint8_t* s = src + idx * per;
     float* d = dst + i * per;
+    if (bytes) {
+      const uint8_t* s = features.data<uint8_t>() + idx * per;
 #pragma omp simd
-    for (int64_t j = 0; j < per; ++j) d[j] = static_cast<float>(s[j]) * kScale;
-    out[i] = lab[idx];
+      for (int64_t j = 0; j < per; ++j) d[j] = static_cast<float>(s[j]) * scale;
+    } else {
+      const float* s = features.f32() + idx * per;
+#pragma omp simd
+      for (int64_t j = 0; j < per; ++j) d[j] = s[j] * scale;
+    }
+    std::memcpy(static_cast<char*>(y.raw()) + static_cast<size_t>(i) * target_bytes,
+                static_cast<const char*>(targets.raw()) + static_cast<size_t>(idx) * target_bytes, target_bytes);
   }
 }
 

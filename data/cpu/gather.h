@@ -8,9 +8,10 @@
 
 namespace ember::cpu {
 
-// x[b] = images[indices[b]] / 255 and y[b] = labels[indices[b]] for every b. images u8 (N, ...),
-// labels i32 (N); x f32 (B, ...) and y i32 (B) allocated by the caller, B = indices.size().
-// ArgumentError names an index outside [0, N).
-void gather_batch(const Tensor& images, const Tensor& labels, std::span<const int64_t> indices, Tensor& x, Tensor& y);
+// x[b] = features[indices[b]] * scale (u8 or f32 features, f32 x) and y[b] = targets[indices[b]]
+// (i32 or f32 targets, y of their dtype) for every b. features (N, ...), targets (N, ...); x and
+// y allocated by the caller, B = indices.size() rows. ArgumentError names an index outside [0, N).
+void gather_batch(const Tensor& features, const Tensor& targets, float scale, std::span<const int64_t> indices,
+                  Tensor& x, Tensor& y);
 
 }  // namespace ember::cpu

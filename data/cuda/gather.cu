@@ -1,36 +1,59 @@
-// Batch gather from a device-resident uint8 dataset (see gather.h).
+// Batch gather from a device-resident dataset (see gather.h).
 #include "../../core/cuda/check.h"
 #include "gather.h"
 
 namespace ember::cuda {
 
 namespace {
-// One thread per output element; consecutive threads read consecutive bytes of one image.
-__global__ void gather_kernel(const uint8_t* __restrict__ images, const int32_t* __restrict__ labels,
+// One thread per output element; consecutive threads read consecutive elements of one sample.
+// Targets are 32-bit words (i32 labels or f32 values): copied as they are.
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ features, const uint32_t* __restrict__ targets,
                               const int32_t* __restrict__ order, int64_t m, int64_t shard_offset, int64_t count,
-                              int64_t per, float* __restrict__ x, int32_t* __restrict__ y) {
+                              int64_t per, int64_t tper, float scale, float* __restrict__ x, uint32_t* __restrict__ y) {
   const int64_t first = order[m] + shard_offset;  // the cursor
   const int64_t total = count * per;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = e / per, j = e - b * per;
     if (first + b >= m) continue;  // the host checked; never read past the order
     const int64_t idx = order[first + b];
-    x[e] = static_cast<float>(images[idx * per + j]) * (1.0f / 255.0f);  // as Dataset::gather
-    if (j == 0) y[b] = labels[idx];
+    x[e] = static_cast<float>(features[idx * per + j]) * scale;  // as Dataset::gather
+    if (j < tper) y[b * tper + j] = targets[idx * tper + j];
+  }
+}
+
+// Targets wider than the features (rare: an autoencoder's are as wide): a thread per target word.
+__global__ void gather_targets(const uint32_t* __restrict__ targets, const int32_t* __restrict__ order, int64_t m,
+                               int64_t shard_offset, int64_t count, int64_t tper, int64_t from,
+                               uint32_t* __restrict__ y) {
+  const int64_t first = order[m] + shard_offset;
+  const int64_t width = tper - from;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count * width;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = e / width, j = from + (e - b * width);
+    if (first + b >= m) continue;
+    y[b * tper + j] = targets[order[first + b] * tper + j];
   }
 }
 
 __global__ void advance_kernel(int32_t* cursor, int32_t by) { *cursor += by; }
+
+unsigned blocks(int64_t total) { return static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096)); }
 }  // namespace
 
-void gather_batch(Context& ctx, const Tensor& images, const Tensor& labels, const Tensor& order, int64_t shard_offset,
-                  int64_t count, int64_t advance, Tensor& x, Tensor& y) {
+void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, float scale, const Tensor& order,
+                  int64_t shard_offset, int64_t count, int64_t advance, Tensor& x, Tensor& y) {
   const Device d = Device::cuda(ctx.device());
-  EMBER_CHECK(images.dtype() == DType::U8 && images.rank() >= 2 && images.device() == d, ShapeError,
-              "gather (cuda): images must be u8 (N, ...) on " + d.str() + ", got " + images.str());
-  const int64_t n = images.dim(0), per = images.numel() / std::max<int64_t>(n, 1);
-  EMBER_CHECK(labels.dtype() == DType::I32 && labels.shape() == Shape{n} && labels.device() == d, ShapeError,
-              "gather (cuda): labels must be i32 (" + std::to_string(n) + ",) on " + d.str() + ", got " + labels.str());
+  EMBER_CHECK((features.dtype() == DType::U8 || features.dtype() == DType::F32) && features.rank() >= 2 &&
+                  features.device() == d,
+              ShapeError, "gather (cuda): features must be u8 or f32 (N, ...) on " + d.str() + ", got " + features.str());
+  const int64_t n = features.dim(0), per = features.numel() / std::max<int64_t>(n, 1);
+  EMBER_CHECK((targets.dtype() == DType::I32 || targets.dtype() == DType::F32) && targets.rank() >= 1 &&
+                  targets.dim(0) == n && targets.device() == d,
+              ShapeError,
+              "gather (cuda): targets must be i32 or f32 (" + std::to_string(n) + ", ...) on " + d.str() + ", got " +
+                  targets.str());
+  const int64_t tper = targets.numel() / std::max<int64_t>(n, 1);
   EMBER_CHECK(order.dtype() == DType::I32 && order.rank() == 1 && order.numel() >= 1 && order.device() == d &&
                   shard_offset >= 0 && count >= 0 && shard_offset + count <= order.numel() - 1 && advance >= 0 &&
                   advance <= order.numel(),
@@ -39,21 +62,35 @@ void gather_batch(Context& ctx, const Tensor& images, const Tensor& labels, cons
                   " (advancing " + std::to_string(advance) + ") of the order and cursor " + order.str() + " on " +
                   d.str());
   EMBER_CHECK(x.dtype() == DType::F32 && x.layout() == Layout::RowMajor && x.device() == d &&
-                  x.shape() == images.shape().without_batch().with_batch(count),
+                  x.shape() == features.shape().without_batch().with_batch(count),
               ShapeError,
-              "gather (cuda): x must be f32 " + images.shape().without_batch().with_batch(count).str() + " on " +
+              "gather (cuda): x must be f32 " + features.shape().without_batch().with_batch(count).str() + " on " +
                   d.str() + ", got " + x.str());
-  EMBER_CHECK(y.dtype() == DType::I32 && y.shape() == Shape{count} && y.device() == d, ShapeError,
-              "gather (cuda): y must be i32 (" + std::to_string(count) + ",) on " + d.str() + ", got " + y.str());
+  EMBER_CHECK(y.dtype() == targets.dtype() && y.shape() == targets.shape().without_batch().with_batch(count) &&
+                  y.device() == d,
+              ShapeError,
+              "gather (cuda): y must be " + std::string(dtype_name(targets.dtype())) + " " +
+                  targets.shape().without_batch().with_batch(count).str() + " on " + d.str() + ", got " + y.str());
   const int64_t m = order.numel() - 1;
   auto* o = static_cast<int32_t*>(const_cast<void*>(order.raw()));
+  const auto* t = static_cast<const uint32_t*>(targets.raw());
+  auto* yw = static_cast<uint32_t*>(y.raw());
   if (count > 0) {
     const int64_t total = count * per;
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 4096));
-    gather_kernel<<<blocks, 256, 0, ctx.stream()>>>(
-        static_cast<const uint8_t*>(images.raw()), static_cast<const int32_t*>(labels.raw()), o, m, shard_offset, count,
-        per, static_cast<float*>(x.raw()), static_cast<int32_t*>(y.raw()));
+    if (features.dtype() == DType::U8)
+      gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const uint8_t*>(features.raw()), t, o, m,
+                                                             shard_offset, count, per, tper, scale,
+                                                             static_cast<float*>(x.raw()), yw);
+    else
+      gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const float*>(features.raw()), t, o, m,
+                                                             shard_offset, count, per, tper, scale,
+                                                             static_cast<float*>(x.raw()), yw);
     EMBER_CUDA_CHECK(cudaGetLastError());
+    if (tper > per) {
+      gather_targets<<<blocks(count * (tper - per)), 256, 0, ctx.stream()>>>(t, o, m, shard_offset, count, tper, per,
+                                                                            yw);
+      EMBER_CUDA_CHECK(cudaGetLastError());
+    }
   }
   if (advance > 0) {
     advance_kernel<<<1, 1, 0, ctx.stream()>>>(o + m, static_cast<int32_t>(advance));

@@ -12,11 +12,12 @@ namespace ember::cuda {
 
 // The batch at the epoch's cursor: with c = order[M] (the cursor, the epoch's position, kept on
 // the device behind the M sample indices so that a captured step replays the next batch),
-// x[b] = images[order[c + shard_offset + b]] / 255 (f32, row-major) and
-// y[b] = labels[order[c + shard_offset + b]] for b in [0, count); then order[M] += advance.
-// images u8 (N, ...), labels i32 (N), order i32 (M + 1) with every index in [0, N) (the caller
-// checks, once per epoch, and that c + shard_offset + count <= M: rows past M are not read).
-void gather_batch(Context& ctx, const Tensor& images, const Tensor& labels, const Tensor& order, int64_t shard_offset,
-                  int64_t count, int64_t advance, Tensor& x, Tensor& y);
+// x[b] = features[order[c + shard_offset + b]] * scale (f32, row-major) and
+// y[b] = targets[order[c + shard_offset + b]] for b in [0, count); then order[M] += advance.
+// features u8 or f32 (N, ...), targets i32 or f32 (N, ...), order i32 (M + 1) with every index in
+// [0, N) (the caller checks, once per epoch, and that c + shard_offset + count <= M: rows past M
+// are not read).
+void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, float scale, const Tensor& order,
+                  int64_t shard_offset, int64_t count, int64_t advance, Tensor& x, Tensor& y);
 
 }  // namespace ember::cuda

@@ -7,9 +7,9 @@ namespace ember::cuda {
 const ::ember::detail::DataCudaOps* data_ops_table() {
   static const ::ember::detail::DataCudaOps table = [] {
     ::ember::detail::DataCudaOps a{};
-    a.gather_batch = [](const Tensor& images, const Tensor& labels, const Tensor& order, int64_t shard_offset,
-                        int64_t count, int64_t advance, Tensor& x, Tensor& y) {
-      gather_batch(context_of(images), images, labels, order, shard_offset, count, advance, x, y);
+    a.gather_batch = [](const Tensor& features, const Tensor& targets, float scale, const Tensor& order,
+                        int64_t shard_offset, int64_t count, int64_t advance, Tensor& x, Tensor& y) {
+      gather_batch(context_of(features), features, targets, scale, order, shard_offset, count, advance, x, y);
     };
     return a;
   }();

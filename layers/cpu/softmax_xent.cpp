@@ -63,8 +63,8 @@ float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& p
 }
 
 void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums) {
-  EMBER_CHECK(sums.numel() == 4 && sums.dtype() == DType::F64 && sums.device().is_cpu(), ShapeError,
-              "softmax cross-entropy (cpu): the metric sums must be 4 f64 on cpu, got " + sums.str());
+  EMBER_CHECK(sums.numel() >= 4 && sums.dtype() == DType::F64 && sums.device().is_cpu(), ShapeError,
+              "softmax cross-entropy (cpu): the metric sums must be >= 4 f64 on cpu, got " + sums.str());
   const double loss_sum = softmax_rows(logits, labels, probs);
   double* acc = sums.data<double>();
   acc[0] += loss_sum;

@@ -9,6 +9,7 @@
 #include "dense.h"
 #include "dropout.h"
 #include "elementwise.h"
+#include "losses.h"
 #include "maxpool2d.h"
 #include "pointwise.h"
 #include "relu.h"
@@ -97,6 +98,22 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     };
     a.copy_columns = [](const Tensor& src, int64_t ss, int64_t so, Tensor& dst, int64_t ds, int64_t dof, int64_t rows,
                         int64_t cols) { copy_columns(context_of(src), src, ss, so, dst, ds, dof, rows, cols); };
+    using ::ember::detail::MetricKind;
+    using ::ember::detail::PointLoss;
+    a.point_loss_accumulate = [](PointLoss f, float param, const Tensor& z, const Tensor& t, Tensor& sums) {
+      point_loss_accumulate(context_of(z), f, param, z, t, sums);
+    };
+    a.point_loss_backward = [](PointLoss f, float param, const Tensor& z, const Tensor& t, Tensor& dz,
+                               int64_t mean_rows) { point_loss_backward(context_of(z), f, param, z, t, dz, mean_rows); };
+    a.categorical_xent_accumulate = [](float s, const Tensor& z, const Tensor& t, Tensor& p, Tensor& sums) {
+      categorical_xent_accumulate(context_of(z), s, z, t, p, sums);
+    };
+    a.categorical_xent_backward = [](float s, const Tensor& p, const Tensor& t, Tensor& dz, int64_t mean_rows) {
+      categorical_xent_backward(context_of(p), s, p, t, dz, mean_rows);
+    };
+    a.metric_accumulate = [](MetricKind m, float param, const Tensor& z, const Tensor& t, Tensor& sums, int64_t slot) {
+      metric_accumulate(context_of(z), m, param, z, t, sums, slot);
+    };
     return a;
   }();
   return &table;

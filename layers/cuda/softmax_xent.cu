@@ -152,8 +152,8 @@ void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& l
   check(logits, labels, ctx);
   EMBER_CHECK(probs.shape() == logits.shape() && probs.device() == logits.device(), ShapeError,
               "softmax cross-entropy (cuda): probs must match logits");
-  EMBER_CHECK(sums.numel() == 4 && sums.dtype() == DType::F64 && sums.device() == logits.device(), ShapeError,
-              "softmax cross-entropy (cuda): the metric sums must be 4 f64 on " + logits.device().str() + ", got " +
+  EMBER_CHECK(sums.numel() >= 4 && sums.dtype() == DType::F64 && sums.device() == logits.device(), ShapeError,
+              "softmax cross-entropy (cuda): the metric sums must be >= 4 f64 on " + logits.device().str() + ", got " +
                   sums.str());
   const int64_t n = logits.dim(0), k = logits.dim(1);
   if (n == 0) return;

@@ -278,7 +278,8 @@ Tensor Model::averaged_state() const {
 }
 
 size_t Model::logit_layers() const {
-  return !layers_.empty() && layers_.back()->softmax_output() ? layers_.size() - 1 : layers_.size();
+  return !layers_.empty() && layers_.back()->softmax_output() && loss_->takes_softmax_logits() ? layers_.size() - 1
+                                                                                               : layers_.size();
 }
 
 void Model::to(Device device) {
@@ -295,6 +296,11 @@ void Model::to(Device device) {
 }
 
 void Model::compile(std::unique_ptr<Optimizer> optimizer) {
+  compile(std::move(optimizer), std::make_unique<losses::SparseCategoricalCrossentropy>(),
+          {std::make_shared<metrics::SparseCategoricalAccuracy>()});
+}
+
+void Model::set_optimizer(std::unique_ptr<Optimizer> optimizer) {
   EMBER_CHECK(optimizer != nullptr, ArgumentError, "Model::compile: null optimizer");
   if (saved_optimizer_) {
     if (saved_optimizer_->name == optimizer->name()) {
@@ -306,6 +312,62 @@ void Model::compile(std::unique_ptr<Optimizer> optimizer) {
     saved_optimizer_.reset();
   }
   optimizer_ = std::move(optimizer);
+}
+
+void Model::compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> loss, MetricList metrics) {
+  EMBER_CHECK(loss != nullptr, ArgumentError, "Model::compile: null loss");
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    EMBER_CHECK(metrics[i] != nullptr, ArgumentError, "Model::compile: metric " + std::to_string(i) + " is null");
+    for (size_t j = 0; j < i; ++j)
+      EMBER_CHECK(metrics[j]->name() != metrics[i]->name(), ArgumentError,
+                  "Model::compile: two metrics are named '" + metrics[i]->name() + "'");
+  }
+  std::unique_ptr<Loss> eval = loss->clone();
+  EMBER_CHECK(eval != nullptr, ArgumentError, "Model::compile: the loss's clone() returned null");
+  set_optimizer(std::move(optimizer));
+  eval_loss_ = std::move(eval);
+  loss_ = std::move(loss);
+  metrics_ = std::move(metrics);
+}
+
+std::optional<double> find_value(const NamedValues& values, const std::string& name) {
+  for (const auto& [k, v] : values)
+    if (k == name) return v;
+  return std::nullopt;
+}
+
+std::vector<std::string> Model::metric_names() const {
+  std::vector<std::string> names;
+  for (const auto& m : metrics_) names.push_back(m->name());
+  return names;
+}
+
+std::vector<double> Model::metric_sums(const MetricSums::Values& v) const {
+  std::vector<double> out;
+  for (size_t i = 0; i < metrics_.size(); ++i)
+    out.push_back(metrics_[i]->fused_with(*loss_) ? static_cast<double>(v.correct)
+                                                 : (i < v.metrics.size() ? v.metrics[i] : 0.0));
+  return out;
+}
+
+void Model::check_targets(DType target, const Shape& target_sample, const char* what) const {
+  try {
+    loss_->check(output_shape(), target, target_sample);
+    for (const auto& m : metrics_) m->check(output_shape(), target, target_sample);
+  } catch (const ShapeError& e) {
+    throw ShapeError(std::string(what) + ": " + e.what());
+  }
+}
+
+void Model::accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums) const {
+  for (size_t i = 0; i < metrics_.size(); ++i) {
+    if (metrics_[i]->fused_with(*loss_)) continue;
+    const int64_t slot = MetricSums::kSlots + static_cast<int64_t>(i);
+    EMBER_CHECK(slot < sums.buffer().numel(), ArgumentError,
+                "Model: the metric sums hold " + std::to_string(sums.metrics()) + " metrics; the model has " +
+                    std::to_string(metrics_.size()) + " (make them with make_sums())");
+    metrics_[i]->accumulate(outputs, targets, sums, slot);
+  }
 }
 
 void Model::require_built(const char* what) const {
@@ -450,7 +512,7 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
 void Model::backward(const Tensor& dlogits) { backward_layers(dlogits, 0, logit_layers()); }
 
 float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
-  MetricSums sums(device_);
+  MetricSums sums = make_sums();
   compute_gradients(x, labels, sums);  // read back
   const MetricSums::Values v = sums.read();
   if (correct) *correct = v.correct;
@@ -483,35 +545,32 @@ void for_each_slice(int64_t n, int64_t rows, MetricSums& sums, F&& slice) {
   acc[3] = finite_before + (std::isfinite(acc[0]) ? 1.0 : 0.0);
 }
 
-// A sliced batch's labels, checked whole first: a bad one throws before any slice has added to
-// the metric sums or the gradients (as the whole batch's loss does).
-void check_labels(const Tensor& labels, int64_t classes) {
-  EMBER_CHECK(labels.dtype() == DType::I32 && labels.device().is_cpu(), ShapeError,
-              "Sequential: labels must be i32 on the cpu, got " + labels.str());
-  const int32_t* y = labels.data<int32_t>();
-  for (int64_t i = 0; i < labels.numel(); ++i)
-    EMBER_CHECK(y[i] >= 0 && y[i] < classes, ArgumentError,
-                "softmax cross-entropy: label " + std::to_string(y[i]) + " at row " + std::to_string(i) +
-                    " is outside [0, " + std::to_string(classes) + ")");
-}
-
 Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
   const Shape sample = t.shape().without_batch();
   return t.view(begin * sample.numel(), sample.with_batch(rows));
 }
 }  // namespace
 
+// A sliced batch's targets, checked whole first: a bad one throws before any slice has added to
+// the metric sums or the gradients (as the whole batch's loss does).
+void Model::check_sliced_targets(const Tensor& targets, int64_t n) const {
+  EMBER_CHECK(targets.rank() >= 1 && targets.dim(0) == n && targets.layout() == Layout::RowMajor &&
+                  targets.device().is_cpu(),
+              ShapeError, "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " +
+                              targets.str());
+  loss_->check_targets(targets, output_shape());
+}
+
 void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, true);
   if (rows == n) {
     const Tensor& logits = forward_logits(x, true);
-    loss_.forward(logits, labels, sums);
-    backward(loss_.backward());
+    loss_->forward(logits, labels, sums);
+    accumulate_metrics(logits, labels, sums);
+    backward(loss_->backward());
     return;
   }
-  EMBER_CHECK(labels.shape() == Shape{n} && labels.layout() == Layout::RowMajor, ShapeError,
-              "Sequential: labels must be (" + std::to_string(n) + ",) for this batch, got " + labels.str());
-  check_labels(labels, output_shape()[0]);  // before any slice adds to the sums
+  check_sliced_targets(labels, n);  // whole, before any slice adds to the sums
   // The slices' gradients as a pairwise tree, built as a binary counter: each slice's gradient is
   // pushed as a subtree of level 0, and two subtrees of one level merge (left + right) into one of
   // the next; what is left folds from the right. For any slice count this is the tree of
@@ -526,8 +585,11 @@ void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums&
     for (int64_t i = 0; i < count; ++i) l[i] += r[i];
   };
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
-    loss_.forward(forward_logits(rows_of(x, begin, b), true), rows_of(labels, begin, b), sums);
-    backward(loss_.backward(n));  // the mean over the whole batch
+    const Tensor& logits = forward_logits(rows_of(x, begin, b), true);
+    const Tensor targets = rows_of(labels, begin, b);
+    loss_->forward(logits, targets, sums);
+    accumulate_metrics(logits, targets, sums);
+    backward(loss_->backward(n));  // the mean over the whole batch
     if (grad_tree_.size() <= level.size()) grad_tree_.emplace_back();
     ensure(grad_tree_[level.size()], grads_.shape(), DType::F32, grads_.device());
     grad_tree_[level.size()].copy_from(grads_);
@@ -545,14 +607,17 @@ void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums&
 void Model::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, false);
   if (rows == n) {
-    eval_loss_.forward(forward_logits(x, false), labels, sums);
+    const Tensor& outputs = forward_logits(x, false);
+    eval_loss_->forward(outputs, labels, sums);
+    accumulate_metrics(outputs, labels, sums);
     return;
   }
-  EMBER_CHECK(labels.shape() == Shape{n} && labels.layout() == Layout::RowMajor, ShapeError,
-              "Sequential: labels must be (" + std::to_string(n) + ",) for this batch, got " + labels.str());
-  check_labels(labels, output_shape()[0]);
+  check_sliced_targets(labels, n);
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
-    eval_loss_.forward(forward_logits(rows_of(x, begin, b), false), rows_of(labels, begin, b), sums);
+    const Tensor& outputs = forward_logits(rows_of(x, begin, b), false);
+    const Tensor targets = rows_of(labels, begin, b);
+    eval_loss_->forward(outputs, targets, sums);
+    accumulate_metrics(outputs, targets, sums);
   });
 }
 

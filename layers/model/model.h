@@ -20,9 +20,10 @@
 // so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
 // Non-trainable state (BatchNormalization's moving statistics, Dropout's step counter) lives
 // in a third flat buffer beside them, the statistics replicas average first (averaged_state()).
-// The loss is softmax cross-entropy on integer labels. The model's output is logits, or a
-// Softmax: then the loss reads the Softmax's input (stable, from logits), the Softmax's
-// own backward is not run, and predict() returns probabilities.
+// The loss and metrics are objects given to compile() (layers/loss.h, metrics.h); by default
+// softmax cross-entropy on integer labels with accuracy. A model may end in a Softmax: a loss that
+// takes softmax logits (the categorical cross-entropies) then reads the Softmax's input (stable),
+// the Softmax's own backward is not run, and predict() returns probabilities.
 #pragma once
 
 #include <functional>
@@ -47,11 +48,20 @@ namespace detail {
 class ConvPoolBlock;
 }
 
+// Named values in the compiled order: the metrics of an epoch or an evaluation.
+using NamedValues = std::vector<std::pair<std::string, double>>;
+// The value named `name`, or nullopt.
+std::optional<double> find_value(const NamedValues& values, const std::string& name);
+
 struct EpochLogs {
   int epoch = 0;  // 1-based
-  double loss = 0, accuracy = 0;
+  double loss = 0;
+  NamedValues metrics;  // the compiled metrics' epoch means ("accuracy", "mae", ...)
+  double accuracy = 0;  // metrics' "accuracy" (0 when the model was compiled without it)
   double learning_rate = 0;  // the optimizer's rate during this epoch
-  std::optional<double> val_loss, val_accuracy;
+  std::optional<double> val_loss;
+  std::optional<double> val_accuracy;  // with validation data and an "accuracy" metric
+  NamedValues val_metrics;             // the metrics on the validation data (names without "val_")
   int64_t val_samples = 0;  // the images the validation saw
   double seconds = 0;
   double images_per_second = 0;
@@ -133,11 +143,17 @@ struct FitOptions {
   // between steps, another optimizer or a restored optimizer state is seen (the graph is
   // captured again). Nothing else may use the GPU meanwhile. Ignored on the CPU.
   bool cuda_graphs = false;
+  // Keras' validation_split: the last fraction of the training data (taken before any shuffling,
+  // so the same samples every epoch and every run) is held out as the validation data. In (0, 1);
+  // 0: none. Not together with validation data given to fit.
+  double validation_split = 0.0;
 };
 
 struct EvalResult {
-  double loss = 0, accuracy = 0;
+  double loss = 0;
+  double accuracy = 0;  // metrics' "accuracy" (0 without it)
   int64_t samples = 0;
+  NamedValues metrics;
 };
 
 class Model {
@@ -164,7 +180,26 @@ class Model {
   // Sets the optimizer. After a load() without one, the checkpoint's optimizer state goes into
   // it when it is the same kind (Adam's moments and step count: the run continues exactly);
   // another kind starts fresh, with a warning.
+  // compile(optimizer): softmax cross-entropy on integer labels, with the "accuracy" metric
+  // (Keras' compile(optimizer, "sparse_categorical_crossentropy", ["accuracy"])).
   void compile(std::unique_ptr<Optimizer> optimizer);
+  // Any loss and metrics (layers/loss.h, metrics.h); fit/evaluate check them against the data
+  // (ShapeError naming the output's and the targets' shapes).
+  void compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> loss, MetricList metrics = {});
+  Loss& loss() { return *loss_; }
+  const MetricList& metrics() const { return metrics_; }
+  std::vector<std::string> metric_names() const;
+  // Sums with a slot for every compiled metric, on `device` (the model's by default).
+  MetricSums make_sums() const { return MetricSums(device_, static_cast<int64_t>(metrics_.size())); }
+  MetricSums make_sums(Device device) const { return MetricSums(device, static_cast<int64_t>(metrics_.size())); }
+  // The compiled metrics' sums in `values` (each from its slot, or the loss's fused count).
+  std::vector<double> metric_sums(const MetricSums::Values& values) const;
+  // ShapeError unless the loss and metrics fit targets of `target` dtype and per-sample shape.
+  void check_targets(DType target, const Shape& target_sample, const char* what) const;
+  // The inputs' shape, the loss's and metrics' fit and the label count of `data` (ShapeError).
+  void check_data(const Dataset& data, const char* what) const;
+  // An evaluation's means from its sums over `seen` samples.
+  EvalResult eval_result(const MetricSums::Values& values, int64_t seen) const;
   // Moves the parameters (and optimizer state) to `device`; layers then run there (the CUDA
   // module's ops on a GPU). Inputs must be on the same device: fit/evaluate/predict copy their
   // batches explicitly; forward() refuses tensors on another device.
@@ -178,7 +213,7 @@ class Model {
   // across calls keeps its data on the GPU: fit evaluates its validation data this way, so it
   // is uploaded once per fit, not once per epoch.
   EvalResult evaluate(DataLoader& loader);
-  // Logits for images x (N, C, H, W) f32 in any layout, row-major (N, classes) result.
+  // The outputs for inputs x (N, ...) f32 in any layout, row-major (N, outputs...) result.
   Tensor predict(const Tensor& x, int64_t batch_size = 256);
   // Keras-style table: layer (type), output shape, parameter count (a graph model: with its
   // Input and each layer's inputs, Keras' "Connected to"); totals.
@@ -192,25 +227,27 @@ class Model {
   // --- Building blocks for custom loops -----------------------------------------------------
   // Every layer's output (with a final Softmax: probabilities).
   const Tensor& forward(const Tensor& x, bool training);
-  // The logits the loss reads: forward() without a final Softmax (the same as forward() else).
+  // The outputs the loss reads: forward() without a final Softmax when the loss takes softmax
+  // logits (the same as forward() else).
   const Tensor& forward_logits(const Tensor& x, bool training);
-  // Backpropagates d(loss)/d(logits) (forward_logits' output) through the layers below them,
+  // Backpropagates d(loss)/d(outputs) (forward_logits' output) through the layers below them,
   // writing (=) the gradient buffer.
   void backward(const Tensor& dlogits);
-  // forward + loss + backward + optimizer step on one batch; returns the batch's mean loss and
-  // (via `correct`) how many predictions were right.
+  // forward + loss + backward + optimizer step on one batch of inputs x and targets (labels for
+  // the default loss); returns the batch's mean loss and (via `correct`, with the default loss)
+  // how many predictions were right.
   float train_step(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
   // Same without the optimizer step: gradients are left in grads() (for data-parallel strategies).
   float compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
-  // The two above, adding the batch's loss sum and correct count to `sums` (on the model's
-  // device) instead of returning them: on a GPU the step then queues its work and returns
-  // without waiting for the device (fit() reads the sums only when it prints). The float
-  // versions are these with sums of the loss's own, read back (one mechanism).
+  // The two above, adding the batch's loss sum and metric sums to `sums` (on the model's device;
+  // make_sums() has a slot per metric) instead of returning them: on a GPU the step then queues
+  // its work and returns without waiting for the device (fit() reads the sums only when it
+  // prints). The float versions are these with sums of their own, read back (one mechanism).
   void train_step(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void apply_gradients();
-  // Inference on one batch, adding its loss sum and correct count to `sums` (what evaluate()
-  // runs per batch; it uses a loss object of its own, not the training step's).
+  // Inference on one batch, adding its loss and metric sums to `sums` (what evaluate() runs per
+  // batch; it uses a loss object of its own, not the training step's).
   void evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums);
 
   // --- CPU micro-batches --------------------------------------------------------------------
@@ -342,7 +379,15 @@ class Model {
   // load() before compile(): the checkpoint's optimizer state, restored by compile().
   std::optional<SavedOptimizerState> saved_optimizer_;
   friend void detail::keep_optimizer_state(Model& model, SavedOptimizerState saved);
-  SoftmaxCrossEntropy loss_, eval_loss_;
+  // The compiled loss (one for training, a clone for evaluation: each keeps its own buffers, so a
+  // captured training step's stay put) and metrics.
+  std::unique_ptr<Loss> loss_ = std::make_unique<losses::SparseCategoricalCrossentropy>();
+  std::unique_ptr<Loss> eval_loss_ = std::make_unique<losses::SparseCategoricalCrossentropy>();
+  MetricList metrics_{std::make_shared<metrics::SparseCategoricalAccuracy>()};
+  // Adds the metrics of one forward's outputs to `sums` (a metric the loss fused is skipped).
+  void accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums) const;
+  void check_sliced_targets(const Tensor& targets, int64_t n) const;
+  void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
   int64_t cpu_micro_batch_ = 64;
   std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
   std::vector<int> grad_tree_levels_;  // each partial sum's level (kept: no allocation per step)

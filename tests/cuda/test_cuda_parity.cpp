@@ -278,7 +278,7 @@ TEST_F(Parity, GatherFromADeviceDatasetEqualsTheCpuGather) {
   Tensor yg = Tensor::zeros(Shape{5}, DType::I32, kGpu);
   Tensor order_g = og.to(kGpu);
   // cursor 1 + shard offset 1 = rows 2..6; the cursor then advances by 3.
-  cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), order_g, 1, 5, 3, xg, yg);
+  cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), ds.scale(), order_g, 1, 5, 3, xg, yg);
   ctx().synchronize();
   EXPECT_EQ(xg.to_vector(), xc.to_vector());  // the same float product: bit-exact
   const Tensor yh = yg.to(Device::cpu());
@@ -286,12 +286,12 @@ TEST_F(Parity, GatherFromADeviceDatasetEqualsTheCpuGather) {
   EXPECT_EQ(order_g.to(Device::cpu()).data<int32_t>()[order.size()], 4);
   // A second gather reads from the advanced cursor: rows 4..5 of the order.
   Tensor x2 = nan_on_gpu(Shape{2, 1, 5, 3}), y2 = Tensor::zeros(Shape{2}, DType::I32, kGpu);
-  cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), order_g, 0, 2, 0, x2, y2);
+  cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), ds.scale(), order_g, 0, 2, 0, x2, y2);
   Tensor x2c, y2c;
   ds.gather(std::span<const int64_t>(order.data() + 4, 2), x2c, y2c);
   EXPECT_EQ(x2.to_vector(), x2c.to_vector());
   // Rows the order cannot hold are refused on the host.
-  EXPECT_THROW(cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), order_g, 4, 5, 0, xg, yg), ShapeError);
+  EXPECT_THROW(cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), ds.scale(), order_g, 4, 5, 0, xg, yg), ShapeError);
 }
 
 TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
