@@ -172,7 +172,7 @@ int run(const Args& a) {
     recipe.add_layers = [](Sequential& m) { apps::add_reference_cnn(m); };
   recipe.input_shape = sample;
   recipe.seed = a.seed;
-  recipe.make_optimizer = [&] { return std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr}); };
+  recipe.make_optimizer = [&] { return optimizer_of(a); };
   recipe.device = device;
   strategy->build(recipe);
   if (!a.inject_fault.empty()) {

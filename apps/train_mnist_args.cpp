@@ -60,12 +60,28 @@ std::vector<int> parse_gpu_list(const std::string& s) {
   return out;
 }
 
+std::unique_ptr<Optimizer> optimizer_of(const Args& a) {
+  const float wd = a.weight_decay >= 0 ? a.weight_decay : (a.optimizer == "adamw" ? 0.004f : 0.0f);
+  if (a.optimizer == "adamw")
+    return std::make_unique<AdamW>(
+        AdamWOptions{.learning_rate = a.lr, .weight_decay = wd, .global_clipnorm = a.clipnorm});
+  if (a.optimizer == "sgd")
+    return std::make_unique<SGD>(
+        SgdOptions{.learning_rate = a.lr, .momentum = 0.9f, .weight_decay = wd, .global_clipnorm = a.clipnorm});
+  if (a.optimizer == "rmsprop")
+    return std::make_unique<RMSprop>(
+        RmspropOptions{.learning_rate = a.lr, .weight_decay = wd, .global_clipnorm = a.clipnorm});
+  return std::make_unique<Adam>(AdamOptions{.learning_rate = a.lr, .weight_decay = wd, .global_clipnorm = a.clipnorm});
+}
+
 std::optional<LearningRateSchedule> schedule_of(const Args& a) {
-  if (a.lr_schedule == "constant") return std::nullopt;
+  if (a.lr_schedule == "constant" && a.warmup_steps == 0) return std::nullopt;
   LearningRateSchedule s;
-  s.kind = a.lr_schedule == "step"          ? LearningRateSchedule::Kind::Step
+  s.kind = a.lr_schedule == "constant"      ? LearningRateSchedule::Kind::Constant
+           : a.lr_schedule == "step"        ? LearningRateSchedule::Kind::Step
            : a.lr_schedule == "exponential" ? LearningRateSchedule::Kind::Exponential
                                             : LearningRateSchedule::Kind::Cosine;
+  s.warmup_steps = a.warmup_steps;  // with a warm-up the schedule runs per step
   s.initial = a.lr;
   s.decay = a.lr_decay;
   s.decay_epochs = a.lr_decay_epochs > 0                               ? a.lr_decay_epochs
@@ -110,6 +126,20 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
                     ->check(finite_in(0.0, 1.0));
   app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs (0: its default)")
       ->check(CLI::Range(0, 100000));
+  app.add_option("--optimizer", a.optimizer,
+                 "adam (Keras' defaults), adamw (decoupled weight decay, default 0.004), sgd (momentum 0.9) or "
+                 "rmsprop, at --lr")
+      ->check(CLI::IsMember({"adam", "adamw", "sgd", "rmsprop"}));
+  app.add_option("--weight-decay", a.weight_decay,
+                 "Decoupled weight decay of kernels (not biases or BatchNorm): p -= lr x decay x p each step "
+                 "(default: adamw 0.004, the others 0)")
+      ->check(finite_in(0.0, 1.0));
+  app.add_option("--clipnorm", a.clipnorm, "Clip the gradient to this global L2 norm before each update (0: off)")
+      ->check(finite_in(0.0, 1e9));
+  app.add_option("--warmup-steps", a.warmup_steps,
+                 "Raise the rate linearly over the first N steps; the --lr-schedule then runs per step (a smooth "
+                 "cosine)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--early-stopping", a.early_stopping,
                  "Stop when val_loss has not improved for this many epochs, and restore the best epoch's weights "
                  "(-1: off)")

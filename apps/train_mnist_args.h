@@ -48,6 +48,10 @@ struct Args {
   bool nhwc = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints
   std::string model = "reference";
+  std::string optimizer = "adam";  // adam, adamw, sgd, rmsprop
+  float weight_decay = -1.0f;      // -1: the optimizer's default (AdamW: 0.004; others: 0)
+  float clipnorm = 0.0f;           // global norm (0: off)
+  int64_t warmup_steps = 0;
   std::string lr_schedule = "constant";
   float lr_decay = 0.5f;
   int lr_decay_epochs = 0;  // 0: the schedule's default (step: 5; exponential: 1; cosine: --epochs)
@@ -62,6 +66,8 @@ int parse_train_mnist_args(int argc, char** argv, Args& a);
 // "0,2" -> {0, 2}; empty on a malformed list.
 std::vector<int> parse_gpu_list(const std::string& s);
 
+// The --optimizer flags as an optimizer (--lr, --weight-decay, --clipnorm).
+std::unique_ptr<Optimizer> optimizer_of(const Args& a);
 // The --lr-schedule flags as a schedule (none for constant); ArgumentError for one that makes no
 // sense (a decay factor of 0 for step, say).
 std::optional<LearningRateSchedule> schedule_of(const Args& a);

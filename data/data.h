@@ -2,6 +2,7 @@
 // ember.h includes this umbrella; a new public header of data/ is added here.
 #pragma once
 
+#include "csv.h"
 #include "dataloader.h"
 #include "dataset.h"
 #include "idx.h"

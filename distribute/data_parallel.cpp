@@ -301,6 +301,7 @@ History DataParallelStrategy::fit(const Dataset& all_train, const FitOptions& op
     for (auto& m : replicas_) m->optimizer()->set_learning_rate(lr);
   };
   hooks.learning_rate = [&] { return replicas_[0]->optimizer()->learning_rate(); };
+  hooks.iterations = [&] { return replicas_[0]->optimizer()->iterations(); };
   // Early stopping: the replicas agree, so replica 0's weights are every replica's; every rank
   // sees the same val_loss (reduced over the world) and decides alike.
   Tensor best_params, best_stats;  // parameters and moving statistics (not the step counters)

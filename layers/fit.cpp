@@ -150,6 +150,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
   };
   hooks.set_learning_rate = [this](float lr) { optimizer_->set_learning_rate(lr); };
   hooks.learning_rate = [this] { return optimizer_->learning_rate(); };
+  hooks.iterations = [this] { return optimizer_->iterations(); };
   // Early stopping's copy, on the model's device: the parameters and the moving statistics (not
   // the step counters: a later fit must not draw the same Dropout masks again).
   Tensor best_params, best_stats;
@@ -201,7 +202,11 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       history.stop_batch = 0;
       break;
     }
-    if (options.learning_rate_schedule) hooks.set_learning_rate(options.learning_rate_schedule->rate(epoch));
+    const LearningRateSchedule* stepwise =
+        options.learning_rate_schedule && options.learning_rate_schedule->stepwise() ? &*options.learning_rate_schedule
+                                                                                     : nullptr;
+    if (options.learning_rate_schedule && !stepwise)
+      hooks.set_learning_rate(options.learning_rate_schedule->rate(epoch));
     if (print) std::printf("Epoch %d/%d\n", epoch + 1, options.epochs);
     std::fflush(stdout);
     const auto t0 = Clock::now();
@@ -228,6 +233,11 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
     };
     sum.metrics.assign(hooks.metric_names.size(), 0.0);
     while (loader.next(batch)) {
+      if (stepwise) {
+        const double at = epoch + static_cast<double>(first + steps) / static_cast<double>(loader.num_batches());
+        hooks.set_learning_rate(stepwise->rate_at(at, hooks.iterations()));
+      }
+      const double step_rate = hooks.learning_rate ? hooks.learning_rate() : 0.0;
       const StepResult r = hooks.step(batch);
       sum.loss_sum += r.loss_sum;
       for (size_t i = 0; i < r.metrics.size() && i < sum.metrics.size(); ++i) sum.metrics[i] += r.metrics[i];
@@ -235,12 +245,24 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       ++steps;
       ++steps_total;
       const bool draw = print && bar.due(first + steps);
-      if (draw || hooks.totals_on_host) {
+      bool callback_stop = false;
+      if (draw || hooks.totals_on_host || options.on_batch_end) {
         const StepResult now = running();
-        if (draw) bar.update(first + steps, means(now, hooks.metric_names));
+        const ProgressBar::Metrics m = means(now, hooks.metric_names);
+        if (draw) bar.update(first + steps, m);
+        if (options.on_batch_end) {
+          BatchLogs logs;
+          logs.epoch = epoch + 1;
+          logs.batch = first + steps;
+          logs.step = hooks.iterations ? hooks.iterations() : steps_total;
+          logs.loss = m[0].second;
+          logs.metrics.assign(m.begin() + 1, m.end());
+          logs.learning_rate = step_rate;
+          callback_stop = !options.on_batch_end(logs);
+        }
       }
-      if (options.stop_requested) {
-        const bool mine = options.stop_requested();
+      if (options.stop_requested || options.on_batch_end) {
+        const bool mine = callback_stop || (options.stop_requested && options.stop_requested());
         stop = hooks.agree_stop ? hooks.agree_stop(mine) : mine;
       }
       if (stop && first + steps < loader.num_batches()) {  // mid-epoch: the epoch is not logged

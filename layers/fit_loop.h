@@ -40,6 +40,8 @@ struct FitLoopHooks {
   std::function<void(float)> set_learning_rate;
   // The current learning rate (for the logs).
   std::function<float()> learning_rate;
+  // The optimizer's step count (a stepwise schedule's warm-up; BatchLogs::step).
+  std::function<int64_t()> iterations;
   // Early stopping: keeps a copy of the weights (parameters and state) as the best so far, and
   // puts that copy back into every replica.
   std::function<void()> keep_best_weights;

@@ -11,6 +11,7 @@
 #include "dense.h"
 #include "dropout.h"
 #include "flatten.h"
+#include "gradient_check.h"
 #include "layer.h"
 #include "layer_config.h"
 #include "loss.h"

@@ -2,10 +2,10 @@
 # metrics, Sequential with its fit loop, progress bar and checkpoints.
 ember_folder(layers
   PUBLIC_HEADERS layers.h activation.h activations.h avgpool2d.h batch_normalization.h checkpoint.h conv2d.h dense.h
-                 dropout.h flatten.h geometry.h layer.h layer_config.h loss.h losses_kinds.h matmul.h maxpool2d.h merge.h metrics.h random_bits.h relu.h
+                 dropout.h flatten.h geometry.h gradient_check.h layer.h layer_config.h loss.h losses_kinds.h matmul.h maxpool2d.h merge.h metrics.h random_bits.h relu.h
                  sequential.h model/graph.h model/model.h model/registry.h
   SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp checkpoint.cpp conv2d.cpp conv_pool_block.cpp cuda_ops.cpp
-          dense.cpp dropout.cpp fit.cpp flatten.cpp geometry.cpp layer.cpp layer_config.cpp learning_rate.cpp loss.cpp matmul.cpp maxpool2d.cpp merge.cpp
+          dense.cpp dropout.cpp fit.cpp flatten.cpp geometry.cpp gradient_check.cpp layer.cpp layer_config.cpp learning_rate.cpp loss.cpp matmul.cpp maxpool2d.cpp merge.cpp
           metrics.cpp
           progress.cpp relu.cpp model/graph.cpp model/model.cpp model/registry.cpp
           ops/avgpool2d.cpp ops/batchnorm.cpp ops/conv2d.cpp ops/dense.cpp ops/dropout.cpp ops/elementwise.cpp ops/maxpool2d.cpp

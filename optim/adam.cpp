@@ -11,15 +11,28 @@
 
 namespace ember {
 
-Adam::Adam(AdamOptions options) : opt_(options) {
+Adam::Adam(AdamOptions options)
+    : opt_(options), reg_{options.weight_decay, options.global_clipnorm, options.clipvalue} {
+  reg_.validate("Adam");
   EMBER_CHECK(options.learning_rate > 0, ArgumentError, "Adam: learning rate must be > 0");
   EMBER_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, ArgumentError,
               "Adam: beta1 and beta2 must be in [0, 1)");
   EMBER_CHECK(options.epsilon > 0, ArgumentError, "Adam: epsilon must be > 0");
 }
 
+AdamW::AdamW(AdamWOptions o)
+    : Adam(AdamOptions{o.learning_rate, o.beta1, o.beta2, o.epsilon, o.weight_decay, o.global_clipnorm, o.clipvalue}) {}
+
+std::vector<std::pair<std::string, double>> Adam::hyperparameters() const {
+  return {{"learning_rate", opt_.learning_rate}, {"beta1", opt_.beta1},
+          {"beta2", opt_.beta2},                 {"epsilon", opt_.epsilon},
+          {"weight_decay", reg_.weight_decay},   {"global_clipnorm", reg_.global_clipnorm},
+          {"clipvalue", reg_.clipvalue}};
+}
+
 void Adam::step(Tensor& params, const Tensor& grads) {
   prepare(params, grads, {&m_, &v_});
+  regularize(params, grads, opt_.learning_rate, reg_);
   if (detail::on_gpu(params)) {
     // t and the step size live on the device and advance there (a replayed graph of the step
     // sees the next values); the host count follows. Uploaded only when they differ: the first

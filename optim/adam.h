@@ -1,4 +1,4 @@
-// Adam with Keras' defaults and Keras'/TensorFlow's update rule:
+// Adam with Keras' defaults and Keras'/TensorFlow's update rule (after Regularization, optimizer.h):
 //   t += 1;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 //   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
 // (epsilon is added to the uncorrected sqrt(v), as TensorFlow does; PyTorch adds it to the
@@ -14,6 +14,20 @@ struct AdamOptions {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-7f;
+  float weight_decay = 0.0f;  // decoupled (AdamW's rule), see Regularization
+  float global_clipnorm = 0.0f;
+  float clipvalue = 0.0f;
+};
+
+// AdamW's defaults: Keras' (weight decay 0.004).
+struct AdamWOptions {
+  float learning_rate = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-7f;
+  float weight_decay = 0.004f;
+  float global_clipnorm = 0.0f;
+  float clipvalue = 0.0f;
 };
 
 class Adam : public Optimizer {
@@ -26,17 +40,25 @@ class Adam : public Optimizer {
   void set_learning_rate(float lr) override { opt_.learning_rate = lr; }
   std::vector<std::pair<std::string, Tensor>> state() const override { return {{"m", m_}, {"v", v_}}; }
   void set_state(const std::string& name, const Tensor& values) override;
-  std::vector<std::pair<std::string, double>> hyperparameters() const override {
-    return {
-        {"learning_rate", opt_.learning_rate}, {"beta1", opt_.beta1}, {"beta2", opt_.beta2}, {"epsilon", opt_.epsilon}};
-  }
+  std::vector<std::pair<std::string, double>> hyperparameters() const override;
+  const Regularization& regularization() const override { return reg_; }
   const AdamOptions& options() const { return opt_; }
 
  private:
   AdamOptions opt_;
+  Regularization reg_;
   Tensor m_, v_;
   Tensor device_scalars_;  // on a GPU: f64 {t, lr_t}, advanced by each step there
   int64_t device_t_ = -1;  // the t the device holds once its queued steps ran (-1: unknown)
+};
+
+// Adam with decoupled weight decay (Loshchilov and Hutter; Keras' and PyTorch's AdamW): each step
+// first p -= lr * weight_decay * p (kernels only, in a Model), then Adam's update. Its checkpoint
+// state is Adam's (m, v) under the name "AdamW".
+class AdamW : public Adam {
+ public:
+  explicit AdamW(AdamWOptions options = {});
+  std::string name() const override { return "AdamW"; }
 };
 
 }  // namespace ember

@@ -4,4 +4,5 @@
 
 #include "adam.h"
 #include "optimizer.h"
+#include "rmsprop.h"
 #include "sgd.h"

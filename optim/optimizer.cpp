@@ -2,8 +2,12 @@
 #include "optimizer.h"
 
 #include <atomic>
+#include <cmath>
 
+#include "../core/dispatch.h"
 #include "../core/error.h"
+#include "cpu/regularize.h"
+#include "cuda_ops.h"
 
 namespace ember {
 
@@ -28,6 +32,53 @@ void Optimizer::restore(Tensor& slot, const Tensor& values) {
   EMBER_CHECK(values.dtype() == DType::F32, ShapeError, "optimizer state must be f32, got " + values.str());
   slot = Tensor::empty(Shape{values.numel()}, DType::F32, values.device());
   slot.copy_from(values.reshape(Shape{values.numel()}));
+}
+
+void Regularization::validate(const std::string& who) const {
+  for (const auto& [name, v] : {std::pair{"weight_decay", weight_decay}, std::pair{"global_clipnorm", global_clipnorm},
+                                std::pair{"clipvalue", clipvalue}})
+    EMBER_CHECK(std::isfinite(v) && v >= 0, ArgumentError,
+                who + ": " + name + " must be >= 0 (0: off), got " + std::to_string(v));
+}
+
+void Optimizer::set_decay_mask(Tensor mask) {
+  EMBER_CHECK(!mask.defined() || (mask.dtype() == DType::F32 && mask.rank() == 1), ShapeError,
+              name() + ": the decay mask must be f32 (parameters,), got " + mask.str());
+  decay_mask_ = std::move(mask);
+  ++state_version_;  // a captured step reads the mask's address
+}
+
+void Optimizer::regularize(Tensor& params, const Tensor& grads, float learning_rate, const Regularization& r) {
+  if (!r.active()) return;
+  const int64_t n = params.numel();
+  const bool mask = decay_mask_.defined();
+  if (r.weight_decay > 0 && mask)
+    EMBER_CHECK(decay_mask_.numel() == n && decay_mask_.device() == params.device(), ShapeError,
+                name() + ": the decay mask " + decay_mask_.str() + " does not fit the parameters " + params.str());
+  auto* g = static_cast<float*>(grads.raw());  // clipped in place: the step's own gradient buffer
+  auto* p = static_cast<float*>(params.raw());
+  const float factor = learning_rate * r.weight_decay;
+  const float* m = mask ? static_cast<const float*>(decay_mask_.raw()) : nullptr;
+  if (detail::on_gpu(params)) {
+    const auto& ops = detail::optim_cuda_ops();
+    const int d = params.device().index;
+    if (r.clipvalue > 0) ops.clip_by_value(d, g, n, r.clipvalue);
+    if (r.global_clipnorm > 0) {
+      if (!norm_scratch_.defined() || norm_scratch_.device() != params.device())
+        norm_scratch_ = Tensor::empty(Shape{ops.norm_scratch_doubles}, DType::F64, params.device());
+      ops.clip_by_global_norm(d, g, n, r.global_clipnorm, static_cast<double*>(norm_scratch_.raw()));
+    }
+    if (r.weight_decay > 0) ops.decay(d, p, m, n, factor);
+    return;
+  }
+  if (r.clipvalue > 0) cpu::clip_by_value(g, n, r.clipvalue);
+  if (r.global_clipnorm > 0) {
+    const double norm = cpu::global_norm(g, n);
+    // TF's clip_by_global_norm: c / max(norm, c); a NaN norm makes every gradient NaN.
+    if (std::isnan(norm) || norm > r.global_clipnorm)
+      cpu::scale(g, n, static_cast<float>(r.global_clipnorm / norm));
+  }
+  if (r.weight_decay > 0) cpu::decay(p, m, n, factor);
 }
 
 }  // namespace ember

@@ -12,6 +12,25 @@
 
 namespace ember {
 
+// What every optimizer applies before its own update (Keras' optimizer arguments of these names;
+// 0 turns each off), in this order:
+//  1. clipvalue:       g = clamp(g, -clipvalue, clipvalue)
+//  2. global_clipnorm: g *= min(1, global_clipnorm / ||g||) over the whole gradient buffer (all
+//                      layers: TF's clip_by_global_norm; a NaN norm makes every gradient NaN)
+//  3. weight_decay:    p -= learning_rate * weight_decay * p, decoupled from the gradient (AdamW;
+//                      Keras 3 and PyTorch's AdamW), only where the decay mask is 1 (a Model decays
+//                      kernels, not biases or normalisation parameters: Model::set_weight_decay)
+// Clipping rewrites the gradient buffer in place (on a GPU on the device, with no host wait, so a
+// captured step clips too). Under a data-parallel strategy it runs after the all-reduce.
+struct Regularization {
+  float weight_decay = 0.0f;
+  float global_clipnorm = 0.0f;
+  float clipvalue = 0.0f;
+  bool active() const { return weight_decay > 0 || global_clipnorm > 0 || clipvalue > 0; }
+  // ArgumentError naming `who` for a negative or non-finite value.
+  void validate(const std::string& who) const;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -29,6 +48,11 @@ class Optimizer {
   // Restores one state buffer by name (checkpoints); throws ArgumentError for an unknown name.
   virtual void set_state(const std::string& name, const Tensor& values) = 0;
   virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
+  virtual const Regularization& regularization() const { return no_regularization_; }
+  // Which parameters decay: f32, one per parameter, 1 or 0, on the parameters' device. Without
+  // one, every parameter decays. Model sets it (kernels only, unless told otherwise).
+  void set_decay_mask(Tensor mask);
+  const Tensor& decay_mask() const { return decay_mask_; }
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t n) {
     iterations_ = n;
@@ -45,12 +69,18 @@ class Optimizer {
   void prepare(const Tensor& params, const Tensor& grads, std::vector<Tensor*> state);
   // Copies `values` (f32, flat) into `slot`, allocating it.
   void restore(Tensor& slot, const Tensor& values);
+  // Applies `r` (see Regularization) to this step's gradients and parameters, with the step's
+  // learning rate: what step() does first.
+  void regularize(Tensor& params, const Tensor& grads, float learning_rate, const Regularization& r);
   int64_t iterations_ = 0;
   int64_t state_version_ = 0;  // bumped by restore() and set_iterations()
 
  private:
   static uint64_t next_id();
   uint64_t id_ = next_id();
+  Tensor decay_mask_;
+  Tensor norm_scratch_;  // on a GPU: the global norm's partial sums and clip factor
+  static inline const Regularization no_regularization_{};
 };
 
 }  // namespace ember

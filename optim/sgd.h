@@ -11,6 +11,9 @@ struct SgdOptions {
   float learning_rate = 1e-2f;
   float momentum = 0.0f;
   bool nesterov = false;
+  float weight_decay = 0.0f;  // decoupled (Keras'), see Regularization
+  float global_clipnorm = 0.0f;
+  float clipvalue = 0.0f;
 };
 
 class SGD : public Optimizer {
@@ -22,12 +25,12 @@ class SGD : public Optimizer {
   void set_learning_rate(float lr) override { opt_.learning_rate = lr; }
   std::vector<std::pair<std::string, Tensor>> state() const override { return {{"velocity", velocity_}}; }
   void set_state(const std::string& name, const Tensor& values) override;
-  std::vector<std::pair<std::string, double>> hyperparameters() const override {
-    return {{"learning_rate", opt_.learning_rate}, {"momentum", opt_.momentum}, {"nesterov", opt_.nesterov ? 1 : 0}};
-  }
+  std::vector<std::pair<std::string, double>> hyperparameters() const override;
+  const Regularization& regularization() const override { return reg_; }
 
  private:
   SgdOptions opt_;
+  Regularization reg_;
   Tensor velocity_;
 };
 

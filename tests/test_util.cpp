@@ -102,32 +102,17 @@ Tensor cycling_labels(int64_t n, int classes) {
 
 GradCheckResult check_gradient(const std::function<double()>& loss, std::span<float> values,
                                std::span<const float> analytic, const std::string& what, const GradCheckOptions& opt) {
-  GradCheckResult r;
   EXPECT_EQ(values.size(), analytic.size()) << what;
-  const double f0 = loss();
-  for (size_t i = 0; i < values.size(); ++i) {
-    const float saved = values[i];
-    values[i] = static_cast<float>(saved + opt.step);
-    const double h_plus = double(values[i]) - double(saved);  // the step actually taken in float
-    const double fp = loss();
-    values[i] = static_cast<float>(saved - opt.step);
-    const double h_minus = double(saved) - double(values[i]);
-    const double fm = loss();
-    values[i] = saved;
-    const double right = (fp - f0) / h_plus, left = (f0 - fm) / h_minus;
-    if (std::abs(right - left) > opt.kink_threshold * std::max(1.0, std::abs(right) + std::abs(left))) {
-      ++r.skipped;
-      continue;
-    }
-    const double numeric = (fp - fm) / (h_plus + h_minus);
-    const double err = std::abs(double(analytic[i]) - numeric) / std::max(1.0, std::abs(numeric));
-    ++r.checked;
-    if (err > r.max_error) {
-      r.max_error = err;
-      r.worst = what + "[" + std::to_string(i) + "]: analytic " + std::to_string(analytic[i]) + ", numeric " +
-                std::to_string(numeric);
-    }
-  }
+  // The library's check (layers/gradient_check.h), with this test's options and gtest's verdicts.
+  GradientCheckOptions o;
+  o.step = opt.step;
+  o.tolerance = opt.tolerance;
+  o.kink_threshold = opt.kink_threshold;
+  o.max_skipped_fraction = opt.max_skipped_fraction;
+  GradientCheckReport report;
+  ember::detail::check_values(loss, values.data(), static_cast<int64_t>(std::min(values.size(), analytic.size())),
+                              analytic.data(), what, o, report);
+  GradCheckResult r{static_cast<int>(report.checked), static_cast<int>(report.skipped), report.max_error, report.worst};
   EXPECT_LE(r.max_error, opt.tolerance) << "gradient mismatch, worst " << r.worst;
   const double total = r.checked + r.skipped;
   EXPECT_LE(r.skipped, opt.max_skipped_fraction * total)
@@ -138,30 +123,14 @@ GradCheckResult check_gradient(const std::function<double()>& loss, std::span<fl
 
 void check_layer_gradients(Layer& layer, Tensor x, uint64_t seed, const GradCheckOptions& opt) {
   ASSERT_EQ(x.layout(), Layout::RowMajor);
-  const Tensor& y0 = layer.forward(x, true);
-  const Tensor weights = random_tensor(y0.shape(), seed ^ 0xABCDEFull);  // R: dy for sum(y * R)
-  const std::vector<float> w = weights.to_vector();
-  auto loss = [&]() {
-    const std::vector<float> y = layer.forward(x, true).to_vector();  // row-major logical order
-    double s = 0;
-    for (size_t i = 0; i < y.size(); ++i) s += double(y[i]) * double(w[i]);
-    return s;
-  };
-  loss();
-  const Tensor& dx = layer.backward(weights);
-  std::vector<float> dx_v;
-  if (layer.needs_input_grad()) dx_v = dx.to_vector();
-  std::vector<std::vector<float>> dparams;
-  for (const auto& g : layer.grads()) dparams.push_back(g.to_vector());
-
-  if (layer.needs_input_grad())
-    check_gradient(loss, std::span<float>(x.f32(), static_cast<size_t>(x.numel())), dx_v, layer.type() + " input", opt);
-  const auto specs = layer.param_specs();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    Tensor p = layer.params()[i];
-    check_gradient(loss, std::span<float>(p.f32(), static_cast<size_t>(p.numel())), dparams[i],
-                   layer.type() + " " + specs[i].name, opt);
-  }
+  GradientCheckOptions o;  // the library's check (layers/gradient_check.h) with this test's options
+  o.step = opt.step;
+  o.tolerance = opt.tolerance;
+  o.kink_threshold = opt.kink_threshold;
+  o.max_skipped_fraction = opt.max_skipped_fraction;
+  o.seed = seed;
+  const GradientCheckReport r = check_gradients(layer, x, o);
+  EXPECT_TRUE(r.passed) << layer.type() << ": " << r.summary();
 }
 
 }  // namespace ember::test

@@ -629,7 +629,39 @@ void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) 
 
 void Model::apply_gradients() {
   EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  if (optimizer_->regularization().weight_decay > 0) {
+    const Tensor& m = optimizer_->decay_mask();
+    if (!m.defined() || m.numel() != params_.numel() || m.device() != params_.device())
+      optimizer_->set_decay_mask(decay_mask());
+  }
   optimizer_->step(params_, grads_);
+}
+
+Tensor Model::decay_mask() const {
+  require_built("decay_mask");
+  Tensor mask = Tensor::zeros(Shape{params_.numel()}, DType::F32, Device::cpu());
+  int64_t offset = 0;
+  for (const auto& l : layers_) {
+    for (const ParamSpec& spec : l->param_specs()) {
+      const int64_t n = spec.shape.numel();
+      bool decay = spec.name == "kernel";
+      for (const auto& [name, on] : decay_overrides_)
+        if (name == l->name() + "/" + spec.name) decay = on;
+      if (decay) mask.view(offset, Shape{n}).fill(1.0f);
+      offset += n;
+    }
+  }
+  EMBER_CHECK(offset == params_.numel(), Error, "Model::decay_mask: the layers' parameters do not fill the buffer");
+  return device_.is_cpu() ? mask : mask.to(device_);
+}
+
+void Model::set_weight_decay(const std::string& param, bool decay) {
+  require_built("set_weight_decay");
+  bool found = false;
+  for (const auto& [name, t] : named_params()) found = found || name == param;
+  EMBER_CHECK(found, ArgumentError, "Model::set_weight_decay: the model has no parameter '" + param + "'");
+  decay_overrides_.emplace_back(param, decay);
+  if (optimizer_ && optimizer_->decay_mask().defined()) optimizer_->set_decay_mask(decay_mask());
 }
 
 float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {

@@ -85,8 +85,9 @@ struct History {
 
 // Learning-rate schedules, applied at the start of every epoch (as Keras' LearningRateScheduler
 // callback): the rate of epoch e (0-based, counted from the first epoch of the run, so a resumed
-// run gets the rates the uninterrupted one had). Per epoch, not per step: a captured CUDA graph
-// holds its rate, so a per-step rate would mean a capture per step.
+// run gets the rates the uninterrupted one had); or, stepwise (per_step, warmup_steps), before
+// every step. A captured CUDA graph holds its rate: under a stepwise schedule fit's cuda_graphs
+// capture again whenever the rate changes, which means eager steps while it changes every step.
 struct LearningRateSchedule {
   enum class Kind { Constant, Step, Exponential, Cosine };
   Kind kind = Kind::Constant;
@@ -97,10 +98,33 @@ struct LearningRateSchedule {
   // from `initial` down to decay * initial (Keras' alpha) at epoch decay_epochs, then flat.
   float decay = 0.5f;
   int decay_epochs = 1;
+  // Per step instead of per epoch: the rate is set before every step, at the epoch's fraction
+  // done (epoch + batch / batches): a smooth cosine or exponential decay (Keras' CosineDecay and
+  // ExponentialDecay with decay_steps = decay_epochs * batches). Step stays a staircase.
+  bool per_step = false;
+  // Linear warm-up over the first warmup_steps optimizer steps (the optimizer's iterations, so a
+  // resumed run continues it): step s runs at rate * (s + 1) / warmup_steps, then the schedule's
+  // own rate. Implies per_step. 0: none.
+  int64_t warmup_steps = 0;
   // The rate of epoch `epoch`. Throws ArgumentError for a schedule that makes no sense (decay
-  // outside (0, 1] for Step/Exponential or [0, 1] for Cosine, decay_epochs < 1, initial <= 0).
+  // outside (0, 1] for Step/Exponential or [0, 1] for Cosine, decay_epochs < 1, initial <= 0,
+  // warmup_steps < 0).
   float rate(int epoch) const;
+  // The rate at a fractional epoch position before optimizer step `step` (0-based) (per_step).
+  float rate_at(double epoch, int64_t step) const;
+  bool stepwise() const { return per_step || warmup_steps > 0; }
   void validate() const;
+};
+
+// What a per-batch callback sees (FitOptions::on_batch_end): Keras' on_train_batch_end logs, the
+// epoch's running means so far.
+struct BatchLogs {
+  int epoch = 0;                // 1-based
+  int64_t batch = 0;            // 1-based, within the epoch
+  int64_t step = 0;             // optimizer steps taken in the whole run (the optimizer's count)
+  double loss = 0;              // the epoch's mean loss so far
+  NamedValues metrics;          // the epoch's metric means so far
+  double learning_rate = 0;     // the rate this step ran at
 };
 
 // Early stopping on val_loss (Keras' EarlyStopping(monitor="val_loss")): an epoch improves when
@@ -133,8 +157,13 @@ struct FitOptions {
   // before on_epoch_end can checkpoint the diverged model.
   // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
   std::function<bool(const EpochLogs&)> on_epoch_end{};
-  // Sets the optimizer's learning rate at the start of every epoch (every replica's).
+  // Sets the optimizer's learning rate at the start of every epoch (every replica's), or before
+  // every step when the schedule is stepwise (per_step, warm-up).
   std::optional<LearningRateSchedule> learning_rate_schedule{};
+  // Called after every training step with the epoch's running logs; returning false ends the fit
+  // after that step, as stop_requested does. On a GPU reading the running sums waits for the
+  // device: a step then no longer overlaps the next one's queueing (set it only when needed).
+  std::function<bool(const BatchLogs&)> on_batch_end{};
   // Checked after on_epoch_end (which therefore sees, and may checkpoint, the epoch's own weights).
   std::optional<EarlyStopping> early_stopping{};
   // On a GPU: after two eager steps, capture the full-size training step (gather, forward,
@@ -187,6 +216,13 @@ class Model {
   // (ShapeError naming the output's and the targets' shapes).
   void compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> loss, MetricList metrics = {});
   Loss& loss() { return *loss_; }
+  // Weight decay (an optimizer's Regularization::weight_decay) applies to kernels: every
+  // parameter named "kernel", not biases or BatchNormalization's gamma and beta (the common
+  // recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
+  // ArgumentError for a name the built model does not have.
+  void set_weight_decay(const std::string& param, bool decay);
+  // Per parameter element, 1 where weight decay applies (on the model's device).
+  Tensor decay_mask() const;
   const MetricList& metrics() const { return metrics_; }
   std::vector<std::string> metric_names() const;
   // Sums with a slot for every compiled metric, on `device` (the model's by default).
@@ -376,6 +412,7 @@ class Model {
   uint64_t seed_ = 0, random_stream_ = 0;
   Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::pair<std::string, bool>> decay_overrides_;  // set_weight_decay's, in call order
   // load() before compile(): the checkpoint's optimizer state, restored by compile().
   std::optional<SavedOptimizerState> saved_optimizer_;
   friend void detail::keep_optimizer_state(Model& model, SavedOptimizerState saved);

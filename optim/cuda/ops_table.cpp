@@ -1,6 +1,8 @@
 // The optimizers' op table of the CUDA module (optim/cuda_ops.h).
 #include "../cuda_ops.h"
 #include "adam.h"
+#include "regularize.h"
+#include "rmsprop.h"
 #include "sgd.h"
 
 namespace ember::cuda {
@@ -17,6 +19,17 @@ const ::ember::detail::OptimCudaOps* optim_ops_table() {
     a.sgd_update = [](int device, float* p, const float* g, float* vel, int64_t n, float lr, float mu, bool nesterov) {
       sgd_update(context(device), p, g, vel, n, lr, mu, nesterov);
     };
+    a.rmsprop_update = [](int device, float* p, const float* g, float* v, int64_t n, float lr, float rho, float eps) {
+      rmsprop_update(context(device), p, g, v, n, lr, rho, eps);
+    };
+    a.clip_by_value = [](int device, float* g, int64_t n, float c) { clip_by_value(context(device), g, n, c); };
+    a.clip_by_global_norm = [](int device, float* g, int64_t n, float c, double* scratch) {
+      clip_by_global_norm(context(device), g, n, c, scratch);
+    };
+    a.decay = [](int device, float* p, const float* mask, int64_t n, float factor) {
+      decay(context(device), p, mask, n, factor);
+    };
+    a.norm_scratch_doubles = kNormScratch;
     return a;
   }();
   return &table;

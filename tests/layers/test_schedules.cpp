@@ -80,6 +80,66 @@ TEST(LearningRateSchedule, FitSetsEachEpochsRateAndAResumedRunGetsTheSameRates) 
   EXPECT_FLOAT_EQ(static_cast<float>(hr.epochs[0].learning_rate), s.rate(3));
 }
 
+TEST(LearningRateSchedule, AWarmUpRisesLinearlyThenAStepwiseCosineRunsPerStep) {
+  const LearningRateSchedule s{
+      .kind = Kind::Cosine, .initial = 0.1f, .decay = 0.0f, .decay_epochs = 2, .warmup_steps = 4};
+  EXPECT_TRUE(s.stepwise());
+  // Steps 0..3: (k + 1) / 4 of the cosine's rate at that point; then the cosine itself.
+  for (int k = 0; k < 4; ++k)
+    EXPECT_FLOAT_EQ(s.rate_at(0.1 * k, k),
+                    static_cast<float>(0.1 * 0.5 * (1 + std::cos(std::numbers::pi * 0.1 * k / 2)) * (k + 1) / 4));
+  EXPECT_FLOAT_EQ(s.rate_at(0.5, 4), static_cast<float>(0.1 * 0.5 * (1 + std::cos(std::numbers::pi * 0.25))));
+  EXPECT_FLOAT_EQ(s.rate_at(2.0, 100), 0.0f);
+  EXPECT_THROW((LearningRateSchedule{.warmup_steps = -1}.validate()), ArgumentError);
+}
+
+// fit sets a stepwise rate before every step; on_batch_end sees each step's rate, the optimizer's
+// count and the epoch's running loss, and can stop the fit; a resumed run continues the warm-up.
+TEST(LearningRateSchedule, FitRunsAWarmUpStepByStepAndCallsBackAfterEachStep) {
+  const Dataset data = blobs(64, 2);  // 4 batches of 16 per epoch
+  const LearningRateSchedule s{
+      .kind = Kind::Cosine, .initial = 0.02f, .decay = 0.0f, .decay_epochs = 2, .warmup_steps = 6};
+  FitOptions opt{.epochs = 2, .batch_size = 16, .verbose = 0};
+  opt.learning_rate_schedule = s;
+  std::vector<BatchLogs> seen;
+  opt.on_batch_end = [&](const BatchLogs& b) {
+    seen.push_back(b);
+    return true;
+  };
+  auto m = small_model();
+  const History h = m->fit(data, opt);
+  ASSERT_EQ(seen.size(), 8u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const int epoch = static_cast<int>(i / 4), batch = static_cast<int>(i % 4);
+    EXPECT_EQ(seen[i].epoch, epoch + 1);
+    EXPECT_EQ(seen[i].batch, batch + 1);
+    EXPECT_EQ(seen[i].step, static_cast<int64_t>(i) + 1);  // the optimizer's count after the step
+    EXPECT_FLOAT_EQ(static_cast<float>(seen[i].learning_rate), s.rate_at(epoch + batch / 4.0, static_cast<int64_t>(i)));
+  }
+  EXPECT_LT(seen[1].learning_rate, seen[4].learning_rate);  // rising during the warm-up
+  EXPECT_DOUBLE_EQ(seen[3].loss, h.epochs[0].loss);            // the running mean at the epoch's end
+  ASSERT_EQ(seen[3].metrics.size(), 1u);
+  EXPECT_DOUBLE_EQ(seen[3].metrics[0].second, h.epochs[0].accuracy);
+
+  // Stopping from the callback: after the 3rd step, as a stop request.
+  FitOptions stop = opt;
+  stop.on_batch_end = [](const BatchLogs& b) { return b.step < 3; };
+  auto m2 = small_model();
+  const History hs = m2->fit(data, stop);
+  EXPECT_TRUE(hs.stopped);
+  EXPECT_EQ(hs.stop_batch, 3);
+  // Resumed from there (the optimizer's count carries the warm-up): the 4th step's rate.
+  std::vector<double> rates;
+  stop.on_batch_end = [&](const BatchLogs& b) {
+    rates.push_back(b.learning_rate);
+    return true;
+  };
+  stop.initial_batch = 3;
+  m2->fit(data, stop);
+  ASSERT_FALSE(rates.empty());
+  EXPECT_FLOAT_EQ(static_cast<float>(rates[0]), s.rate_at(0.75, 3));
+}
+
 TEST(EarlyStopping, StopsAfterPatienceAndRestoresTheBestWeights) {
   // Validation labels are the training labels flipped: the better the model learns, the worse its
   // val_loss, so epoch 1 is the best and, with patience 2, epoch 3 the last.

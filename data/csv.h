@@ -1,0 +1,29 @@
+// CSV of numbers as a Dataset: a table whose every cell is a number (an optional header row names
+// the columns), some columns the targets, the rest the features, both f32.
+//
+//   Dataset d = read_csv("houses.csv", {.targets = {"price"}});   // by header name
+//   Dataset d = read_csv("data.csv", {.header = false, .target_indices = {0}});
+//
+// Errors are IoError naming the file, the row (1-based, as an editor shows it, the header
+// counted) and the column: a cell that is not a number, a row with another number of cells than
+// the first, an unknown target name, a file with no data rows.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dataset.h"
+
+namespace ember {
+
+struct CsvOptions {
+  bool header = true;                  // the first row names the columns
+  char delimiter = ',';
+  std::vector<std::string> targets{};  // target columns by header name
+  std::vector<int> target_indices{};   // or by 0-based index (either, not both; one at least)
+  std::string name{};                  // the dataset's name (default: the file's)
+};
+
+Dataset read_csv(const std::string& path, const CsvOptions& options);
+
+}  // namespace ember

@@ -1,0 +1,140 @@
+// Central differences against backward() (see gradient_check.h).
+#include "gradient_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "../core/error.h"
+#include "../core/rng.h"
+
+namespace ember {
+
+std::string GradientCheckReport::summary() const {
+  std::string s = passed ? "passed" : "FAILED: " + failure;
+  s += " (" + std::to_string(checked) + " checked, " + std::to_string(skipped) + " skipped at kinks, max error " +
+       std::to_string(max_error) + (worst.empty() ? "" : ", worst " + worst) + ")";
+  return s;
+}
+
+namespace detail {
+
+void check_values(const std::function<double()>& f, float* values, int64_t n, const float* analytic,
+                  const std::string& what, const GradientCheckOptions& o, GradientCheckReport& r) {
+  const double f0 = f();
+  for (int64_t i = 0; i < n; ++i) {
+    const float saved = values[i];
+    values[i] = static_cast<float>(saved + o.step);
+    const double h_plus = double(values[i]) - double(saved);  // the step actually taken in float
+    const double fp = f();
+    values[i] = static_cast<float>(saved - o.step);
+    const double h_minus = double(saved) - double(values[i]);
+    const double fm = f();
+    values[i] = saved;
+    const double right = (fp - f0) / h_plus, left = (f0 - fm) / h_minus;
+    if (std::abs(right - left) > o.kink_threshold * std::max(1.0, std::abs(right) + std::abs(left))) {
+      ++r.skipped;
+      continue;
+    }
+    const double numeric = (fp - fm) / (h_plus + h_minus);
+    const double err = std::abs(double(analytic[i]) - numeric) / std::max(1.0, std::abs(numeric));
+    ++r.checked;
+    if (!(err <= r.max_error)) {  // NaN counts as the worst
+      r.max_error = std::isnan(err) ? std::numeric_limits<double>::infinity() : err;
+      r.worst = what + "[" + std::to_string(i) + "]: analytic " + std::to_string(analytic[i]) + ", numeric " +
+                std::to_string(numeric);
+    }
+  }
+}
+
+void conclude(GradientCheckReport& r, const GradientCheckOptions& o) {
+  const double total = static_cast<double>(r.checked + r.skipped);
+  if (r.max_error > o.tolerance) {
+    r.passed = false;
+    r.failure = "an analytic gradient is off by more than the tolerance " + std::to_string(o.tolerance);
+  } else if (static_cast<double>(r.skipped) > o.max_skipped_fraction * total) {
+    r.passed = false;
+    r.failure = std::to_string(r.skipped) + " of " + std::to_string(r.skipped + r.checked) +
+                " elements sat on kinks: the check proves too little";
+  } else if (r.checked == 0) {
+    r.passed = false;
+    r.failure = "nothing was checked";
+  }
+}
+
+}  // namespace detail
+
+GradientCheckReport check_gradients(Layer& layer, const Shape& sample_shape, const GradientCheckOptions& o) {
+  EMBER_CHECK(o.step > 0 && o.tolerance > 0 && o.batch > 0, ArgumentError,
+              "check_gradients: step, tolerance and batch must be > 0");
+  layer.build(sample_shape);
+  std::vector<Tensor> params, grads, state;
+  for (const auto& spec : layer.param_specs()) {
+    params.push_back(Tensor::zeros(spec.shape, DType::F32, Device::cpu()));
+    grads.push_back(Tensor::zeros(spec.shape, DType::F32, Device::cpu()));
+  }
+  layer.bind(params, grads);
+  for (const auto& spec : layer.state_specs()) {
+    state.push_back(Tensor::zeros(spec.shape, DType::F32, Device::cpu()));
+    state.back().fill(spec.init);
+  }
+  layer.bind_state(state);
+  layer.set_random_seed(o.seed);
+  Rng rng(o.seed);
+  layer.init_params(rng);
+  const auto specs = layer.param_specs();
+  for (size_t i = 0; i < specs.size(); ++i)  // zero-initialised parameters (biases) away from zero
+    if (specs[i].init == ParamSpec::Init::Zeros) {
+      Tensor p = layer.params()[i];  // a view: writes reach the layer
+      for (int64_t j = 0; j < p.numel(); ++j) p.f32()[j] = rng.uniform(-0.5f, 0.5f);
+    }
+  return check_gradients(layer, Tensor::uniform(sample_shape.with_batch(o.batch), -1.0f, 1.0f, o.seed + 1, Device::cpu()),
+                         o);
+}
+
+GradientCheckReport check_gradients(Layer& layer, Tensor x, const GradientCheckOptions& o) {
+  EMBER_CHECK(x.dtype() == DType::F32 && x.device().is_cpu() && x.layout() == Layout::RowMajor, ShapeError,
+              "check_gradients: x must be f32 row-major on the cpu, got " + x.str());
+  const Tensor& y0 = layer.forward(x, true);
+  const Tensor r = Tensor::uniform(y0.shape(), -1.0f, 1.0f, o.seed + 2, Device::cpu());  // dy of sum(y * R)
+  const std::vector<float> w = r.to_vector();
+  const auto f = [&] {
+    const std::vector<float> y = layer.forward(x, true).to_vector();  // row-major logical order
+    double s = 0;
+    for (size_t i = 0; i < y.size(); ++i) s += double(y[i]) * double(w[i]);
+    return s;
+  };
+  f();
+  const Tensor& dx = layer.backward(r);
+  const std::vector<float> dx_v = layer.needs_input_grad() ? dx.to_vector() : std::vector<float>{};
+  std::vector<std::vector<float>> dparams;
+  for (const auto& g : layer.grads()) dparams.push_back(g.to_vector());
+  GradientCheckReport report;
+  if (layer.needs_input_grad())
+    detail::check_values(f, x.f32(), x.numel(), dx_v.data(), layer.type() + " input", o, report);
+  const auto specs = layer.param_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Tensor p = layer.params()[i];
+    detail::check_values(f, p.f32(), p.numel(), dparams[i].data(), layer.type() + " " + specs[i].name, o, report);
+  }
+  detail::conclude(report, o);
+  return report;
+}
+
+GradientCheckReport check_gradients(Loss& loss, Tensor outputs, const Tensor& targets, const GradientCheckOptions& o) {
+  EMBER_CHECK(outputs.dtype() == DType::F32 && outputs.device().is_cpu() && outputs.layout() == Layout::RowMajor,
+              ShapeError, "check_gradients: outputs must be f32 row-major on the cpu, got " + outputs.str());
+  Tensor z = outputs.clone();  // perturbed in place: the caller's stays as it was
+  MetricSums sums(Device::cpu());
+  loss.forward(z, targets, sums);
+  const std::vector<float> analytic = loss.backward(0).to_vector();
+  std::unique_ptr<Loss> probe = loss.clone();
+  const auto f = [&] { return static_cast<double>(probe->value(z, targets)); };
+  GradientCheckReport report;
+  detail::check_values(f, z.f32(), z.numel(), analytic.data(), loss.name(), o, report);
+  detail::conclude(report, o);
+  return report;
+}
+
+}  // namespace ember
