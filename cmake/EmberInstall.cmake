@@ -9,6 +9,9 @@ foreach(h ${EMBER_PUBLIC_HEADERS})
 endforeach()
 
 set(_ember_targets ember ember_warnings)
+if(TARGET ember_mpi)
+  list(APPEND _ember_targets ember_mpi)  # found at run time next to libember
+endif()
 if(TARGET ember_cuda)
   list(APPEND _ember_targets ember_cuda)  # found at run time next to libember
 endif()

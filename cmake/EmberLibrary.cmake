@@ -73,6 +73,12 @@ if(EMBER_HAVE_CUDA)
   target_compile_definitions(ember PRIVATE
     EMBER_CUDA_MODULE="${CMAKE_SHARED_LIBRARY_PREFIX}ember_cuda${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR}")
 endif()
+# The MPI communicator: a module libember loads when MultiWorker asks for it
+# (distribute/mpi_loader.cpp), so a program that never does needs no MPI library to start.
 if(EMBER_HAVE_MPI)
-  target_link_libraries(ember PRIVATE MPI::MPI_CXX)
+  add_library(ember_mpi SHARED distribute/mpi_communicator.cpp)
+  set_target_properties(ember_mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+  target_link_libraries(ember_mpi PUBLIC ember PRIVATE MPI::MPI_CXX ember_warnings)
+  target_compile_definitions(ember PRIVATE
+    EMBER_MPI_MODULE="${CMAKE_SHARED_LIBRARY_PREFIX}ember_mpi${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR}")
 endif()

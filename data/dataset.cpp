@@ -64,6 +64,8 @@ Dataset Dataset::from_tensors(Tensor features, Tensor targets, DatasetOptions op
               "Dataset: the scale must be finite and non-zero, got " + std::to_string(options.scale));
   EMBER_CHECK(options.num_classes >= 0, ArgumentError, "Dataset: num_classes must be >= 0");
   check_labels(targets, options.num_classes);
+  // One f32 value per sample: (N, 1), what a model's (1,) output is compared with.
+  if (targets.dtype() == DType::F32 && targets.rank() == 1) targets = targets.reshape(Shape{targets.dim(0), 1});
   Dataset d;
   d.features_ = std::move(features);
   d.targets_ = std::move(targets);
@@ -112,8 +114,11 @@ Dataset Dataset::slice(int64_t begin, int64_t end) const {
 }
 
 std::pair<Dataset, Dataset> Dataset::split(double fraction, uint64_t seed) const {
-  const int64_t held = static_cast<int64_t>(std::llround(fraction * static_cast<double>(size())));
-  EMBER_CHECK(fraction > 0.0 && fraction < 1.0 && held > 0 && held < size(), ArgumentError,
+  EMBER_CHECK(fraction > 0.0 && fraction < 1.0, ArgumentError,
+              "Dataset::split: the fraction must be in (0, 1), got " + std::to_string(fraction));
+  // As validation_split (Keras): floor(n (1 - fraction)) samples in the first part.
+  const int64_t held = size() - static_cast<int64_t>(std::floor(static_cast<double>(size()) * (1.0 - fraction)));
+  EMBER_CHECK(held > 0 && held < size(), ArgumentError,
               "Dataset::split(" + std::to_string(fraction) + ") of " + std::to_string(size()) +
                   " samples: both parts must be non-empty");
   std::vector<int64_t> order(static_cast<size_t>(size()));

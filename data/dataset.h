@@ -30,7 +30,8 @@ class Dataset {
   // images: u8 (N, C, H, W) scaled by 1/255; labels: i32 (N) in [0, num_classes). ShapeError
   // when they do not match, ArgumentError for a label out of range.
   Dataset(Tensor images, Tensor labels, int num_classes, std::string name = "");
-  // Any features (u8 or f32, (N, ...)) and targets (i32 (N) or f32 (N, ...)), on the CPU.
+  // Any features (u8 or f32, (N, ...)) and targets (i32 (N) labels or f32 (N, ...); f32 (N) is
+  // taken as (N, 1)), on the CPU.
   static Dataset from_tensors(Tensor features, Tensor targets, DatasetOptions options = {});
   // From vectors: `features` holds N samples of `sample` (row-major), `targets` N of `target`
   // (Shape{} for one value per sample). ShapeError names what does not divide.

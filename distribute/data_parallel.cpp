@@ -31,8 +31,11 @@ std::unique_ptr<Model> build_replica(const ModelRecipe& recipe, Device device) {
         "the model takes samples " + m->input_shape().str() + " but the data's are " + recipe.input_shape.str());
   if (recipe.make_loss)
     m->compile(recipe.make_optimizer(), recipe.make_loss(), recipe.metrics);
+  else if (!recipe.metrics.empty())
+    m->compile(recipe.make_optimizer(), std::make_unique<losses::SparseCategoricalCrossentropy>(), recipe.metrics);
   else
     m->compile(recipe.make_optimizer());
+  for (const auto& [param, decay] : recipe.weight_decay) m->set_weight_decay(param, decay);
   m->to(device);
   return m;
 }
@@ -59,16 +62,10 @@ void maybe_fail(const FaultPlan& fault, int member, int64_t step) {
 }
 }  // namespace
 
-void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::span<const Device> devices,
-                        std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
-                        Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
+void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas, std::span<const Device> devices,
+                               std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
+                               Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
   gradients.set_step(step);
-  std::vector<Tensor*> grads;
-  // Moving statistics (BatchNormalization's): each replica updated its own from its shard; the
-  // same weighted sum as the gradients' makes them their shard-weighted mean on every replica
-  // (Keras' MEAN aggregation). Views of each model's averaged region, kept for the call.
-  std::vector<Tensor> stats(replicas.size());
-  std::vector<Tensor*> stat_ptrs;
   for (size_t i = 0; i < replicas.size(); ++i) {
     const int member = gradients.rank() + static_cast<int>(i);
     Model& m = *replicas[i];
@@ -78,10 +75,12 @@ void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::s
       const int64_t rows = shards[i].x.dim(0);
       if (rows > 0) m.compute_gradients(shards[i].x, shards[i].y, sums[i]);
       weight_gradients(m.grads(), rows, global);
+      // Moving statistics (BatchNormalization's): each replica updated its own from its shard;
+      // the same weighted sum as the gradients' makes them their shard-weighted mean on every
+      // replica (Keras' MEAN aggregation).
       if (m.num_non_trainable() > 0) {
-        stats[i] = m.averaged_state();
-        weight_gradients(stats[i], rows, global);  // an empty shard adds nothing
-        stat_ptrs.push_back(&stats[i]);
+        Tensor stats = m.averaged_state();  // a view
+        weight_gradients(stats, rows, global);  // an empty shard adds nothing
       }
       if (watchdog) watchdog->disarm();
     } catch (const std::exception& e) {
@@ -89,10 +88,29 @@ void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::s
       throw Error("replica " + std::to_string(member) + " (" + devices[i].str() + ") failed at step " +
                   std::to_string(step) + ": " + e.what());
     }
-    grads.push_back(&m.grads());
+  }
+}
+
+void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, Communicator& gradients) {
+  std::vector<Tensor*> grads;
+  std::vector<Tensor> stats(replicas.size());  // views of each model's averaged region, kept for the call
+  std::vector<Tensor*> stat_ptrs;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    grads.push_back(&replicas[i]->grads());
+    if (replicas[i]->num_non_trainable() > 0) {
+      stats[i] = replicas[i]->averaged_state();
+      stat_ptrs.push_back(&stats[i]);
+    }
   }
   gradients.all_reduce_sum(grads);  // host transports: done here; NCCL: queued on the GPUs
   if (!stat_ptrs.empty()) gradients.all_reduce_sum(stat_ptrs);
+}
+
+void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::span<const Device> devices,
+                        std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
+                        Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
+  compute_replica_gradients(replicas, devices, shards, global, sums, gradients, step, fault, watchdog);
+  all_reduce_replicas(replicas, gradients);
   for (const auto& m : replicas) m->apply_gradients();
 }
 
@@ -192,6 +210,56 @@ TrainingState DataParallelStrategy::load(const std::string& path) {
 EvalResult DataParallelStrategy::evaluate(const Dataset& data, int64_t batch_size) {
   if (config_.world) return sharded_evaluate(model(), *config_.world, data, batch_size);
   return model().evaluate(data, batch_size);
+}
+
+float DataParallelStrategy::compute_gradients(const Tensor& x, const Tensor& y) {
+  EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
+  EMBER_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0) && x.layout() == Layout::RowMajor &&
+                  y.layout() == Layout::RowMajor,
+              ShapeError, config_.kind + ": compute_gradients takes row-major x and y of one batch, got " + x.str() +
+                              " and " + y.str());
+  const int64_t rows = x.dim(0);
+  int64_t global = rows;
+  if (config_.world) {  // the global batch: every process's rows
+    Tensor t = Tensor::empty(Shape{1}, DType::F32, Device::cpu());
+    t.f32()[0] = static_cast<float>(rows);
+    config_.world->all_reduce_sum(t);
+    global = static_cast<int64_t>(t.f32()[0]);
+  }
+  const size_t local = replicas_.size();
+  std::vector<Batch> shards(local);
+  if (loop_sums_.size() != local) {
+    loop_sums_.clear();
+    for (size_t i = 0; i < local; ++i) loop_sums_.push_back(replicas_[i]->make_sums(config_.devices[i]));
+  }
+  const auto rows_of = [](const Tensor& t, int64_t begin, int64_t n) {
+    const Shape sample = t.shape().without_batch();
+    return t.view(begin * sample.numel(), sample.with_batch(n));
+  };
+  for (size_t i = 0; i < local; ++i) {  // near-equal contiguous shards, as fit's loaders cut a batch
+    const int64_t lo = rows * static_cast<int64_t>(i) / static_cast<int64_t>(local);
+    const int64_t hi = rows * static_cast<int64_t>(i + 1) / static_cast<int64_t>(local);
+    const Device d = config_.devices[i];
+    Tensor xs = rows_of(x, lo, hi - lo), ys = rows_of(y, lo, hi - lo);
+    shards[i].x = xs.device() == d ? xs : xs.to(d);
+    shards[i].y = ys.device() == d ? ys : ys.to(d);
+    loop_sums_[i].reset();
+  }
+  compute_replica_gradients(replicas_, config_.devices, shards, global, loop_sums_, *gradients_, loop_step_, fault);
+  double loss = 0;
+  for (const MetricSums& s : loop_sums_) loss += s.read().loss_sum;  // waits for GPU replicas
+  return static_cast<float>(loss / static_cast<double>(std::max<int64_t>(rows, 1)));
+}
+
+void DataParallelStrategy::all_reduce_gradients() {
+  EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
+  all_reduce_replicas(replicas_, *gradients_);
+}
+
+void DataParallelStrategy::apply_gradients() {
+  EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
+  for (const auto& m : replicas_) m->apply_gradients();
+  ++loop_step_;
 }
 
 History DataParallelStrategy::fit(const Dataset& all_train, const FitOptions& options,

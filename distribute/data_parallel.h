@@ -36,6 +36,14 @@ void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::s
                         std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
                         Communicator& gradients, int64_t step, const FaultPlan& fault,
                         ReplicaWatchdog* watchdog = nullptr);
+// Its three parts (the custom loop's Strategy::compute_gradients / all_reduce_gradients /
+// apply_gradients run them one by one): the replicas' weighted gradients and moving statistics;
+// their all-reduce; then every replica's optimizer step.
+void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas, std::span<const Device> devices,
+                               std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
+                               Communicator& gradients, int64_t step, const FaultPlan& fault,
+                               ReplicaWatchdog* watchdog = nullptr);
+void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, Communicator& gradients);
 
 // Evaluation sums (loss * n, correct, n) over this member's shard of `data` (batches built on
 // the model's device), all-reduced over `comm`, a host communicator with one member here.
@@ -70,6 +78,9 @@ class DataParallelStrategy final : public Strategy {
   EvalResult evaluate(const Dataset& data, int64_t batch_size) override;
   Model& model() override;
   TrainingState load(const std::string& path) override;
+  float compute_gradients(const Tensor& x, const Tensor& y) override;
+  void all_reduce_gradients() override;
+  void apply_gradients() override;
 
   FaultPlan fault;  // detail::inject_fault
 
@@ -77,6 +88,8 @@ class DataParallelStrategy final : public Strategy {
   DataParallelConfig config_;                // holds `world`: destroyed last (MPI_Finalize)
   std::shared_ptr<Communicator> gradients_;  // may be `world` itself (MultiWorker on CPUs)
   std::vector<std::unique_ptr<Model>> replicas_;
+  std::vector<MetricSums> loop_sums_;  // the custom loop's, one per replica
+  int64_t loop_step_ = 0;              // the custom loop's step count (collectives' and faults' step)
 };
 
 // MultiWorker over `world` (MPI in make_multiworker_strategy; tests use the thread communicator).

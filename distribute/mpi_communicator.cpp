@@ -255,8 +255,14 @@ class MpiCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(std::chrono::milliseconds timeout) {
-  return std::make_unique<MpiCommunicator>(timeout);
-}
-
 }  // namespace ember::detail
+
+// The MPI module's entry points (libember_mpi, loaded by distribute/mpi_loader.cpp): the
+// interface version it was built against, and a new communicator (owned by the caller, deleted
+// through its virtual destructor while the module stays loaded).
+extern "C" {
+__attribute__((visibility("default"))) uint32_t ember_mpi_abi_v1() { return ember::detail::kMpiModuleAbi; }
+__attribute__((visibility("default"))) ember::Communicator* ember_mpi_communicator_v1(int64_t timeout_ms) {
+  return new ember::detail::MpiCommunicator(std::chrono::milliseconds(timeout_ms));
+}
+}

@@ -4,8 +4,6 @@ ember_folder(distribute
   SOURCES communicator.cpp data_parallel.cpp local_communicator.cpp multiworker.cpp nccl_communicator.cpp
           strategy.cpp watchdog.cpp
   CUDA_SOURCES cuda/nccl.cpp)
-if(EMBER_HAVE_MPI)
-  ember_folder(distribute SOURCES mpi_communicator.cpp)
-else()
-  ember_folder(distribute SOURCES mpi_communicator_stub.cpp)
-endif()
+# The MPI communicator is a module of its own (libember_mpi, cmake/EmberLibrary.cmake), loaded
+# by mpi_loader.cpp when MultiWorker asks for it: libember links no MPI library.
+ember_folder(distribute SOURCES mpi_loader.cpp)

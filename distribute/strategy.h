@@ -34,7 +34,10 @@ struct ModelRecipe {
   // The loss of every replica (each its own: losses keep buffers) and the metrics they share.
   // Not given: softmax cross-entropy on labels with "accuracy" (compile(optimizer)).
   std::function<std::unique_ptr<Loss>()> make_loss;
-  MetricList metrics;
+  MetricList metrics;  // with or without make_loss
+  // Model::set_weight_decay switches, applied to every replica (a call on strategy.model() would
+  // reach replica 0 only, and the replicas would drift apart).
+  std::vector<std::pair<std::string, bool>> weight_decay;
   // Default: where the replica runs. Mirrored: ignored (the strategy's devices). MultiWorker:
   // cpu, or any GPU for one GPU per process (the process's local rank picks which).
   Device device = Device::cpu();
@@ -61,6 +64,31 @@ class Strategy {
   virtual Model& model() = 0;
   // Loads a checkpoint into every local replica (each rank reads the file itself).
   virtual TrainingState load(const std::string& path) { return model().load(path); }
+
+  // --- Your own loop: fit's training step in its three parts ---------------------------------
+  // compute_gradients: every local replica computes the gradients of its shard of (x, y): this
+  // process's rows of the global batch, cut into near-equal contiguous shards (as fit's loaders
+  // cut a batch) and copied to each replica's device, weighted by the shard's share of the global
+  // batch (every process's rows together). Returns the mean loss over this process's rows (waits
+  // for GPU replicas). all_reduce_gradients: the gradients (and moving statistics) summed over
+  // every replica of every process. apply_gradients: every replica's optimizer step (clipping and
+  // decay see the reduced gradient). Between the parts the gradients are in each replica's
+  // grads(). Every process must call the three in the same order. The default strategy: its one
+  // model's compute_gradients and apply_gradients, nothing to reduce.
+  virtual float compute_gradients(const Tensor& x, const Tensor& y) {
+    const Tensor xd = x.device() == model().device() ? x : x.to(model().device());
+    const Tensor yd = y.device() == model().device() ? y : y.to(model().device());
+    return model().compute_gradients(xd, yd);
+  }
+  virtual void all_reduce_gradients() {}
+  virtual void apply_gradients() { model().apply_gradients(); }
+  // The three in a row.
+  float train_step(const Tensor& x, const Tensor& y) {
+    const float loss = compute_gradients(x, y);
+    all_reduce_gradients();
+    apply_gradients();
+    return loss;
+  }
   const StrategyStats& stats() const { return stats_; }
 
  protected:

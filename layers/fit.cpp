@@ -45,10 +45,13 @@ void split_for_validation(const Dataset& train, const FitOptions& options, const
     return;
   }
   EMBER_CHECK(validation == nullptr, ArgumentError, "fit: give validation data or validation_split, not both");
-  const int64_t held = static_cast<int64_t>(std::floor(f * static_cast<double>(train.size())));
-  EMBER_CHECK(f > 0.0 && f < 1.0 && held > 0 && held < train.size(), ArgumentError,
+  EMBER_CHECK(f > 0.0 && f < 1.0, ArgumentError,
+              "fit: validation_split must be in (0, 1) (0: none), got " + std::to_string(f));
+  // Keras' split: the first floor(n (1 - f)) samples train, the rest validate.
+  const int64_t held = train.size() - static_cast<int64_t>(std::floor(static_cast<double>(train.size()) * (1.0 - f)));
+  EMBER_CHECK(held > 0 && held < train.size(), ArgumentError,
               "fit: validation_split " + std::to_string(f) + " of " + std::to_string(train.size()) +
-                  " samples leaves an empty part (it must be in (0, 1))");
+                  " samples leaves an empty part");
   out.train = train.slice(0, train.size() - held);
   out.held_out = train.slice(train.size() - held, train.size());
   out.validation = &out.held_out;

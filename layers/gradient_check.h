@@ -14,7 +14,9 @@
 // rounding in a forward (~1e-6 relative) is small next to the difference, small enough that
 // smooth functions stay close to linear over it; an element passes when |analytic - numeric| /
 // max(1, |numeric|) <= 1e-2: float32 forwards give ~1e-4 of noise at this step, and any wrong
-// index, scale or sign is far beyond it. Where the one-sided slopes differ by more than 1e-2
+// index, scale or sign is far beyond it. A loss's gradient is a mean's (each element ~1 / (rows x
+// elements)), so there the floor is the largest |analytic| element instead of 1, and the loss is
+// read in double from its sums: a wrong sign or scale still shows at any output size. Where the one-sided slopes differ by more than 1e-2
 // (ReLU at 0, a max that changes its winner inside the step) the element has no derivative
 // there and is skipped; a check that skips more than a quarter of its elements fails (it would
 // prove too little).
@@ -42,7 +44,7 @@ struct GradientCheckOptions {
 struct GradientCheckReport {
   bool passed = true;
   int64_t checked = 0, skipped = 0;
-  double max_error = 0;  // the largest |analytic - numeric| / max(1, |numeric|)
+  double max_error = 0;  // the largest |analytic - numeric| / max(floor, |numeric|) (floor: see above)
   std::string worst;     // where, with both values
   std::string failure;   // why it failed ("" when it passed)
   std::string summary() const;
@@ -61,8 +63,10 @@ GradientCheckReport check_gradients(Loss& loss, Tensor outputs, const Tensor& ta
 namespace detail {
 // The comparison itself, over `values` perturbed in place (restored after): what both checks
 // run, and the library's tests through tests/test_util.h. `what` names the values in reports.
+// Errors are |analytic - numeric| / max(floor, |numeric|).
 void check_values(const std::function<double()>& f, float* values, int64_t n, const float* analytic,
-                  const std::string& what, const GradientCheckOptions& options, GradientCheckReport& report);
+                  const std::string& what, const GradientCheckOptions& options, GradientCheckReport& report,
+                  double floor = 1.0);
 // Finishes a report: skipped fraction, nothing checked.
 void conclude(GradientCheckReport& report, const GradientCheckOptions& options);
 }  // namespace detail

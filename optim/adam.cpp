@@ -11,17 +11,18 @@
 
 namespace ember {
 
-Adam::Adam(AdamOptions options)
+Adam::Adam(AdamOptions options, const std::string& who)
     : opt_(options), reg_{options.weight_decay, options.global_clipnorm, options.clipvalue} {
-  reg_.validate("Adam");
-  EMBER_CHECK(options.learning_rate > 0, ArgumentError, "Adam: learning rate must be > 0");
+  reg_.validate(who);
+  EMBER_CHECK(options.learning_rate > 0, ArgumentError, who + ": learning rate must be > 0");
   EMBER_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, ArgumentError,
-              "Adam: beta1 and beta2 must be in [0, 1)");
-  EMBER_CHECK(options.epsilon > 0, ArgumentError, "Adam: epsilon must be > 0");
+              who + ": beta1 and beta2 must be in [0, 1)");
+  EMBER_CHECK(options.epsilon > 0, ArgumentError, who + ": epsilon must be > 0");
 }
 
 AdamW::AdamW(AdamWOptions o)
-    : Adam(AdamOptions{o.learning_rate, o.beta1, o.beta2, o.epsilon, o.weight_decay, o.global_clipnorm, o.clipvalue}) {}
+    : Adam(AdamOptions{o.learning_rate, o.beta1, o.beta2, o.epsilon, o.weight_decay, o.global_clipnorm, o.clipvalue},
+           "AdamW") {}
 
 std::vector<std::pair<std::string, double>> Adam::hyperparameters() const {
   return {{"learning_rate", opt_.learning_rate}, {"beta1", opt_.beta1},

@@ -32,7 +32,7 @@ struct AdamWOptions {
 
 class Adam : public Optimizer {
  public:
-  explicit Adam(AdamOptions options = {});
+  explicit Adam(AdamOptions options = {}) : Adam(options, "Adam") {}
   std::string name() const override { return "Adam"; }
   void step(Tensor& params, const Tensor& grads) override;
   void count_step() override;
@@ -43,6 +43,9 @@ class Adam : public Optimizer {
   std::vector<std::pair<std::string, double>> hyperparameters() const override;
   const Regularization& regularization() const override { return reg_; }
   const AdamOptions& options() const { return opt_; }
+
+ protected:
+  Adam(AdamOptions options, const std::string& who);  // who: the name errors give
 
  private:
   AdamOptions opt_;

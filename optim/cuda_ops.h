@@ -16,7 +16,7 @@ struct OptimCudaOps {
                       float beta1, float beta2, float epsilon);
   void (*sgd_update)(int device, float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
                      bool nesterov);
-  // RMSprop (optim/rmsprop.h): v = rho v + (1 - rho) g^2; p -= lr g / (sqrt(v) + epsilon).
+  // RMSprop (optim/rmsprop.h): v = rho v + (1 - rho) g^2; p -= lr g / sqrt(v + epsilon).
   void (*rmsprop_update)(int device, float* p, const float* g, float* v, int64_t n, float lr, float rho,
                          float epsilon);
   // Regularization (optim/cuda/regularize.h): scratch holds kNormScratch doubles.

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 
 #include "../core/dispatch.h"
 #include "../core/error.h"
@@ -74,8 +75,11 @@ void Optimizer::regularize(Tensor& params, const Tensor& grads, float learning_r
   if (r.clipvalue > 0) cpu::clip_by_value(g, n, r.clipvalue);
   if (r.global_clipnorm > 0) {
     const double norm = cpu::global_norm(g, n);
-    // TF's clip_by_global_norm: c / max(norm, c); a NaN norm makes every gradient NaN.
-    if (std::isnan(norm) || norm > r.global_clipnorm)
+    // TF's clip_by_global_norm: c / max(norm, c); a non-finite norm makes every gradient NaN (a
+    // diverged step shows as one, never as a silently zeroed update).
+    if (!std::isfinite(norm))
+      cpu::scale(g, n, std::numeric_limits<float>::quiet_NaN());
+    else if (norm > r.global_clipnorm)
       cpu::scale(g, n, static_cast<float>(r.global_clipnorm / norm));
   }
   if (r.weight_decay > 0) cpu::decay(p, m, n, factor);

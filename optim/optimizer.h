@@ -16,7 +16,8 @@ namespace ember {
 // 0 turns each off), in this order:
 //  1. clipvalue:       g = clamp(g, -clipvalue, clipvalue)
 //  2. global_clipnorm: g *= min(1, global_clipnorm / ||g||) over the whole gradient buffer (all
-//                      layers: TF's clip_by_global_norm; a NaN norm makes every gradient NaN)
+//                      layers: TF's clip_by_global_norm; a NaN or infinite norm makes every
+//                      gradient NaN)
 //  3. weight_decay:    p -= learning_rate * weight_decay * p, decoupled from the gradient (AdamW;
 //                      Keras 3 and PyTorch's AdamW), only where the decay mask is 1 (a Model decays
 //                      kernels, not biases or normalisation parameters: Model::set_weight_decay)

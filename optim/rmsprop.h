@@ -1,5 +1,6 @@
 // RMSprop with Keras' defaults and rule (not centered, no momentum):
-//   v = rho v + (1 - rho) g^2;  p -= lr g / (sqrt(v) + epsilon)
+//   v = rho v + (1 - rho) g^2;  p -= lr g / sqrt(v + epsilon)
+// (epsilon inside the root, as Keras and TensorFlow's ApplyRMSProp; PyTorch adds it outside)
 #pragma once
 
 #include "optimizer.h"

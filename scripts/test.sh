@@ -40,6 +40,10 @@ check_install() {  # check_install <build dir> <prefix> [extra CXX flags for the
   if grep -rEn '#include <(cuda|cudnn|cublas|nccl|mpi)' "$2/include"; then
     echo "public headers expose a CUDA/MPI header" >&2; return 1
   fi
+  # libember itself needs no MPI or CUDA library to start (both are modules loaded on demand).
+  if ldd "$(find "$2" -name 'libember.so.*' -type f | head -1)" | grep -E 'lib(mpi|cudart|cudnn|cublas|nccl)'; then
+    echo "libember links an MPI or CUDA library: a CPU-only program could not start without it" >&2; return 1
+  fi
   local example
   for example in custom_model residual_model regression autoencoder multilabel; do
     cmake -S examples/$example -B "$1/$example" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$2" \

@@ -3,7 +3,7 @@
 // bench/pytorch_autoencoder.py runs in PyTorch (docs/benchmarks.md has both side by side).
 // The targets are the pixels as floats in [0, 1]; the inputs stay bytes, scaled by 1/255 per
 // batch (the same values).
-//   autoencoder <mnist_dir> [seed]      (last line: test_mse X; exits 1 above 0.0071)
+//   autoencoder <mnist_dir> [seed]      (last line: test_mse X; exits 1 above 0.0075)
 #include <ember/ember.h>
 
 #include <cstdio>
@@ -53,9 +53,11 @@ int main(int argc, char** argv) {
     const EvalResult result = model.evaluate(test);
     std::printf("test_mse %.5f\n", result.loss);
     // PyTorch's same recipe (Glorot init, bench/pytorch_autoencoder.py) reached 0.00657, 0.00679
-    // and 0.00649 over seeds 1-3 here; Ember 0.00690, 0.00664, 0.00658. The bar: within 5% of
-    // PyTorch's worst of the three.
-    return result.loss <= 0.0071 ? 0 : 1;
+    // and 0.00649 over seeds 1-3 here (mean 0.00662); Ember 0.00658-0.00703 over seeds and batch
+    // slicing (docs/benchmarks.md: means within 2%). The bar: 5% over PyTorch's worst seed plus
+    // Ember's own seed-to-seed spread (+-4%), so a CPU whose kernels round otherwise still passes:
+    // 0.0075. (PyTorch with nn.Linear's own init, the held run, ends at 0.0078-0.0080.)
+    return result.loss <= 0.0075 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "autoencoder: error: %s\n", e.what());
     return 1;

@@ -359,14 +359,18 @@ void Model::check_targets(DType target, const Shape& target_sample, const char* 
   }
 }
 
-void Model::accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums) const {
+void Model::accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums) {
+  // Metrics see what the model outputs (Keras' y_pred): when the loss read a final Softmax's
+  // input, that Softmax runs here for them (forward only; its backward never runs in training).
+  const Tensor* y = &outputs;
   for (size_t i = 0; i < metrics_.size(); ++i) {
     if (metrics_[i]->fused_with(*loss_)) continue;
+    if (y == &outputs && logit_layers() < layers_.size()) y = &layers_.back()->forward(outputs, false);
     const int64_t slot = MetricSums::kSlots + static_cast<int64_t>(i);
     EMBER_CHECK(slot < sums.buffer().numel(), ArgumentError,
                 "Model: the metric sums hold " + std::to_string(sums.metrics()) + " metrics; the model has " +
                     std::to_string(metrics_.size()) + " (make them with make_sums())");
-    metrics_[i]->accumulate(outputs, targets, sums, slot);
+    metrics_[i]->accumulate(*y, targets, sums, slot);
   }
 }
 
@@ -522,6 +526,7 @@ float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* c
 void Model::set_cpu_micro_batch(int64_t rows) {
   EMBER_CHECK(rows >= 0, ArgumentError, "Model::set_cpu_micro_batch: rows must be >= 0, got " + std::to_string(rows));
   cpu_micro_batch_ = rows;
+  micro_batch_auto_ = false;
 }
 
 int64_t Model::slice_rows(const Tensor& x, bool training) const {
@@ -531,7 +536,17 @@ int64_t Model::slice_rows(const Tensor& x, bool training) const {
   if (!exact && (cpu_micro_batch_ == 0 || n <= cpu_micro_batch_)) return n;
   for (const auto& l : layers_)
     if (!l->rows_independent(training)) return n;
-  return exact ? std::min(n, kExactSliceRows) : cpu_micro_batch_;
+  if (exact) return std::min(n, kExactSliceRows);
+  if (micro_batch_auto_) {
+    // By default, slices only where a slice's activations outweigh the parameters: a CNN's
+    // activations stay in cache (the reference CNN's slice: 2.4M values against 93k weights); an
+    // MLP re-reading its weight matrices once per slice loses (the autoencoder's slice: 137k
+    // values against 435k weights ran 20% slower sliced: docs/benchmarks.md, issue 33).
+    int64_t per_row = 0;
+    for (const Shape& s : output_shapes_) per_row += s.numel();
+    if (per_row * cpu_micro_batch_ <= params_.numel()) return n;
+  }
+  return cpu_micro_batch_;
 }
 
 namespace {

@@ -172,9 +172,9 @@ struct FitOptions {
   // between steps, another optimizer or a restored optimizer state is seen (the graph is
   // captured again). Nothing else may use the GPU meanwhile. Ignored on the CPU.
   bool cuda_graphs = false;
-  // Keras' validation_split: the last fraction of the training data (taken before any shuffling,
-  // so the same samples every epoch and every run) is held out as the validation data. In (0, 1);
-  // 0: none. Not together with validation data given to fit.
+  // Keras' validation_split: the last n - floor(n (1 - f)) samples of the training data (taken
+  // before any shuffling, so the same samples every epoch and every run) are held out as the
+  // validation data. In (0, 1); 0: none. Not together with validation data given to fit.
   double validation_split = 0.0;
 };
 
@@ -219,7 +219,8 @@ class Model {
   // Weight decay (an optimizer's Regularization::weight_decay) applies to kernels: every
   // parameter named "kernel", not biases or BatchNormalization's gamma and beta (the common
   // recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
-  // ArgumentError for a name the built model does not have.
+  // ArgumentError for a name the built model does not have. Under a strategy, give the switches
+  // in its ModelRecipe::weight_decay (every replica must decay alike).
   void set_weight_decay(const std::string& param, bool decay);
   // Per parameter element, 1 where weight decay applies (on the model's device).
   Tensor decay_mask() const;
@@ -296,7 +297,10 @@ class Model {
   // loaders' and predict's) and when every layer's rows are
   // independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
   // training); then the results equal the whole batch's up to the order of float sums, and are
-  // the same bits from run to run. 0: whole batches. Default 64. GPUs always run whole batches.
+  // the same bits from run to run. 0: whole batches. Default 64, where a slice's activations
+  // (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights
+  // outweigh its activations runs whole batches unless set_cpu_micro_batch asks otherwise).
+  // GPUs always run whole batches.
   // The slices' gradients are summed as a pairwise tree ((g0 + g1) + (g2 + g3), ...). Under the
   // Exact convolution policy (core/runtime.h) a training batch always runs in slices of
   // kExactSliceRows rows, whatever this setting: a replica whose share of the batch is an aligned
@@ -422,10 +426,11 @@ class Model {
   std::unique_ptr<Loss> eval_loss_ = std::make_unique<losses::SparseCategoricalCrossentropy>();
   MetricList metrics_{std::make_shared<metrics::SparseCategoricalAccuracy>()};
   // Adds the metrics of one forward's outputs to `sums` (a metric the loss fused is skipped).
-  void accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums) const;
+  void accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums);
   void check_sliced_targets(const Tensor& targets, int64_t n) const;
   void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
   int64_t cpu_micro_batch_ = 64;
+  bool micro_batch_auto_ = true;  // the default, not set_cpu_micro_batch's: slice only where it pays
   std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
   std::vector<int> grad_tree_levels_;  // each partial sum's level (kept: no allocation per step)
   bool cpu_fusion_ = true;

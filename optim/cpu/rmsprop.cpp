@@ -12,7 +12,7 @@ void rmsprop_update(float* params, const float* grads, float* v, int64_t n, floa
     const float gi = grads[i];
     const float vi = rho * v[i] + one_rho * gi * gi;
     v[i] = vi;
-    params[i] -= lr * gi / (std::sqrt(vi) + epsilon);
+    params[i] -= lr * gi / std::sqrt(vi + epsilon);
   }
 }
 

@@ -5,7 +5,7 @@
 
 namespace ember::cpu {
 
-// v = rho v + (1 - rho) g^2;  p -= lr g / (sqrt(v) + epsilon)   (Keras' RMSprop, not centered)
+// v = rho v + (1 - rho) g^2;  p -= lr g / sqrt(v + epsilon)   (Keras' RMSprop, not centered)
 void rmsprop_update(float* params, const float* grads, float* v, int64_t n, float lr, float rho, float epsilon);
 
 }  // namespace ember::cpu

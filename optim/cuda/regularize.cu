@@ -41,7 +41,7 @@ __global__ void clip_factor_kernel(double* partial, float c) {
   }
   if (threadIdx.x == 0) {
     const double norm = sqrt(s[0]);
-    partial[kBlocks] = isnan(norm) ? norm : (norm > c ? c / norm : 1.0);  // a NaN norm: NaN gradients (TF)
+    partial[kBlocks] = !isfinite(norm) ? nan("") : (norm > c ? c / norm : 1.0);  // non-finite: NaN (TF)
   }
 }
 

@@ -12,7 +12,7 @@ __global__ void rmsprop_kernel(float* __restrict__ p, const float* __restrict__ 
     const float gi = g[i];
     const float vi = rho * v[i] + one_rho * gi * gi;
     v[i] = vi;
-    p[i] -= lr * gi / (sqrtf(vi) + epsilon);
+    p[i] -= lr * gi / sqrtf(vi + epsilon);  // sqrtf: correctly rounded, as std::sqrt
   }
 }
 }  // namespace

@@ -1,4 +1,5 @@
-// The losses, metrics and the any-kind gather on the GPU against their CPU twins (issue 33).
+// The losses, metrics, the any-kind gather, clipping, decay and RMSprop on the GPU against their
+// CPU twins (issue 33).
 // Both run the same formulas (layers/losses_math.h); the GPU's expf and its fused multiply-adds
 // may round differently, so values agree to a few float ulps, counts exactly. Skips without a GPU
 // (scripts/gpu_check.sh runs it on one).
@@ -13,6 +14,7 @@
 #include "data/dataset.h"
 #include "layers/loss.h"
 #include "layers/metrics.h"
+#include "optim/optim.h"
 #include "test_util.h"
 
 namespace ember {
@@ -112,6 +114,32 @@ TEST_F(LossParity, GatherOfFloatFeaturesAndWideFloatTargetsEqualsTheCpu) {
                      xg, yg);
   EXPECT_EQ(xg.to_vector(), xc.to_vector());
   EXPECT_EQ(yg.to_vector(), yc.to_vector());
+}
+
+TEST_F(LossParity, ClippingDecayAndRmspropOnTheGpuMatchTheCpu) {
+  // Three steps of each optimizer on both devices from the same parameters and gradients; the
+  // gradients' norm (~18) is above the clip (1), so the clip factor runs every step.
+  const Tensor p0 = test::random_tensor(Shape{1000}, 5), mask = test::random_tensor(Shape{1000}, 6, 0.0f, 1.0f);
+  Tensor binary = Tensor::empty(Shape{1000}, DType::F32, Device::cpu());
+  for (int64_t i = 0; i < 1000; ++i) binary.f32()[i] = mask.f32()[i] > 0.5f ? 1.0f : 0.0f;
+  const auto run = [&](Optimizer& opt, Device d) {
+    Tensor p = p0.to(d);
+    opt.set_decay_mask(binary.to(d));
+    for (uint64_t k = 0; k < 3; ++k) {
+      Tensor g = test::random_tensor(Shape{1000}, 10 + k, -1.0f, 1.0f).to(d);
+      opt.step(p, g);
+    }
+    return p.to_vector();
+  };
+  SGD cs(SgdOptions{.learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f,
+                    .clipvalue = 0.8f});
+  SGD gs(SgdOptions{.learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f,
+                    .clipvalue = 0.8f});
+  // The norm in double either way, grouped otherwise: the clip factor agrees to ~1 float ulp.
+  EXPECT_LE(test::max_rel_error(run(gs, kGpu), run(cs, Device::cpu())), 4 * kUlp1);
+  RMSprop cr(RmspropOptions{.learning_rate = 1e-2f, .weight_decay = 0.01f}),
+      gr(RmspropOptions{.learning_rate = 1e-2f, .weight_decay = 0.01f});
+  EXPECT_LE(test::max_rel_error(run(gr, kGpu), run(cr, Device::cpu())), 4 * kUlp1);
 }
 
 }  // namespace

@@ -211,6 +211,38 @@ TEST(Mirrored, UnderExactTwoAndFourReplicasEqualOneBitForBit) {
   EXPECT_FALSE(fast_equal) << "Fast's 64-row micro-batches sum the batch in another order than 4 replicas";
 }
 
+// A custom loop through the strategies' three-part step (compute, all-reduce, apply): two
+// replicas equal the one model bit for bit under Exact, as fit's steps do, and the loss returned
+// is the batch's mean.
+TEST(Mirrored, ACustomLoopsThreePartStepEqualsOneModel) {
+  const Dataset d = classes_dataset(640, 4);
+  const auto run = [&](std::unique_ptr<Strategy> s) {
+    s->build(small_recipe(3));
+    DataLoader loader(d, {.batch_size = 64, .shuffle = false});
+    loader.start_epoch(0);
+    Batch b;
+    std::vector<float> losses;
+    for (int step = 0; step < 5 && loader.next(b); ++step) {
+      losses.push_back(s->compute_gradients(b.x, b.y));
+      s->all_reduce_gradients();
+      s->apply_gradients();
+    }
+    return std::make_pair(s->model().params().to_vector(), losses);
+  };
+  const ConvAlgorithms saved = conv_algorithms();
+  set_conv_algorithms(ConvAlgorithms::Exact);
+  const auto one = run(make_default_strategy());
+  const auto two = run(make_mirrored_cpu_strategy(2));
+  set_conv_algorithms(saved);
+  EXPECT_EQ(two.first, one.first);
+  ASSERT_EQ(two.second.size(), 5u);
+  // The mean of two shards' sums against one sum of the same rows: a double sum regrouped.
+  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(two.second[i], one.second[i], 1e-6 * one.second[i]) << i;
+  auto fresh = make_default_strategy();
+  fresh->build(small_recipe(3));
+  EXPECT_NE(one.first, fresh->model().params().to_vector()) << "the parameters must have moved";
+}
+
 // A graph model (a residual block) through the strategies (ModelRecipe::make_model): the same
 // bit-for-bit claim as the stack above, so replicas of a graph are one model too.
 TEST(Mirrored, GraphModelReplicasUnderExactEqualOneBitForBit) {

@@ -126,8 +126,20 @@ TEST(Compile, AFinalSoftmaxIsSkippedOnlyForLossesThatTakeLogits) {
   EXPECT_NE(m.forward_logits(x, false).to_vector(), probs);
   m.compile(std::make_unique<Adam>(), std::make_unique<losses::MeanSquaredError>());  // reads the probabilities
   EXPECT_EQ(m.forward_logits(x, false).to_vector(), probs);
-  m.compile(std::make_unique<Adam>(), std::make_unique<losses::CategoricalCrossentropy>());
+  m.compile(std::make_unique<Adam>(), std::make_unique<losses::CategoricalCrossentropy>(),
+            {std::make_shared<metrics::MeanSquaredError>()});
   EXPECT_NE(m.forward_logits(x, false).to_vector(), probs);
+  // The loss reads logits, but metrics see the model's output (Keras' y_pred): the probabilities.
+  Tensor onehot = Tensor::zeros(Shape{5, 3}, DType::F32, Device::cpu());
+  for (int64_t i = 0; i < 5; ++i) onehot.f32()[i * 3 + i % 3] = 1.0f;
+  const EvalResult e = m.evaluate(Dataset::from_tensors(x, onehot), 5);
+  double mse = 0;
+  for (int64_t i = 0; i < 15; ++i) {
+    const double d = static_cast<double>(probs[size_t(i)]) - onehot.f32()[i];
+    mse += d * d;
+  }
+  mse /= 15.0;
+  EXPECT_NEAR(find_value(e.metrics, "mse").value(), mse, 1e-12);  // the same floats, summed in double
 }
 
 TEST(Compile, ValidationSplitHoldsOutTheLastFractionBeforeShuffling) {
@@ -148,7 +160,10 @@ TEST(Compile, ValidationSplitHoldsOutTheLastFractionBeforeShuffling) {
 
   EXPECT_THROW(m.fit(data, {.verbose = 0, .validation_split = 0.2}, &data), ArgumentError);
   EXPECT_THROW(m.fit(data, {.verbose = 0, .validation_split = 1.0}), ArgumentError);
-  EXPECT_THROW(m.fit(data, {.verbose = 0, .validation_split = 0.001}), ArgumentError);  // nothing held out
+  EXPECT_THROW(m.fit(data, {.verbose = 0, .validation_split = 1e-17}), ArgumentError);  // nothing held out
+  // Keras' rounding: of 10 samples at 0.25, floor(7.5) = 7 train and 3 validate.
+  const History k = m.fit(linear_data(10), {.epochs = 1, .verbose = 0, .validation_split = 0.25});
+  EXPECT_EQ(k.epochs[0].val_samples, 3);
 }
 
 TEST(Dataset, SplitIsASeededPermutationIntoTwoParts) {

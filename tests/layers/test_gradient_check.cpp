@@ -38,6 +38,32 @@ class Scale : public Layer {
   Tensor x_, y_, dx_;
 };
 
+// Mean squared error whose backward is half what it should be.
+class HalfGradientMse : public losses::MeanSquaredError {
+ public:
+  std::unique_ptr<Loss> clone() const override { return std::make_unique<HalfGradientMse>(); }
+  const Tensor& backward(int64_t mean_rows) override {
+    half_ = losses::MeanSquaredError::backward(mean_rows).clone();
+    for (int64_t i = 0; i < half_.numel(); ++i) half_.f32()[i] *= 0.5f;
+    return half_;
+  }
+
+ private:
+  Tensor half_;
+};
+
+TEST(CheckGradients, ALossOfManyOutputsIsJudgedAtItsOwnScale) {
+  // 800 outputs: each element's gradient is ~1e-3, below any absolute tolerance; judged against
+  // the largest element, a factor of 2 is still plain.
+  const Tensor z = test::random_tensor(Shape{8, 100}, 3), t = test::random_tensor(Shape{8, 100}, 4);
+  losses::MeanSquaredError right;
+  const GradientCheckReport ok = check_gradients(right, z, t);
+  EXPECT_TRUE(ok.passed) << ok.summary();
+  HalfGradientMse wrong;
+  const GradientCheckReport bad = check_gradients(wrong, z, t);
+  EXPECT_FALSE(bad.passed) << bad.summary();
+}
+
 TEST(CheckGradients, PassesTheBuiltInsAndCatchesAWrongBackward) {
   Dense dense(3, Activation::None);
   const GradientCheckReport d = check_gradients(dense, Shape{4});

@@ -76,6 +76,12 @@ TEST(Regularization, ClippingByValueThenByGlobalNorm) {
   Tensor bad = vec({std::numeric_limits<float>::quiet_NaN(), 1.0f});  // a NaN norm poisons all (TF)
   by_norm.step(q, bad);
   EXPECT_TRUE(std::isnan(bad.f32()[1]));
+  Tensor inf = vec({std::numeric_limits<float>::infinity(), 1.0f});  // an infinite norm: NaN too, not
+  by_norm.step(q, inf);                                                 // c / inf = 0, a silently skipped step
+  EXPECT_TRUE(std::isnan(inf.f32()[1]));
+  Tensor big = vec({3e38f, 3e38f});  // finite floats whose norm only a double holds: clipped normally
+  by_norm.step(q, big);
+  EXPECT_FLOAT_EQ(big.f32()[0], static_cast<float>(1.0 / std::sqrt(2.0)));
 }
 
 TEST(RMSprop, MatchesHandComputedSteps) {
@@ -88,7 +94,7 @@ TEST(RMSprop, MatchesHandComputedSteps) {
     for (int i = 0; i < 2; ++i) {
       const double gi = g[static_cast<size_t>(i)];
       v[i] = 0.9 * v[i] + 0.1 * gi * gi;
-      ref[i] -= 1e-2 * gi / (std::sqrt(v[i]) + 1e-7);
+      ref[i] -= 1e-2 * gi / std::sqrt(v[i] + 1e-7);  // Keras: epsilon inside the root
     }
     EXPECT_NEAR(p.f32()[0], ref[0], 1e-6);
     EXPECT_NEAR(p.f32()[1], ref[1], 1e-6);
