@@ -9,9 +9,6 @@ foreach(h ${EMBER_PUBLIC_HEADERS})
 endforeach()
 
 set(_ember_targets ember ember_warnings)
-if(TARGET ember_mpi)
-  list(APPEND _ember_targets ember_mpi)  # found at run time next to libember
-endif()
 if(TARGET ember_cuda)
   list(APPEND _ember_targets ember_cuda)  # found at run time next to libember
 endif()
@@ -20,6 +17,11 @@ install(TARGETS ${_ember_targets} EXPORT EmberTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT EmberTargets NAMESPACE Ember:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
+# The MPI module: found at run time next to libember, never linked by consumers, so not in the
+# exported targets (find_package(Ember) neither needs nor offers it).
+if(TARGET ember_mpi)
+  install(TARGETS ember_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 configure_package_config_file(cmake/EmberConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/EmberConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/EmberConfigVersion.cmake

@@ -77,8 +77,12 @@ endif()
 # (distribute/mpi_loader.cpp), so a program that never does needs no MPI library to start.
 if(EMBER_HAVE_MPI)
   add_library(ember_mpi SHARED distribute/mpi_communicator.cpp)
-  set_target_properties(ember_mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+  # INSTALL_RPATH_USE_LINK_PATH: an MPI outside the system paths (/opt, spack) is still found
+  # once installed.
+  set_target_properties(ember_mpi PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+                                             INSTALL_RPATH_USE_LINK_PATH TRUE)
   target_link_libraries(ember_mpi PUBLIC ember PRIVATE MPI::MPI_CXX ember_warnings)
+  target_compile_definitions(ember_mpi PRIVATE EMBER_VERSION="${PROJECT_VERSION}")
   target_compile_definitions(ember PRIVATE
     EMBER_MPI_MODULE="${CMAKE_SHARED_LIBRARY_PREFIX}ember_mpi${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR}")
 endif()

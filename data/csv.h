@@ -17,7 +17,7 @@
 namespace ember {
 
 struct CsvOptions {
-  bool header = true;                  // the first row names the columns
+  bool header = true;  // the first row names the columns
   char delimiter = ',';
   std::vector<std::string> targets{};  // target columns by header name
   std::vector<int> target_indices{};   // or by 0-based index (either, not both; one at least)

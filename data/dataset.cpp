@@ -79,9 +79,9 @@ Dataset Dataset::from_vectors(std::span<const float> features, const Shape& samp
                               const Shape& target, DatasetOptions options) {
   const int64_t n = samples_in(features.size(), sample, "the features");
   const int64_t m = samples_in(targets.size(), target, "the targets");
-  EMBER_CHECK(n == m, ShapeError,
-              "Dataset::from_vectors: " + std::to_string(n) + " samples of features but " + std::to_string(m) +
-                  " of targets");
+  EMBER_CHECK(
+      n == m, ShapeError,
+      "Dataset::from_vectors: " + std::to_string(n) + " samples of features but " + std::to_string(m) + " of targets");
   const Shape ts = target.rank() == 0 ? Shape{m, 1} : target.with_batch(m);  // one value: (N, 1)
   return from_tensors(tensor_of(features, sample.with_batch(n), DType::F32), tensor_of(targets, ts, DType::F32),
                       std::move(options));
@@ -93,8 +93,8 @@ Dataset Dataset::from_vectors(std::span<const float> features, const Shape& samp
   EMBER_CHECK(n == static_cast<int64_t>(labels.size()), ShapeError,
               "Dataset::from_vectors: " + std::to_string(n) + " samples of features but " +
                   std::to_string(labels.size()) + " labels");
-  return from_tensors(tensor_of(features, sample.with_batch(n), DType::F32),
-                      tensor_of(labels, Shape{n}, DType::I32), std::move(options));
+  return from_tensors(tensor_of(features, sample.with_batch(n), DType::F32), tensor_of(labels, Shape{n}, DType::I32),
+                      std::move(options));
 }
 
 Dataset Dataset::take(int64_t n) const {
@@ -129,7 +129,8 @@ std::pair<Dataset, Dataset> Dataset::split(double fraction, uint64_t seed) const
   const auto part = [&](int64_t begin, int64_t end) {
     Tensor f = Tensor::empty(sample_shape().with_batch(end - begin), features_.dtype(), Device::cpu());
     Tensor t = Tensor::empty(target_shape().with_batch(end - begin), targets_.dtype(), Device::cpu());
-    const size_t fb = features_.nbytes() / static_cast<size_t>(size()), tb = targets_.nbytes() / static_cast<size_t>(size());
+    const size_t fb = features_.nbytes() / static_cast<size_t>(size()),
+                 tb = targets_.nbytes() / static_cast<size_t>(size());
     for (int64_t i = begin; i < end; ++i) {
       const auto src = static_cast<size_t>(order[static_cast<size_t>(i)]);
       std::memcpy(static_cast<char*>(f.raw()) + static_cast<size_t>(i - begin) * fb,

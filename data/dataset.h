@@ -19,7 +19,7 @@
 namespace ember {
 
 struct DatasetOptions {
-  float scale = 1.0f;  // x = features * scale (u8 images: 1 / 255)
+  float scale = 1.0f;   // x = features * scale (u8 images: 1 / 255)
   int num_classes = 0;  // i32 labels: checked to lie in [0, num_classes) when > 0
   std::string name{};
 };

@@ -64,7 +64,8 @@ void maybe_fail(const FaultPlan& fault, int member, int64_t step) {
 
 void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas, std::span<const Device> devices,
                                std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
-                               Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
+                               Communicator& gradients, int64_t step, const FaultPlan& fault,
+                               ReplicaWatchdog* watchdog) {
   gradients.set_step(step);
   for (size_t i = 0; i < replicas.size(); ++i) {
     const int member = gradients.rank() + static_cast<int>(i);
@@ -75,13 +76,6 @@ void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas,
       const int64_t rows = shards[i].x.dim(0);
       if (rows > 0) m.compute_gradients(shards[i].x, shards[i].y, sums[i]);
       weight_gradients(m.grads(), rows, global);
-      // Moving statistics (BatchNormalization's): each replica updated its own from its shard;
-      // the same weighted sum as the gradients' makes them their shard-weighted mean on every
-      // replica (Keras' MEAN aggregation).
-      if (m.num_non_trainable() > 0) {
-        Tensor stats = m.averaged_state();  // a view
-        weight_gradients(stats, rows, global);  // an empty shard adds nothing
-      }
       if (watchdog) watchdog->disarm();
     } catch (const std::exception& e) {
       if (watchdog) watchdog->disarm();
@@ -91,14 +85,20 @@ void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas,
   }
 }
 
-void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, Communicator& gradients) {
+void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, std::span<const int64_t> rows,
+                         int64_t global, Communicator& gradients) {
   std::vector<Tensor*> grads;
   std::vector<Tensor> stats(replicas.size());  // views of each model's averaged region, kept for the call
   std::vector<Tensor*> stat_ptrs;
   for (size_t i = 0; i < replicas.size(); ++i) {
     grads.push_back(&replicas[i]->grads());
+    // Moving statistics (BatchNormalization's): each replica updated its own from its shard; the
+    // same weighted sum as the gradients' makes them their shard-weighted mean on every replica
+    // (Keras' MEAN aggregation). Weighted here, just before the sum, so they are never left
+    // scaled between the step's parts.
     if (replicas[i]->num_non_trainable() > 0) {
       stats[i] = replicas[i]->averaged_state();
+      weight_gradients(stats[i], rows[i], global);  // an empty shard adds nothing
       stat_ptrs.push_back(&stats[i]);
     }
   }
@@ -110,7 +110,9 @@ void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::s
                         std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
                         Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
   compute_replica_gradients(replicas, devices, shards, global, sums, gradients, step, fault, watchdog);
-  all_reduce_replicas(replicas, gradients);
+  std::vector<int64_t> rows;
+  for (const Batch& b : shards) rows.push_back(b.x.dim(0));
+  all_reduce_replicas(replicas, rows, global, gradients);
   for (const auto& m : replicas) m->apply_gradients();
 }
 
@@ -178,6 +180,9 @@ int DataParallelStrategy::num_replicas() const {
 
 void DataParallelStrategy::build(const ModelRecipe& recipe) {
   replicas_.clear();
+  loop_sums_.clear();  // the custom loop's state belongs to the replicas it was made for
+  loop_rows_.clear();
+  loop_step_ = 0;
   gradients_ = config_.connect(recipe, config_.devices);
   for (size_t i = 0; i < config_.devices.size(); ++i) {
     replicas_.push_back(build_replica(recipe, config_.devices[i]));
@@ -214,10 +219,11 @@ EvalResult DataParallelStrategy::evaluate(const Dataset& data, int64_t batch_siz
 
 float DataParallelStrategy::compute_gradients(const Tensor& x, const Tensor& y) {
   EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
-  EMBER_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0) && x.layout() == Layout::RowMajor &&
-                  y.layout() == Layout::RowMajor,
-              ShapeError, config_.kind + ": compute_gradients takes row-major x and y of one batch, got " + x.str() +
-                              " and " + y.str());
+  EMBER_CHECK(
+      x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0) && x.layout() == Layout::RowMajor &&
+          y.layout() == Layout::RowMajor,
+      ShapeError,
+      config_.kind + ": compute_gradients takes row-major x and y of one batch, got " + x.str() + " and " + y.str());
   const int64_t rows = x.dim(0);
   int64_t global = rows;
   if (config_.world) {  // the global batch: every process's rows
@@ -245,7 +251,19 @@ float DataParallelStrategy::compute_gradients(const Tensor& x, const Tensor& y) 
     shards[i].y = ys.device() == d ? ys : ys.to(d);
     loop_sums_[i].reset();
   }
-  compute_replica_gradients(replicas_, config_.devices, shards, global, loop_sums_, *gradients_, loop_step_, fault);
+  if (config_.world) config_.world->set_step(loop_step_);
+  if (!loop_watchdog_ && config_.replica_timeout.count() > 0)
+    loop_watchdog_ = std::make_unique<ReplicaWatchdog>(config_.kind, config_.replica_timeout);
+  try {
+    compute_replica_gradients(replicas_, config_.devices, shards, global, loop_sums_, *gradients_, loop_step_, fault,
+                              loop_watchdog_.get());
+  } catch (const std::exception& e) {  // as fit's step: a failure ends every rank now
+    if (config_.world) config_.world->abort("step " + std::to_string(loop_step_) + ": " + e.what());
+    throw;
+  }
+  loop_rows_.clear();
+  for (const Batch& b : shards) loop_rows_.push_back(b.x.dim(0));
+  loop_global_ = global;
   double loss = 0;
   for (const MetricSums& s : loop_sums_) loss += s.read().loss_sum;  // waits for GPU replicas
   return static_cast<float>(loss / static_cast<double>(std::max<int64_t>(rows, 1)));
@@ -253,7 +271,10 @@ float DataParallelStrategy::compute_gradients(const Tensor& x, const Tensor& y) 
 
 void DataParallelStrategy::all_reduce_gradients() {
   EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
-  all_reduce_replicas(replicas_, *gradients_);
+  EMBER_CHECK(loop_rows_.size() == replicas_.size(), Error,
+              config_.kind + ": all_reduce_gradients() without a compute_gradients() before it");
+  all_reduce_replicas(replicas_, loop_rows_, loop_global_, *gradients_);
+  loop_rows_.clear();  // reduced once per computed step
 }
 
 void DataParallelStrategy::apply_gradients() {

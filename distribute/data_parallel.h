@@ -43,7 +43,9 @@ void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas,
                                std::span<const Batch> shards, int64_t global, std::span<MetricSums> sums,
                                Communicator& gradients, int64_t step, const FaultPlan& fault,
                                ReplicaWatchdog* watchdog = nullptr);
-void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, Communicator& gradients);
+// rows[i]: replica i's shard rows, which weight its moving statistics before their sum.
+void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, std::span<const int64_t> rows,
+                         int64_t global, Communicator& gradients);
 
 // Evaluation sums (loss * n, correct, n) over this member's shard of `data` (batches built on
 // the model's device), all-reduced over `comm`, a host communicator with one member here.
@@ -90,6 +92,9 @@ class DataParallelStrategy final : public Strategy {
   std::vector<std::unique_ptr<Model>> replicas_;
   std::vector<MetricSums> loop_sums_;  // the custom loop's, one per replica
   int64_t loop_step_ = 0;              // the custom loop's step count (collectives' and faults' step)
+  std::vector<int64_t> loop_rows_;     // the computed step's shard rows, until its all-reduce
+  int64_t loop_global_ = 0;
+  std::unique_ptr<ReplicaWatchdog> loop_watchdog_;  // with replica_timeout: the custom loop's deadline
 };
 
 // MultiWorker over `world` (MPI in make_multiworker_strategy; tests use the thread communicator).

@@ -262,6 +262,7 @@ class MpiCommunicator : public Communicator {
 // through its virtual destructor while the module stays loaded).
 extern "C" {
 __attribute__((visibility("default"))) uint32_t ember_mpi_abi_v1() { return ember::detail::kMpiModuleAbi; }
+__attribute__((visibility("default"))) const char* ember_mpi_version_v1() { return EMBER_VERSION; }
 __attribute__((visibility("default"))) ember::Communicator* ember_mpi_communicator_v1(int64_t timeout_ms) {
   return new ember::detail::MpiCommunicator(std::chrono::milliseconds(timeout_ms));
 }

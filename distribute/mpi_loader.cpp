@@ -20,7 +20,8 @@ struct Loaded {
 Loaded load() {
   Loaded l;
 #ifndef EMBER_MPI_MODULE
-  l.why = "this Ember build has no MPI (configured with EMBER_MPI=OFF or MPI not found): --strategy multiworker needs it";
+  l.why =
+      "this Ember build has no MPI (configured with EMBER_MPI=OFF or MPI not found): --strategy multiworker needs it";
   return l;
 #else
   const std::string file = EMBER_MPI_MODULE;  // e.g. "libember_mpi.so.0"
@@ -39,14 +40,18 @@ Loaded load() {
       continue;
     }
     const auto abi = reinterpret_cast<uint32_t (*)()>(dlsym(h, "ember_mpi_abi_v1"));
+    const auto version = reinterpret_cast<const char* (*)()>(dlsym(h, "ember_mpi_version_v1"));
     const auto make = reinterpret_cast<Factory>(dlsym(h, "ember_mpi_communicator_v1"));
-    if (abi && make && abi() == kMpiModuleAbi) {
+    // The module uses libember's types beyond the communicator: the same Ember version only.
+    if (abi && version && make && abi() == kMpiModuleAbi && std::string(version()) == EMBER_VERSION) {
       l.make = make;  // the module stays loaded for the life of the process
       return l;
     }
-    errors += "; " + c + (abi ? " was built for interface " + std::to_string(abi()) + ", this libember needs " +
-                                    std::to_string(kMpiModuleAbi)
-                              : std::string(" lacks the entry points (a mismatched Ember version?)"));
+    errors += std::string(errors.empty() ? "" : "; ") + c +
+              (abi && version
+                   ? " is from Ember " + std::string(version()) + " (interface " + std::to_string(abi()) +
+                         "), this libember is " + EMBER_VERSION + " (interface " + std::to_string(kMpiModuleAbi) + ")"
+                   : std::string(" lacks the entry points (a mismatched Ember version?)"));
     dlclose(h);
   }
   l.why = "the MPI module could not be loaded (" + errors + "): --strategy multiworker needs it and Open MPI";

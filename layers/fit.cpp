@@ -205,9 +205,9 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
       history.stop_batch = 0;
       break;
     }
-    const LearningRateSchedule* stepwise =
-        options.learning_rate_schedule && options.learning_rate_schedule->stepwise() ? &*options.learning_rate_schedule
-                                                                                     : nullptr;
+    const LearningRateSchedule* stepwise = options.learning_rate_schedule && options.learning_rate_schedule->stepwise()
+                                               ? &*options.learning_rate_schedule
+                                               : nullptr;
     if (options.learning_rate_schedule && !stepwise)
       hooks.set_learning_rate(options.learning_rate_schedule->rate(epoch));
     if (print) std::printf("Epoch %d/%d\n", epoch + 1, options.epochs);

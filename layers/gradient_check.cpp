@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "../core/error.h"
 #include "../core/rng.h"
@@ -22,7 +23,14 @@ namespace detail {
 
 void check_values(const std::function<double()>& f, float* values, int64_t n, const float* analytic,
                   const std::string& what, const GradientCheckOptions& o, GradientCheckReport& r, double floor) {
+  // First every element's one-sided slopes, then the judgement: a floor of 0 is the scale of the
+  // gradient itself (the largest |numeric| or |analytic|), known only once all are measured.
+  struct Slopes {
+    double left, right, numeric;
+  };
+  std::vector<Slopes> slopes(static_cast<size_t>(n));
   const double f0 = f();
+  double largest = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float saved = values[i];
     values[i] = static_cast<float>(saved + o.step);
@@ -32,18 +40,23 @@ void check_values(const std::function<double()>& f, float* values, int64_t n, co
     const double h_minus = double(saved) - double(values[i]);
     const double fm = f();
     values[i] = saved;
-    const double right = (fp - f0) / h_plus, left = (f0 - fm) / h_minus;
-    if (std::abs(right - left) > o.kink_threshold * std::max(1.0, std::abs(right) + std::abs(left))) {
+    Slopes& s = slopes[static_cast<size_t>(i)];
+    s = {(f0 - fm) / h_minus, (fp - f0) / h_plus, (fp - fm) / (h_plus + h_minus)};
+    largest = std::max({largest, std::abs(s.numeric), std::abs(double(analytic[i]))});
+  }
+  const double scale = floor > 0 ? floor : (largest > 0 ? largest : 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const Slopes& s = slopes[static_cast<size_t>(i)];
+    if (std::abs(s.right - s.left) > o.kink_threshold * std::max(scale, std::abs(s.right) + std::abs(s.left))) {
       ++r.skipped;
       continue;
     }
-    const double numeric = (fp - fm) / (h_plus + h_minus);
-    const double err = std::abs(double(analytic[i]) - numeric) / std::max(floor, std::abs(numeric));
+    const double err = std::abs(double(analytic[i]) - s.numeric) / std::max(scale, std::abs(s.numeric));
     ++r.checked;
     if (!(err <= r.max_error)) {  // NaN counts as the worst
       r.max_error = std::isnan(err) ? std::numeric_limits<double>::infinity() : err;
       r.worst = what + "[" + std::to_string(i) + "]: analytic " + std::to_string(analytic[i]) + ", numeric " +
-                std::to_string(numeric);
+                std::to_string(s.numeric);
     }
   }
 }
@@ -89,8 +102,8 @@ GradientCheckReport check_gradients(Layer& layer, const Shape& sample_shape, con
       Tensor p = layer.params()[i];  // a view: writes reach the layer
       for (int64_t j = 0; j < p.numel(); ++j) p.f32()[j] = rng.uniform(-0.5f, 0.5f);
     }
-  return check_gradients(layer, Tensor::uniform(sample_shape.with_batch(o.batch), -1.0f, 1.0f, o.seed + 1, Device::cpu()),
-                         o);
+  return check_gradients(layer,
+                         Tensor::uniform(sample_shape.with_batch(o.batch), -1.0f, 1.0f, o.seed + 1, Device::cpu()), o);
 }
 
 GradientCheckReport check_gradients(Layer& layer, Tensor x, const GradientCheckOptions& o) {
@@ -137,11 +150,8 @@ GradientCheckReport check_gradients(Loss& loss, Tensor outputs, const Tensor& ta
     probe->forward(z, targets, probe_sums);
     return probe_sums.read().loss_sum / rows;
   };
-  double largest = 0;
-  for (const float a : analytic) largest = std::max(largest, static_cast<double>(std::abs(a)));
   GradientCheckReport report;
-  detail::check_values(f, z.f32(), z.numel(), analytic.data(), loss.name(), o, report,
-                       largest > 0 ? largest : 1.0);
+  detail::check_values(f, z.f32(), z.numel(), analytic.data(), loss.name(), o, report, /*floor=*/0.0);
   detail::conclude(report, o);
   return report;
 }

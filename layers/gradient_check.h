@@ -15,11 +15,11 @@
 // smooth functions stay close to linear over it; an element passes when |analytic - numeric| /
 // max(1, |numeric|) <= 1e-2: float32 forwards give ~1e-4 of noise at this step, and any wrong
 // index, scale or sign is far beyond it. A loss's gradient is a mean's (each element ~1 / (rows x
-// elements)), so there the floor is the largest |analytic| element instead of 1, and the loss is
-// read in double from its sums: a wrong sign or scale still shows at any output size. Where the one-sided slopes differ by more than 1e-2
-// (ReLU at 0, a max that changes its winner inside the step) the element has no derivative
-// there and is skipped; a check that skips more than a quarter of its elements fails (it would
-// prove too little).
+// elements)), so there the floor is the largest |numeric| or |analytic| element instead of 1 (an
+// all-zero backward fails), and the loss is
+// read in double from its sums: a wrong sign or scale still shows at any output size. Where the one-sided slopes differ
+// by more than 1e-2 (ReLU at 0, a max that changes its winner inside the step) the element has no derivative there and
+// is skipped; a check that skips more than a quarter of its elements fails (it would prove too little).
 #pragma once
 
 #include <cstdint>
@@ -63,7 +63,8 @@ GradientCheckReport check_gradients(Loss& loss, Tensor outputs, const Tensor& ta
 namespace detail {
 // The comparison itself, over `values` perturbed in place (restored after): what both checks
 // run, and the library's tests through tests/test_util.h. `what` names the values in reports.
-// Errors are |analytic - numeric| / max(floor, |numeric|).
+// Errors are |analytic - numeric| / max(floor, |numeric|); a floor of 0 takes the gradient's own
+// scale (the largest |numeric| or |analytic| element), so an all-zero gradient fails too.
 void check_values(const std::function<double()>& f, float* values, int64_t n, const float* analytic,
                   const std::string& what, const GradientCheckOptions& options, GradientCheckReport& report,
                   double floor = 1.0);

@@ -98,9 +98,9 @@ void CategoricalCrossentropy::check(const Shape& output, DType target, const Sha
 }
 
 void CategoricalCrossentropy::forward(const Tensor& logits, const Tensor& targets, MetricSums& sums) {
-  EMBER_CHECK(sums.device() == logits.device(), DeviceError,
-              name() + ": the metric sums are on " + sums.device().str() + " but the logits on " +
-                  logits.device().str());
+  EMBER_CHECK(
+      sums.device() == logits.device(), DeviceError,
+      name() + ": the metric sums are on " + sums.device().str() + " but the logits on " + logits.device().str());
   ensure(probs_, logits.shape(), DType::F32, logits.device());
   targets_ = targets;
   detail::categorical_xent_accumulate(smoothing_, logits, targets, probs_, sums.buffer());
@@ -121,9 +121,9 @@ void PointwiseLoss::check(const Shape& output, DType target, const Shape& target
 }
 
 void PointwiseLoss::forward(const Tensor& outputs, const Tensor& targets, MetricSums& sums) {
-  EMBER_CHECK(sums.device() == outputs.device(), DeviceError,
-              name() + ": the metric sums are on " + sums.device().str() + " but the outputs on " +
-                  outputs.device().str());
+  EMBER_CHECK(
+      sums.device() == outputs.device(), DeviceError,
+      name() + ": the metric sums are on " + sums.device().str() + " but the outputs on " + outputs.device().str());
   outputs_ = outputs;
   targets_ = targets;
   detail::point_loss_accumulate(kind_, param_, outputs, targets, sums.buffer());

@@ -74,6 +74,11 @@ void BuiltinMetric::accumulate(const Tensor& outputs, const Tensor& targets, Met
   detail::metric_accumulate(kind_, param_, outputs, targets, sums.buffer(), slot);
 }
 
+bool BuiltinMetric::reads_model_output() const {
+  return kind_ != detail::MetricKind::SparseAccuracy && kind_ != detail::MetricKind::SparseTopK &&
+         kind_ != detail::MetricKind::CategoricalAccuracy;  // rankings: the same on logits, and no underflow ties
+}
+
 bool SparseCategoricalAccuracy::fused_with(const Loss& loss) const {
   return dynamic_cast<const losses::SparseCategoricalCrossentropy*>(&loss) != nullptr;
 }

@@ -74,6 +74,10 @@ class Metric {
   // True when `loss` counts this metric in its own pass (MetricSums' slot 1): then it is read
   // from there and accumulate() is not called.
   virtual bool fused_with(const Loss& loss) const;
+  // True when the metric must see the model's output (a final Softmax's probabilities) rather
+  // than the logits the loss read: every metric but those that rank a row's values (accuracy,
+  // top-k), which the Softmax cannot change.
+  virtual bool reads_model_output() const { return true; }
 };
 
 namespace metrics {
@@ -84,6 +88,7 @@ class BuiltinMetric : public Metric {
   std::string name() const override { return name_; }
   void check(const Shape& output, DType target, const Shape& target_sample) const override;
   void accumulate(const Tensor& outputs, const Tensor& targets, MetricSums& sums, int64_t slot) const override;
+  bool reads_model_output() const override;
 
  protected:
   BuiltinMetric(std::string name, detail::MetricKind kind, float param)

@@ -25,9 +25,12 @@ AdamW::AdamW(AdamWOptions o)
            "AdamW") {}
 
 std::vector<std::pair<std::string, double>> Adam::hyperparameters() const {
-  return {{"learning_rate", opt_.learning_rate}, {"beta1", opt_.beta1},
-          {"beta2", opt_.beta2},                 {"epsilon", opt_.epsilon},
-          {"weight_decay", reg_.weight_decay},   {"global_clipnorm", reg_.global_clipnorm},
+  return {{"learning_rate", opt_.learning_rate},
+          {"beta1", opt_.beta1},
+          {"beta2", opt_.beta2},
+          {"epsilon", opt_.epsilon},
+          {"weight_decay", reg_.weight_decay},
+          {"global_clipnorm", reg_.global_clipnorm},
           {"clipvalue", reg_.clipvalue}};
 }
 

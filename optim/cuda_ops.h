@@ -17,8 +17,7 @@ struct OptimCudaOps {
   void (*sgd_update)(int device, float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
                      bool nesterov);
   // RMSprop (optim/rmsprop.h): v = rho v + (1 - rho) g^2; p -= lr g / sqrt(v + epsilon).
-  void (*rmsprop_update)(int device, float* p, const float* g, float* v, int64_t n, float lr, float rho,
-                         float epsilon);
+  void (*rmsprop_update)(int device, float* p, const float* g, float* v, int64_t n, float lr, float rho, float epsilon);
   // Regularization (optim/cuda/regularize.h): scratch holds kNormScratch doubles.
   void (*clip_by_value)(int device, float* g, int64_t n, float c);
   void (*clip_by_global_norm)(int device, float* g, int64_t n, float c, double* scratch);

@@ -26,8 +26,7 @@ void RMSprop::step(Tensor& params, const Tensor& grads) {
                                             params.numel(), opt_.learning_rate, opt_.rho, opt_.epsilon);
     return;
   }
-  cpu::rmsprop_update(params.f32(), grads.f32(), v_.f32(), params.numel(), opt_.learning_rate, opt_.rho,
-                      opt_.epsilon);
+  cpu::rmsprop_update(params.f32(), grads.f32(), v_.f32(), params.numel(), opt_.learning_rate, opt_.rho, opt_.epsilon);
 }
 
 void RMSprop::set_state(const std::string& name, const Tensor& values) {
@@ -36,9 +35,12 @@ void RMSprop::set_state(const std::string& name, const Tensor& values) {
 }
 
 std::vector<std::pair<std::string, double>> RMSprop::hyperparameters() const {
-  return {{"learning_rate", opt_.learning_rate}, {"rho", opt_.rho},
-          {"epsilon", opt_.epsilon},             {"weight_decay", reg_.weight_decay},
-          {"global_clipnorm", reg_.global_clipnorm}, {"clipvalue", reg_.clipvalue}};
+  return {{"learning_rate", opt_.learning_rate},
+          {"rho", opt_.rho},
+          {"epsilon", opt_.epsilon},
+          {"weight_decay", reg_.weight_decay},
+          {"global_clipnorm", reg_.global_clipnorm},
+          {"clipvalue", reg_.clipvalue}};
 }
 
 }  // namespace ember

@@ -30,7 +30,7 @@ void SGD::step(Tensor& params, const Tensor& grads) {
 
 std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
   return {{"learning_rate", opt_.learning_rate},     {"momentum", opt_.momentum},
-          {"nesterov", opt_.nesterov ? 1 : 0},        {"weight_decay", reg_.weight_decay},
+          {"nesterov", opt_.nesterov ? 1 : 0},       {"weight_decay", reg_.weight_decay},
           {"global_clipnorm", reg_.global_clipnorm}, {"clipvalue", reg_.clipvalue}};
 }
 

@@ -46,7 +46,8 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
   const Device d = Device::cuda(ctx.device());
   EMBER_CHECK((features.dtype() == DType::U8 || features.dtype() == DType::F32) && features.rank() >= 2 &&
                   features.device() == d,
-              ShapeError, "gather (cuda): features must be u8 or f32 (N, ...) on " + d.str() + ", got " + features.str());
+              ShapeError,
+              "gather (cuda): features must be u8 or f32 (N, ...) on " + d.str() + ", got " + features.str());
   const int64_t n = features.dim(0), per = features.numel() / std::max<int64_t>(n, 1);
   EMBER_CHECK((targets.dtype() == DType::I32 || targets.dtype() == DType::F32) && targets.rank() >= 1 &&
                   targets.dim(0) == n && targets.device() == d,
@@ -66,11 +67,11 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
               ShapeError,
               "gather (cuda): x must be f32 " + features.shape().without_batch().with_batch(count).str() + " on " +
                   d.str() + ", got " + x.str());
-  EMBER_CHECK(y.dtype() == targets.dtype() && y.shape() == targets.shape().without_batch().with_batch(count) &&
-                  y.device() == d,
-              ShapeError,
-              "gather (cuda): y must be " + std::string(dtype_name(targets.dtype())) + " " +
-                  targets.shape().without_batch().with_batch(count).str() + " on " + d.str() + ", got " + y.str());
+  EMBER_CHECK(
+      y.dtype() == targets.dtype() && y.shape() == targets.shape().without_batch().with_batch(count) && y.device() == d,
+      ShapeError,
+      "gather (cuda): y must be " + std::string(dtype_name(targets.dtype())) + " " +
+          targets.shape().without_batch().with_batch(count).str() + " on " + d.str() + ", got " + y.str());
   const int64_t m = order.numel() - 1;
   auto* o = static_cast<int32_t*>(const_cast<void*>(order.raw()));
   const auto* t = static_cast<const uint32_t*>(targets.raw());
@@ -88,7 +89,7 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
     EMBER_CUDA_CHECK(cudaGetLastError());
     if (tper > per) {
       gather_targets<<<blocks(count * (tper - per)), 256, 0, ctx.stream()>>>(t, o, m, shard_offset, count, tper, per,
-                                                                            yw);
+                                                                             yw);
       EMBER_CUDA_CHECK(cudaGetLastError());
     }
   }

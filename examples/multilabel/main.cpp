@@ -50,8 +50,7 @@ int main(int argc, char** argv) {
     const History history = model.fit(train, options, &test);
     for (const EpochLogs& e : history.epochs)
       std::printf("epoch %d: loss %.4f, binary_accuracy %.4f, val_binary_accuracy %.4f, %.1f s\n", e.epoch, e.loss,
-                  *find_value(e.metrics, "binary_accuracy"), *find_value(e.val_metrics, "binary_accuracy"),
-                  e.seconds);
+                  *find_value(e.metrics, "binary_accuracy"), *find_value(e.val_metrics, "binary_accuracy"), e.seconds);
     const double accuracy = *find_value(history.epochs.back().val_metrics, "binary_accuracy");
     std::printf("binary_accuracy %.4f\n", accuracy);
     return accuracy >= 0.985 ? 0 : 1;

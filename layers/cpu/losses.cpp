@@ -23,9 +23,9 @@ void check_grad(const Tensor& z, const Tensor& dz) {
 }
 
 double* slots(Tensor& sums, int64_t slot) {
-  EMBER_CHECK(sums.dtype() == DType::F64 && sums.device().is_cpu() && slot >= 0 && slot < sums.numel() &&
-                  sums.numel() >= 4,
-              ShapeError, "metric sums (cpu): slot " + std::to_string(slot) + " of " + sums.str());
+  EMBER_CHECK(
+      sums.dtype() == DType::F64 && sums.device().is_cpu() && slot >= 0 && slot < sums.numel() && sums.numel() >= 4,
+      ShapeError, "metric sums (cpu): slot " + std::to_string(slot) + " of " + sums.str());
   return sums.data<double>();
 }
 
@@ -60,10 +60,9 @@ void point_loss_backward(detail::PointLoss f, float param, const Tensor& z, cons
 
 void categorical_xent_accumulate(float smoothing, const Tensor& z, const Tensor& t, Tensor& probs, Tensor& sums) {
   check_pair(z, t, "categorical cross-entropy");
-  EMBER_CHECK(z.rank() == 2 && probs.shape() == z.shape() && probs.dtype() == DType::F32 && probs.device().is_cpu(),
-              ShapeError,
-              "categorical cross-entropy (cpu): outputs (N, K) and probs of their shape, got " + z.str() + ", " +
-                  probs.str());
+  EMBER_CHECK(
+      z.rank() == 2 && probs.shape() == z.shape() && probs.dtype() == DType::F32 && probs.device().is_cpu(), ShapeError,
+      "categorical cross-entropy (cpu): outputs (N, K) and probs of their shape, got " + z.str() + ", " + probs.str());
   const int64_t n = z.dim(0), k = z.dim(1);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i)

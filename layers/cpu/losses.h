@@ -23,7 +23,6 @@ void categorical_xent_accumulate(float smoothing, const Tensor& z, const Tensor&
 void categorical_xent_backward(float smoothing, const Tensor& probs, const Tensor& t, Tensor& dz, int64_t mean_rows);
 // sums[slot] += sum over rows of the metric's per-sample value (layers/losses_kinds.h).
 // param: top-k's k, binary accuracy's threshold. A sparse label outside [0, K) is never a hit.
-void metric_accumulate(detail::MetricKind m, float param, const Tensor& z, const Tensor& t, Tensor& sums,
-                       int64_t slot);
+void metric_accumulate(detail::MetricKind m, float param, const Tensor& z, const Tensor& t, Tensor& sums, int64_t slot);
 
 }  // namespace ember::cpu

@@ -68,12 +68,11 @@ __global__ void add_rows(const double* __restrict__ rows, int64_t n, double* __r
 
 void check_pair(const Tensor& z, const Tensor& t, const Context& ctx, const char* what) {
   const Device d = Device::cuda(ctx.device());
-  EMBER_CHECK(z.dtype() == DType::F32 && z.layout() == Layout::RowMajor && z.device() == d && z.rank() >= 1,
-              ShapeError, std::string(what) + " (cuda): outputs must be f32 (N, ...) row-major on " + d.str() +
-                              ", got " + z.str());
-  EMBER_CHECK(t.dtype() == DType::F32 && t.shape() == z.shape() && t.device() == d, ShapeError,
-              std::string(what) + " (cuda): targets must be f32 " + z.shape().str() + " on " + d.str() + ", got " +
-                  t.str());
+  EMBER_CHECK(z.dtype() == DType::F32 && z.layout() == Layout::RowMajor && z.device() == d && z.rank() >= 1, ShapeError,
+              std::string(what) + " (cuda): outputs must be f32 (N, ...) row-major on " + d.str() + ", got " + z.str());
+  EMBER_CHECK(
+      t.dtype() == DType::F32 && t.shape() == z.shape() && t.device() == d, ShapeError,
+      std::string(what) + " (cuda): targets must be f32 " + z.shape().str() + " on " + d.str() + ", got " + t.str());
 }
 
 void check_same(const Tensor& z, const Tensor& out, const char* what) {
@@ -118,8 +117,7 @@ void point_loss_backward(Context& ctx, PointLoss f, float param, const Tensor& z
   check_same(z, dz, "the gradient");
   if (z.numel() == 0) return;
   const float scale = static_cast<float>(1.0 / (static_cast<double>(per_row(z)) * static_cast<double>(mean_rows)));
-  point_grad<<<blocks(z.numel()), kThreads, 0, ctx.stream()>>>(f, param, in(z), in(t), out(dz), z.numel(),
-                                                                scale);
+  point_grad<<<blocks(z.numel()), kThreads, 0, ctx.stream()>>>(f, param, in(z), in(t), out(dz), z.numel(), scale);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -167,8 +165,8 @@ void metric_accumulate(Context& ctx, MetricKind m, float param, const Tensor& z,
   if (n == 0) return;
   Tensor scratch = row_scratch(n, z);
   auto* rows = static_cast<double*>(scratch.raw());
-  metric_rows<<<blocks(n), kThreads, 0, ctx.stream()>>>(m, param, in(z), sparse ? nullptr : in(t),
-                                                        sparse ? static_cast<const int32_t*>(t.raw()) : nullptr, rows, n, per);
+  metric_rows<<<blocks(n), kThreads, 0, ctx.stream()>>>(
+      m, param, in(z), sparse ? nullptr : in(t), sparse ? static_cast<const int32_t*>(t.raw()) : nullptr, rows, n, per);
   EMBER_CUDA_CHECK(cudaGetLastError());
   add_rows<<<1, kThreads, 0, ctx.stream()>>>(rows, n, acc, slot, false);
   EMBER_CUDA_CHECK(cudaGetLastError());

@@ -12,13 +12,13 @@ namespace ember::cuda {
 
 void point_loss_accumulate(Context& ctx, ::ember::detail::PointLoss f, float param, const Tensor& z, const Tensor& t,
                            Tensor& sums);
-void point_loss_backward(Context& ctx, ::ember::detail::PointLoss f, float param, const Tensor& z, const Tensor& t, Tensor& dz,
-                         int64_t mean_rows);
+void point_loss_backward(Context& ctx, ::ember::detail::PointLoss f, float param, const Tensor& z, const Tensor& t,
+                         Tensor& dz, int64_t mean_rows);
 void categorical_xent_accumulate(Context& ctx, float smoothing, const Tensor& z, const Tensor& t, Tensor& probs,
                                  Tensor& sums);
 void categorical_xent_backward(Context& ctx, float smoothing, const Tensor& probs, const Tensor& t, Tensor& dz,
                                int64_t mean_rows);
-void metric_accumulate(Context& ctx, ::ember::detail::MetricKind m, float param, const Tensor& z, const Tensor& t, Tensor& sums,
-                       int64_t slot);
+void metric_accumulate(Context& ctx, ::ember::detail::MetricKind m, float param, const Tensor& z, const Tensor& t,
+                       Tensor& sums, int64_t slot);
 
 }  // namespace ember::cuda

@@ -104,7 +104,9 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
       point_loss_accumulate(context_of(z), f, param, z, t, sums);
     };
     a.point_loss_backward = [](PointLoss f, float param, const Tensor& z, const Tensor& t, Tensor& dz,
-                               int64_t mean_rows) { point_loss_backward(context_of(z), f, param, z, t, dz, mean_rows); };
+                               int64_t mean_rows) {
+      point_loss_backward(context_of(z), f, param, z, t, dz, mean_rows);
+    };
     a.categorical_xent_accumulate = [](float s, const Tensor& z, const Tensor& t, Tensor& p, Tensor& sums) {
       categorical_xent_accumulate(context_of(z), s, z, t, p, sums);
     };

@@ -346,7 +346,7 @@ std::vector<double> Model::metric_sums(const MetricSums::Values& v) const {
   std::vector<double> out;
   for (size_t i = 0; i < metrics_.size(); ++i)
     out.push_back(metrics_[i]->fused_with(*loss_) ? static_cast<double>(v.correct)
-                                                 : (i < v.metrics.size() ? v.metrics[i] : 0.0));
+                                                  : (i < v.metrics.size() ? v.metrics[i] : 0.0));
   return out;
 }
 
@@ -365,12 +365,14 @@ void Model::accumulate_metrics(const Tensor& outputs, const Tensor& targets, Met
   const Tensor* y = &outputs;
   for (size_t i = 0; i < metrics_.size(); ++i) {
     if (metrics_[i]->fused_with(*loss_)) continue;
-    if (y == &outputs && logit_layers() < layers_.size()) y = &layers_.back()->forward(outputs, false);
+    if (y == &outputs && logit_layers() < layers_.size() && metrics_[i]->reads_model_output())
+      y = &layers_.back()->forward(outputs, false);
+    const Tensor& seen = metrics_[i]->reads_model_output() ? *y : outputs;
     const int64_t slot = MetricSums::kSlots + static_cast<int64_t>(i);
     EMBER_CHECK(slot < sums.buffer().numel(), ArgumentError,
                 "Model: the metric sums hold " + std::to_string(sums.metrics()) + " metrics; the model has " +
                     std::to_string(metrics_.size()) + " (make them with make_sums())");
-    metrics_[i]->accumulate(*y, targets, sums, slot);
+    metrics_[i]->accumulate(seen, targets, sums, slot);
   }
 }
 
@@ -569,10 +571,10 @@ Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
 // A sliced batch's targets, checked whole first: a bad one throws before any slice has added to
 // the metric sums or the gradients (as the whole batch's loss does).
 void Model::check_sliced_targets(const Tensor& targets, int64_t n) const {
-  EMBER_CHECK(targets.rank() >= 1 && targets.dim(0) == n && targets.layout() == Layout::RowMajor &&
-                  targets.device().is_cpu(),
-              ShapeError, "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " +
-                              targets.str());
+  EMBER_CHECK(
+      targets.rank() >= 1 && targets.dim(0) == n && targets.layout() == Layout::RowMajor && targets.device().is_cpu(),
+      ShapeError,
+      "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " + targets.str());
   loss_->check_targets(targets, output_shape());
 }
 

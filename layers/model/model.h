@@ -56,13 +56,13 @@ std::optional<double> find_value(const NamedValues& values, const std::string& n
 struct EpochLogs {
   int epoch = 0;  // 1-based
   double loss = 0;
-  NamedValues metrics;  // the compiled metrics' epoch means ("accuracy", "mae", ...)
-  double accuracy = 0;  // metrics' "accuracy" (0 when the model was compiled without it)
+  NamedValues metrics;       // the compiled metrics' epoch means ("accuracy", "mae", ...)
+  double accuracy = 0;       // metrics' "accuracy" (0 when the model was compiled without it)
   double learning_rate = 0;  // the optimizer's rate during this epoch
   std::optional<double> val_loss;
   std::optional<double> val_accuracy;  // with validation data and an "accuracy" metric
   NamedValues val_metrics;             // the metrics on the validation data (names without "val_")
-  int64_t val_samples = 0;  // the images the validation saw
+  int64_t val_samples = 0;             // the images the validation saw
   double seconds = 0;
   double images_per_second = 0;
   int64_t steps = 0;
@@ -119,12 +119,12 @@ struct LearningRateSchedule {
 // What a per-batch callback sees (FitOptions::on_batch_end): Keras' on_train_batch_end logs, the
 // epoch's running means so far.
 struct BatchLogs {
-  int epoch = 0;                // 1-based
-  int64_t batch = 0;            // 1-based, within the epoch
-  int64_t step = 0;             // optimizer steps taken in the whole run (the optimizer's count)
-  double loss = 0;              // the epoch's mean loss so far
-  NamedValues metrics;          // the epoch's metric means so far
-  double learning_rate = 0;     // the rate this step ran at
+  int epoch = 0;             // 1-based
+  int64_t batch = 0;         // 1-based, within the epoch
+  int64_t step = 0;          // optimizer steps taken in the whole run (the optimizer's count)
+  double loss = 0;           // the epoch's mean loss so far
+  NamedValues metrics;       // the epoch's metric means so far
+  double learning_rate = 0;  // the rate this step ran at
 };
 
 // Early stopping on val_loss (Keras' EarlyStopping(monitor="val_loss")): an epoch improves when
@@ -430,7 +430,7 @@ class Model {
   void check_sliced_targets(const Tensor& targets, int64_t n) const;
   void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
   int64_t cpu_micro_batch_ = 64;
-  bool micro_batch_auto_ = true;  // the default, not set_cpu_micro_batch's: slice only where it pays
+  bool micro_batch_auto_ = true;       // the default, not set_cpu_micro_batch's: slice only where it pays
   std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
   std::vector<int> grad_tree_levels_;  // each partial sum's level (kept: no allocation per step)
   bool cpu_fusion_ = true;

@@ -9,9 +9,9 @@ namespace ember::detail {
 
 namespace {
 void check_mean_rows(int64_t mean_rows, const Tensor& z) {
-  EMBER_CHECK(mean_rows >= z.dim(0) && mean_rows > 0, ArgumentError,
-              "loss: the mean is over " + std::to_string(mean_rows) + " rows but " + std::to_string(z.dim(0)) +
-                  " are given");
+  EMBER_CHECK(
+      mean_rows >= z.dim(0) && mean_rows > 0, ArgumentError,
+      "loss: the mean is over " + std::to_string(mean_rows) + " rows but " + std::to_string(z.dim(0)) + " are given");
 }
 }  // namespace
 

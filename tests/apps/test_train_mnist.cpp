@@ -272,16 +272,20 @@ TEST(TrainMnist, AdamWWithClippingAndAWarmUpRunsTheScheduleStepByStep) {
   const std::string dir = ember::test::temp_dir("adamw");
   ember::test::write_synthetic_mnist(dir, 640, 200, /*gzip=*/false);
   const std::string history = dir + "/history.json";
-  const AppRun r = run("--device cpu --epochs 2 --batch-size 32 --seed 2 --optimizer adamw --weight-decay 0.01 "
-                       "--clipnorm 1 --warmup-steps 30 --lr-schedule cosine --data-dir " +
-                       dir + " --history " + history + " --save " + dir + "/m.safetensors");
+  const AppRun r =
+      run("--device cpu --epochs 2 --batch-size 32 --seed 2 --optimizer adamw --weight-decay 0.01 "
+          "--clipnorm 1 --warmup-steps 30 --lr-schedule cosine --data-dir " +
+          dir + " --history " + history + " --save " + dir + "/m.safetensors");
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream f(history);
   const nlohmann::json j = nlohmann::json::parse(f);
   // 20 steps per epoch: the rate logged is the one of each epoch's last step, still warming up
   // after the first (step 19 of 30), on the per-step cosine (floor --lr-decay 0.5) after it.
   ember::LearningRateSchedule s{.kind = ember::LearningRateSchedule::Kind::Cosine,
-                                .initial = 1e-3f, .decay = 0.5f, .decay_epochs = 2, .warmup_steps = 30};
+                                .initial = 1e-3f,
+                                .decay = 0.5f,
+                                .decay_epochs = 2,
+                                .warmup_steps = 30};
   EXPECT_FLOAT_EQ(float(j["history"][0]["learning_rate"]), s.rate_at(0.95, 19));
   EXPECT_FLOAT_EQ(float(j["history"][1]["learning_rate"]), s.rate_at(1.95, 39));
   // It trains: 0.71 measured (chance 0.1), the rate low for 30 of the 40 steps.

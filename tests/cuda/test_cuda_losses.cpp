@@ -76,7 +76,8 @@ TEST_F(LossParity, EveryMetricOnTheGpuCountsWhatTheCpuCounts) {
   }
   const MetricList sparse = {std::make_shared<metrics::SparseCategoricalAccuracy>(),
                              std::make_shared<metrics::SparseTopKCategoricalAccuracy>(3)};
-  const MetricList dense = {std::make_shared<metrics::CategoricalAccuracy>(), std::make_shared<metrics::MeanAbsoluteError>(),
+  const MetricList dense = {std::make_shared<metrics::CategoricalAccuracy>(),
+                            std::make_shared<metrics::MeanAbsoluteError>(),
                             std::make_shared<metrics::MeanSquaredError>()};
   MetricSums cs(Device::cpu(), 6), gs(kGpu, 6);
   for (size_t i = 0; i < sparse.size(); ++i) {
@@ -110,8 +111,8 @@ TEST_F(LossParity, GatherOfFloatFeaturesAndWideFloatTargetsEqualsTheCpu) {
   og.data<int32_t>()[order.size()] = 0;  // the cursor
   Tensor xg = Tensor::zeros(Shape{4, 3}, DType::F32, kGpu), yg = Tensor::zeros(Shape{4, 7}, DType::F32, kGpu);
   Tensor order_g = og.to(kGpu);
-  cuda::gather_batch(cuda::context(0), ds.features().to(kGpu), ds.targets().to(kGpu), ds.scale(), order_g, 0, 4, 4,
-                     xg, yg);
+  cuda::gather_batch(cuda::context(0), ds.features().to(kGpu), ds.targets().to(kGpu), ds.scale(), order_g, 0, 4, 4, xg,
+                     yg);
   EXPECT_EQ(xg.to_vector(), xc.to_vector());
   EXPECT_EQ(yg.to_vector(), yc.to_vector());
 }
@@ -131,10 +132,10 @@ TEST_F(LossParity, ClippingDecayAndRmspropOnTheGpuMatchTheCpu) {
     }
     return p.to_vector();
   };
-  SGD cs(SgdOptions{.learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f,
-                    .clipvalue = 0.8f});
-  SGD gs(SgdOptions{.learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f,
-                    .clipvalue = 0.8f});
+  SGD cs(SgdOptions{
+      .learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f, .clipvalue = 0.8f});
+  SGD gs(SgdOptions{
+      .learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f, .clipvalue = 0.8f});
   // The norm in double either way, grouped otherwise: the clip factor agrees to ~1 float ulp.
   EXPECT_LE(test::max_rel_error(run(gs, kGpu), run(cs, Device::cpu())), 4 * kUlp1);
   RMSprop cr(RmspropOptions{.learning_rate = 1e-2f, .weight_decay = 0.01f}),

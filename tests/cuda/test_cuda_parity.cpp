@@ -291,7 +291,8 @@ TEST_F(Parity, GatherFromADeviceDatasetEqualsTheCpuGather) {
   ds.gather(std::span<const int64_t>(order.data() + 4, 2), x2c, y2c);
   EXPECT_EQ(x2.to_vector(), x2c.to_vector());
   // Rows the order cannot hold are refused on the host.
-  EXPECT_THROW(cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), ds.scale(), order_g, 4, 5, 0, xg, yg), ShapeError);
+  EXPECT_THROW(cuda::gather_batch(ctx(), images.to(kGpu), lab.to(kGpu), ds.scale(), order_g, 4, 5, 0, xg, yg),
+               ShapeError);
 }
 
 TEST_F(Parity, DenseForwardAndBackwardWithRelu) {

@@ -1,10 +1,9 @@
 // read_csv: a numeric table to a Dataset, and the one clear error for each kind of bad file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <unistd.h>
 
 #include "test_util.h"
 

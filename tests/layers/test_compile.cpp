@@ -77,9 +77,10 @@ TEST(Compile, DataTheLossCannotReadIsRefusedNamingBoth) {
   m.compile(std::make_unique<Adam>(), std::make_unique<losses::MeanSquaredError>(),
             {std::make_shared<metrics::SparseCategoricalAccuracy>()});  // a metric that cannot read it
   EXPECT_THROW(m.evaluate(data), ShapeError);
-  EXPECT_THROW(m.compile(std::make_unique<Adam>(), std::make_unique<losses::MeanSquaredError>(),
-                         {std::make_shared<metrics::MeanSquaredError>(), std::make_shared<metrics::MeanSquaredError>()}),
-               ArgumentError);  // two metrics of one name
+  EXPECT_THROW(
+      m.compile(std::make_unique<Adam>(), std::make_unique<losses::MeanSquaredError>(),
+                {std::make_shared<metrics::MeanSquaredError>(), std::make_shared<metrics::MeanSquaredError>()}),
+      ArgumentError);  // two metrics of one name
 }
 
 // Multi-label: two binary targets per sample from a Dense(2), sliced (16-row micro-batches) and
@@ -182,8 +183,8 @@ TEST(Dataset, SplitIsASeededPermutationIntoTwoParts) {
     }
   std::vector<float> sorted = seen;
   std::sort(sorted.begin(), sorted.end());
-  EXPECT_EQ(sorted, y);     // every sample once
-  EXPECT_NE(seen, y);       // shuffled
+  EXPECT_EQ(sorted, y);  // every sample once
+  EXPECT_NE(seen, y);    // shuffled
   EXPECT_EQ(d.split(0.25, 7).second.targets().to_vector(), held.targets().to_vector());
   EXPECT_NE(d.split(0.25, 8).second.targets().to_vector(), held.targets().to_vector());
   EXPECT_THROW(d.split(0.0, 1), ArgumentError);

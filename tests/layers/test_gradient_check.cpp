@@ -52,6 +52,20 @@ class HalfGradientMse : public losses::MeanSquaredError {
   Tensor half_;
 };
 
+// ... and one whose backward forgot to write anything but zeros.
+class ZeroGradientMse : public losses::MeanSquaredError {
+ public:
+  std::unique_ptr<Loss> clone() const override { return std::make_unique<ZeroGradientMse>(); }
+  const Tensor& backward(int64_t mean_rows) override {
+    zero_ = losses::MeanSquaredError::backward(mean_rows).clone();
+    zero_.fill(0.0f);
+    return zero_;
+  }
+
+ private:
+  Tensor zero_;
+};
+
 TEST(CheckGradients, ALossOfManyOutputsIsJudgedAtItsOwnScale) {
   // 800 outputs: each element's gradient is ~1e-3, below any absolute tolerance; judged against
   // the largest element, a factor of 2 is still plain.
@@ -62,6 +76,9 @@ TEST(CheckGradients, ALossOfManyOutputsIsJudgedAtItsOwnScale) {
   HalfGradientMse wrong;
   const GradientCheckReport bad = check_gradients(wrong, z, t);
   EXPECT_FALSE(bad.passed) << bad.summary();
+  ZeroGradientMse zero;
+  const GradientCheckReport none = check_gradients(zero, z, t);
+  EXPECT_FALSE(none.passed) << none.summary();
 }
 
 TEST(CheckGradients, PassesTheBuiltInsAndCatchesAWrongBackward) {
@@ -81,9 +98,9 @@ TEST(CheckGradients, PassesTheBuiltInsAndCatchesAWrongBackward) {
   EXPECT_GT(b.max_error, 10 * GradientCheckOptions{}.tolerance);  // twice the numeric: off by about |numeric|
 
   losses::Huber huber(0.5f);
-  const GradientCheckReport h = check_gradients(huber, test::random_tensor(Shape{4, 3}, 1, -2.0f, 2.0f),
-                                                test::random_tensor(Shape{4, 3}, 2, -2.0f, 2.0f),
-                                                GradientCheckOptions{.step = 1e-3});
+  const GradientCheckReport h =
+      check_gradients(huber, test::random_tensor(Shape{4, 3}, 1, -2.0f, 2.0f),
+                      test::random_tensor(Shape{4, 3}, 2, -2.0f, 2.0f), GradientCheckOptions{.step = 1e-3});
   EXPECT_TRUE(h.passed) << h.summary();
 }
 

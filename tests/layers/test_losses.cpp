@@ -157,8 +157,8 @@ TEST(CategoricalCrossentropy, SmoothedAndSoftTargetsMatchTheDefinition) {
   Tensor zz = z.clone();
   test::GradCheckOptions opt;
   opt.step = 1e-3;
-  test::check_gradient([&] { return double(probe.value(zz, t)); }, std::span<float>(zz.f32(), 12), analytic,
-                       "logits", opt);
+  test::check_gradient([&] { return double(probe.value(zz, t)); }, std::span<float>(zz.f32(), 12), analytic, "logits",
+                       opt);
 }
 
 TEST(Metrics, EachCountsWhatItsDefinitionSays) {
@@ -167,7 +167,7 @@ TEST(Metrics, EachCountsWhatItsDefinitionSays) {
   const Tensor z = Tensor::from_vector(Shape{3, 4}, std::vector<float>{2, 2, 0, 1, 0, 1, 3, 2, 1, 1, 1, 0});
   const Tensor y = labels_of({1, 3, 2});
   MetricSums sums(Device::cpu(), 4);
-  metrics::SparseCategoricalAccuracy().accumulate(z, y, sums, 4);      // row 0: argmax 0 != 1; none right
+  metrics::SparseCategoricalAccuracy().accumulate(z, y, sums, 4);       // row 0: argmax 0 != 1; none right
   metrics::SparseTopKCategoricalAccuracy(2).accumulate(z, y, sums, 5);  // rows 0 (2 ties), 1 (2nd), 2 (tie)
   metrics::SparseTopKCategoricalAccuracy(1).accumulate(z, y, sums, 6);  // rows 0 and 2: nothing greater
   metrics::SparseCategoricalAccuracy().accumulate(z, labels_of({0, 2, 0}), sums, 7);

@@ -117,7 +117,7 @@ TEST(LearningRateSchedule, FitRunsAWarmUpStepByStepAndCallsBackAfterEachStep) {
     EXPECT_FLOAT_EQ(static_cast<float>(seen[i].learning_rate), s.rate_at(epoch + batch / 4.0, static_cast<int64_t>(i)));
   }
   EXPECT_LT(seen[1].learning_rate, seen[4].learning_rate);  // rising during the warm-up
-  EXPECT_DOUBLE_EQ(seen[3].loss, h.epochs[0].loss);            // the running mean at the epoch's end
+  EXPECT_DOUBLE_EQ(seen[3].loss, h.epochs[0].loss);         // the running mean at the epoch's end
   ASSERT_EQ(seen[3].metrics.size(), 1u);
   EXPECT_DOUBLE_EQ(seen[3].metrics[0].second, h.epochs[0].accuracy);
 

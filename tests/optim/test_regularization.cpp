@@ -77,7 +77,7 @@ TEST(Regularization, ClippingByValueThenByGlobalNorm) {
   by_norm.step(q, bad);
   EXPECT_TRUE(std::isnan(bad.f32()[1]));
   Tensor inf = vec({std::numeric_limits<float>::infinity(), 1.0f});  // an infinite norm: NaN too, not
-  by_norm.step(q, inf);                                                 // c / inf = 0, a silently skipped step
+  by_norm.step(q, inf);                                              // c / inf = 0, a silently skipped step
   EXPECT_TRUE(std::isnan(inf.f32()[1]));
   Tensor big = vec({3e38f, 3e38f});  // finite floats whose norm only a double holds: clipped normally
   by_norm.step(q, big);
