@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
         c.copy_from(t);
         return c;
       };
-      const Tensor x = copy_of(fixed.x), y = copy_of(fixed.y);
+      const Tensor x = copy_of(fixed.x()), y = copy_of(fixed.y());
       Batch b;
       int64_t epoch = 0;
       auto next = [&] {
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
             graph_loader.start_epoch(++graph_epoch);
             continue;
           }
-          if (gb.x.dim(0) == batch) return;
+          if (gb.rows() == batch) return;
           gb.gather();
         }
       };
@@ -193,12 +193,12 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 2; ++i) {  // warm: plans, workspaces, optimizer state
           graph_next();
           gb.gather();
-          model.train_step(gb.x, gb.y, sums);
+          model.train_step(gb.inputs, gb.targets, sums);
         }
         graph_next();
         graph = CudaGraph::capture(device, [&] {
           gb.gather();
-          model.train_step(gb.x, gb.y, sums);
+          model.train_step(gb.inputs, gb.targets, sums);
         });
         graph.launch();
       }
@@ -214,8 +214,8 @@ int main(int argc, char** argv) {
                 model.evaluate_batch(x, y, sums);
               } else if (with_data) {
                 next();
-                if (b.x.dim(0) != batch) next();  // keep the batch size fixed (skip an epoch's last)
-                model.train_step(b.x, b.y, sums);
+                if (b.rows() != batch) next();  // keep the batch size fixed (skip an epoch's last)
+                model.train_step(b.inputs, b.targets, sums);
               } else {
                 model.train_step(x, y, sums);
               }

@@ -28,8 +28,9 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options) : data
   if (opt_.device.is_cuda()) {
     EMBER_CHECK(dataset.size() <= std::numeric_limits<int32_t>::max(), ArgumentError,
                 "DataLoader: a dataset on the GPU holds at most 2^31-1 samples");
-    device_features_ = dataset.features().to(opt_.device);  // once: 47 MB for MNIST's training set
-    device_targets_ = dataset.targets().to(opt_.device);
+    for (const DataInput& in : dataset.inputs())
+      device_inputs_.push_back(in.values.to(opt_.device));  // once: 47 MB for MNIST's training set
+    for (const DataTarget& t : dataset.all_targets()) device_targets_.push_back(t.values.to(opt_.device));
     opt_.prefetch = false;  // the gather is a kernel queued behind the running step
   }
   if (opt_.prefetch) worker_ = std::thread([this] { prefetch_loop(); });
@@ -117,12 +118,27 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   const int64_t hi = begin + global * (opt_.shard + 1) / opt_.num_shards;
   out.global_size = global;
   if (opt_.device.is_cuda()) {
-    ensure(out.x, dataset_.sample_shape().with_batch(hi - lo), DType::F32, opt_.device);
-    ensure(out.y, dataset_.target_shape().with_batch(hi - lo), dataset_.target_dtype(), opt_.device);
-    // The device cursor is at `begin` here: every gather advances it by one global batch.
-    out.gather = [this, shard_offset = lo - begin, count = hi - lo, x = out.x, y = out.y]() mutable {
-      detail::data_cuda_ops().gather_batch(device_features_, device_targets_, dataset_.scale(), device_order_,
-                                           shard_offset, count, opt_.batch_size, x, y);
+    out.inputs.resize(dataset_.num_inputs());
+    for (size_t k = 0; k < out.inputs.size(); ++k)
+      ensure(out.inputs[k], dataset_.input(k).values.shape().without_batch().with_batch(hi - lo), DType::F32,
+             opt_.device);
+    out.targets.resize(dataset_.num_targets());
+    for (size_t k = 0; k < out.targets.size(); ++k)
+      ensure(out.targets[k], dataset_.target(k).values.shape().without_batch().with_batch(hi - lo),
+             dataset_.target(k).values.dtype(), opt_.device);
+    // The device cursor is at `begin` here: the last gather advances it by one global batch.
+    // Input k's gather brings target k along while both exist, the further targets come alone.
+    // `out` is one of the loader's two buffers: it outlives the batch handed out (a shallow copy).
+    out.gather = [this, shard_offset = lo - begin, count = hi - lo, &out] {
+      static const Tensor none;
+      static Tensor unused;
+      std::vector<Tensor>&xs = out.inputs, &ys = out.targets;
+      const size_t calls = std::max(xs.size(), ys.size());
+      for (size_t k = 0; k < calls; ++k)
+        detail::data_cuda_ops().gather_batch(
+            k < xs.size() ? device_inputs_[k] : none, k < ys.size() ? device_targets_[k] : none,
+            k < xs.size() ? dataset_.input(k).scale : 1.0f, device_order_, shard_offset, count,
+            k + 1 == calls ? opt_.batch_size : 0, k < xs.size() ? xs[k] : unused, k < ys.size() ? ys[k] : unused);
     };
     if (!opt_.defer_device_gather) {
       out.gather();
@@ -130,7 +146,7 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
     }
     return;
   }
-  dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.x, out.y);
+  dataset_.gather(std::span<const int64_t>(order_.data() + lo, static_cast<size_t>(hi - lo)), out.inputs, out.targets);
 }
 
 bool DataLoader::next(Batch& batch) {

@@ -29,8 +29,14 @@
 namespace ember {
 
 struct Batch {
-  Tensor x;                 // f32 (B, ...): the features, scaled (Dataset::scale)
-  Tensor y;                 // the targets: i32 (B) labels or f32 (B, ...)
+  std::vector<Tensor> inputs;   // per dataset input, f32 (B, ...): the features, scaled (DataInput::scale)
+  std::vector<Tensor> targets;  // per dataset target: i32 (B) labels or f32 (B, ...)
+  // The first (usually the only) input and target.
+  const Tensor& x() const { return inputs.at(0); }
+  Tensor& x() { return inputs.at(0); }
+  const Tensor& y() const { return targets.at(0); }
+  Tensor& y() { return targets.at(0); }
+  int64_t rows() const { return inputs.empty() ? 0 : inputs[0].dim(0); }
   int64_t global_size = 0;  // samples in the whole global batch (all shards together)
   // Set only by a loader with `defer_device_gather`: queues the gather of x and y on their GPU
   // (until then they are allocated but not filled) and advances the loader's device cursor.
@@ -94,7 +100,8 @@ class DataLoader {
   std::thread worker_;
   // GPU batches: the dataset, and this epoch's order (i32, the sample indices then the cursor)
   // on opt_.device.
-  Tensor device_features_, device_targets_, device_order_;
+  std::vector<Tensor> device_inputs_, device_targets_;
+  Tensor device_order_;
 };
 
 }  // namespace ember

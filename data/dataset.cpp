@@ -1,6 +1,7 @@
 // Dataset: validation, views, splits, and the batch gather (data/cpu/gather.h).
 #include "dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -49,29 +50,141 @@ Dataset::Dataset(Tensor images, Tensor labels, int num_classes, std::string name
 }
 
 Dataset Dataset::from_tensors(Tensor features, Tensor targets, DatasetOptions options) {
-  EMBER_CHECK(features.defined() && (features.dtype() == DType::U8 || features.dtype() == DType::F32) &&
-                  features.rank() >= 2 && features.device().is_cpu() && features.layout() == Layout::RowMajor,
-              ShapeError, "Dataset: features must be u8 or f32 (N, ...) row-major on the cpu, got " + features.str());
-  EMBER_CHECK(targets.defined() &&
-                  ((targets.dtype() == DType::I32 && targets.rank() == 1) ||
-                   (targets.dtype() == DType::F32 && targets.rank() >= 1)) &&
-                  targets.device().is_cpu() && targets.layout() == Layout::RowMajor,
-              ShapeError, "Dataset: targets must be i32 (N) labels or f32 (N, ...) on the cpu, got " + targets.str());
-  EMBER_CHECK(features.dim(0) == targets.dim(0), ShapeError,
-              "Dataset: " + std::to_string(features.dim(0)) + " samples of features but " +
-                  std::to_string(targets.dim(0)) + " of targets");
-  EMBER_CHECK(std::isfinite(options.scale) && options.scale != 0.0f, ArgumentError,
-              "Dataset: the scale must be finite and non-zero, got " + std::to_string(options.scale));
+  const float scale = options.scale;
+  options.scale = 1.0f;
+  return from_inputs({DataInput{.name = "", .values = std::move(features), .scale = scale}}, std::move(targets),
+                     std::move(options));
+}
+
+Dataset Dataset::from_inputs(std::vector<DataInput> inputs, Tensor targets, DatasetOptions options) {
+  return from_inputs(std::move(inputs), {DataTarget{.name = "", .values = std::move(targets)}}, std::move(options));
+}
+
+namespace {
+// All of `items` named or none, the names unique; `what` is "input" or "target".
+template <typename T>
+void check_names(const std::vector<T>& items, const char* what) {
+  const bool named = !items[0].name.empty();
+  for (size_t k = 0; k < items.size(); ++k) {
+    EMBER_CHECK(items[k].name.empty() != named, ArgumentError,
+                std::string("Dataset: name every ") + what + " or none (" + what + " 0 is " +
+                    (named ? "'" + items[0].name + "'" : "unnamed") + ", " + what + " " + std::to_string(k) +
+                    (named ? " unnamed)" : " '" + items[k].name + "')"));
+    for (size_t j = 0; j < k; ++j)
+      EMBER_CHECK(!named || items[j].name != items[k].name, ArgumentError,
+                  std::string("Dataset: two ") + what + "s are named '" + items[k].name + "'");
+  }
+}
+
+// "features" / "targets" for a dataset of one, "input 1 'meta'" for one of several.
+template <typename T>
+std::string which(const std::vector<T>& items, size_t k, const char* one, const char* what) {
+  if (items.size() == 1) return one;
+  return std::string(what) + " " + std::to_string(k) + (items[k].name.empty() ? "" : " '" + items[k].name + "'");
+}
+}  // namespace
+
+Dataset Dataset::from_inputs(std::vector<DataInput> inputs, std::vector<DataTarget> targets, DatasetOptions options) {
+  EMBER_CHECK(!inputs.empty(), ArgumentError, "Dataset: no inputs");
+  EMBER_CHECK(!targets.empty(), ArgumentError, "Dataset: no targets");
+  EMBER_CHECK(
+      options.scale == 1.0f, ArgumentError,
+      "Dataset::from_inputs: each input has its own scale (DataInput::scale); leave DatasetOptions::scale at 1");
   EMBER_CHECK(options.num_classes >= 0, ArgumentError, "Dataset: num_classes must be >= 0");
-  check_labels(targets, options.num_classes);
-  // One f32 value per sample: (N, 1), what a model's (1,) output is compared with.
-  if (targets.dtype() == DType::F32 && targets.rank() == 1) targets = targets.reshape(Shape{targets.dim(0), 1});
+  check_names(inputs, "input");
+  check_names(targets, "target");
+  for (size_t k = 0; k < targets.size(); ++k) {
+    Tensor& t = targets[k].values;
+    const std::string w = which(targets, k, "targets", "target");
+    EMBER_CHECK(t.defined() &&
+                    ((t.dtype() == DType::I32 && t.rank() == 1) || (t.dtype() == DType::F32 && t.rank() >= 1)) &&
+                    t.device().is_cpu() && t.layout() == Layout::RowMajor,
+                ShapeError,
+                "Dataset: " + w + " must be i32 (N) labels or f32 (N, ...) on the cpu, got " +
+                    (t.defined() ? t.str() : std::string("nothing")));
+    EMBER_CHECK(t.dim(0) == targets[0].values.dim(0), ShapeError,
+                "Dataset: " + std::to_string(t.dim(0)) + " samples of " + w + " but " +
+                    std::to_string(targets[0].values.dim(0)) + " of target 0");
+    check_labels(t, options.num_classes);
+    // One f32 value per sample: (N, 1), what a model's (1,) output is compared with.
+    if (t.dtype() == DType::F32 && t.rank() == 1) t = t.reshape(Shape{t.dim(0), 1});
+  }
+  const int64_t n = targets[0].values.dim(0);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& f = inputs[k].values;
+    const std::string w = which(inputs, k, "features", "input");
+    EMBER_CHECK(f.defined() && (f.dtype() == DType::U8 || f.dtype() == DType::F32) && f.rank() >= 2 &&
+                    f.device().is_cpu() && f.layout() == Layout::RowMajor,
+                ShapeError,
+                "Dataset: " + w + " must be u8 or f32 (N, ...) row-major on the cpu, got " +
+                    (f.defined() ? f.str() : std::string("nothing")));
+    EMBER_CHECK(std::isfinite(inputs[k].scale) && inputs[k].scale != 0.0f, ArgumentError,
+                "Dataset: the scale of " + w + " must be finite and non-zero, got " + std::to_string(inputs[k].scale));
+    EMBER_CHECK(
+        f.dim(0) == n, ShapeError,
+        "Dataset: " + std::to_string(f.dim(0)) + " samples of " + w + " but " + std::to_string(n) + " of targets");
+  }
   Dataset d;
-  d.features_ = std::move(features);
+  d.inputs_ = std::move(inputs);
   d.targets_ = std::move(targets);
-  d.scale_ = options.scale;
   d.num_classes_ = options.num_classes;
   d.name_ = std::move(options.name);
+  return d;
+}
+
+const DataInput& Dataset::input(size_t k) const {
+  EMBER_CHECK(
+      k < inputs_.size(), ArgumentError,
+      "Dataset::input(" + std::to_string(k) + ") of a dataset of " + std::to_string(inputs_.size()) + " inputs");
+  return inputs_[k];
+}
+
+const DataTarget& Dataset::target(size_t k) const {
+  EMBER_CHECK(
+      k < targets_.size(), ArgumentError,
+      "Dataset::target(" + std::to_string(k) + ") of a dataset of " + std::to_string(targets_.size()) + " targets");
+  return targets_[k];
+}
+
+namespace {
+// `items` in the order of `names`: by name when named, else by position (the counts must match).
+template <typename T>
+std::vector<T> in_order(const std::vector<T>& items, const std::vector<std::string>& names, const char* what,
+                        const char* kind) {
+  const auto listed = [](const auto& list, const auto& name_of) {
+    std::string out = "[";
+    for (size_t i = 0; i < list.size(); ++i) out += (i ? ", '" : "'") + name_of(list[i]) + "'";
+    return out + "]";
+  };
+  const auto model_names = [&] { return listed(names, [](const std::string& n) { return n; }); };
+  const auto data_names = [&] { return listed(items, [](const T& it) { return it.name; }); };
+  if (items.empty() || items[0].name.empty()) {  // by position
+    EMBER_CHECK(items.size() == names.size(), ShapeError,
+                std::string(what) + ": the data has " + std::to_string(items.size()) + " " + kind +
+                    (items.size() == 1 ? "" : "s") + " but the model " + std::to_string(names.size()) + " " +
+                    model_names());
+    return items;
+  }
+  std::vector<T> out;
+  for (const std::string& n : names) {
+    const auto it = std::find_if(items.begin(), items.end(), [&](const T& x) { return x.name == n; });
+    EMBER_CHECK(it != items.end(), ShapeError,
+                std::string(what) + ": the model's " + kind + " '" + n + "' is not in the data (its " + kind +
+                    "s are " + data_names() + ")");
+    out.push_back(*it);
+  }
+  EMBER_CHECK(items.size() == names.size(), ShapeError,
+              std::string(what) + ": the data's " + kind + "s " + data_names() + " are more than the model's " +
+                  model_names() + " (one the model does not use is refused, not ignored)");
+  return out;
+}
+}  // namespace
+
+Dataset Dataset::arranged_for(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                              const char* what) const {
+  Dataset d = *this;
+  d.inputs_ = in_order(inputs_, inputs, what, "input");
+  d.targets_ = in_order(targets_, outputs, what, "target");
   return d;
 }
 
@@ -108,8 +221,14 @@ Dataset Dataset::slice(int64_t begin, int64_t end) const {
               "Dataset::slice(" + std::to_string(begin) + ", " + std::to_string(end) + ") of a dataset of " +
                   std::to_string(size()));
   Dataset d = *this;
-  d.features_ = features_.view(begin * sample_shape().numel(), sample_shape().with_batch(end - begin));
-  d.targets_ = targets_.view(begin * target_shape().numel(), target_shape().with_batch(end - begin));
+  for (DataInput& in : d.inputs_) {
+    const Shape sample = in.values.shape().without_batch();
+    in.values = in.values.view(begin * sample.numel(), sample.with_batch(end - begin));
+  }
+  for (DataTarget& t : d.targets_) {
+    const Shape sample = t.values.shape().without_batch();
+    t.values = t.values.view(begin * sample.numel(), sample.with_batch(end - begin));
+  }
   return d;
 }
 
@@ -126,31 +245,51 @@ std::pair<Dataset, Dataset> Dataset::split(double fraction, uint64_t seed) const
   Rng rng = Rng(seed).fork(0x53504c4954ull /* "SPLIT" */);
   for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
   // Copies of the rows in that order: the first size - held, then the rest.
+  const auto rows = [&](const Tensor& from, int64_t begin, int64_t end) {
+    Tensor t = Tensor::empty(from.shape().without_batch().with_batch(end - begin), from.dtype(), Device::cpu());
+    const size_t per = from.nbytes() / static_cast<size_t>(size());
+    for (int64_t i = begin; i < end; ++i)
+      std::memcpy(static_cast<char*>(t.raw()) + static_cast<size_t>(i - begin) * per,
+                  static_cast<const char*>(from.raw()) + static_cast<size_t>(order[static_cast<size_t>(i)]) * per, per);
+    return t;
+  };
   const auto part = [&](int64_t begin, int64_t end) {
-    Tensor f = Tensor::empty(sample_shape().with_batch(end - begin), features_.dtype(), Device::cpu());
-    Tensor t = Tensor::empty(target_shape().with_batch(end - begin), targets_.dtype(), Device::cpu());
-    const size_t fb = features_.nbytes() / static_cast<size_t>(size()),
-                 tb = targets_.nbytes() / static_cast<size_t>(size());
-    for (int64_t i = begin; i < end; ++i) {
-      const auto src = static_cast<size_t>(order[static_cast<size_t>(i)]);
-      std::memcpy(static_cast<char*>(f.raw()) + static_cast<size_t>(i - begin) * fb,
-                  static_cast<const char*>(features_.raw()) + src * fb, fb);
-      std::memcpy(static_cast<char*>(t.raw()) + static_cast<size_t>(i - begin) * tb,
-                  static_cast<const char*>(targets_.raw()) + src * tb, tb);
-    }
     Dataset d = *this;
-    d.features_ = f;
-    d.targets_ = t;
+    for (DataInput& in : d.inputs_) in.values = rows(in.values, begin, end);
+    for (DataTarget& t : d.targets_) t.values = rows(t.values, begin, end);
     return d;
   };
   return {part(0, size() - held), part(size() - held, size())};
 }
 
 void Dataset::gather(std::span<const int64_t> indices, Tensor& x, Tensor& y) const {
+  EMBER_CHECK(inputs_.size() == 1 && targets_.size() == 1, ArgumentError,
+              "Dataset::gather: the dataset has " + std::to_string(inputs_.size()) + " inputs and " +
+                  std::to_string(targets_.size()) + " targets: gather into lists");
   const int64_t b = static_cast<int64_t>(indices.size());
   ensure(x, sample_shape().with_batch(b), DType::F32, Device::cpu());
-  ensure(y, target_shape().with_batch(b), targets_.dtype(), Device::cpu());
-  cpu::gather_batch(features_, targets_, scale_, indices, x, y);
+  ensure(y, target_shape().with_batch(b), target_dtype(), Device::cpu());
+  cpu::gather_batch(features(), targets(), scale(), indices, x, y);
+}
+
+void Dataset::gather(std::span<const int64_t> indices, std::vector<Tensor>& xs, std::vector<Tensor>& ys) const {
+  const int64_t b = static_cast<int64_t>(indices.size());
+  xs.resize(inputs_.size());
+  ys.resize(targets_.size());
+  for (size_t k = 0; k < targets_.size(); ++k)
+    ensure(ys[k], targets_[k].values.shape().without_batch().with_batch(b), targets_[k].values.dtype(), Device::cpu());
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    ensure(xs[k], inputs_[k].values.shape().without_batch().with_batch(b), DType::F32, Device::cpu());
+    static const Tensor none;  // target 0 once, with input 0 (which checks the indices)
+    cpu::gather_batch(inputs_[k].values, k == 0 ? targets() : none, inputs_[k].scale, indices, xs[k], ys[0]);
+  }
+  for (size_t k = 1; k < targets_.size(); ++k) {  // the further targets' rows, as they are
+    const Tensor& t = targets_[k].values;
+    const size_t per = t.nbytes() / static_cast<size_t>(std::max<int64_t>(size(), 1));
+    for (int64_t i = 0; i < b; ++i)
+      std::memcpy(static_cast<char*>(ys[k].raw()) + static_cast<size_t>(i) * per,
+                  static_cast<const char*>(t.raw()) + static_cast<size_t>(indices[static_cast<size_t>(i)]) * per, per);
+  }
 }
 
 }  // namespace ember

@@ -4,6 +4,12 @@
 //   features  u8 or f32 (N, ...)    a batch's x is f32 (B, ...) = features * scale()
 //   targets   i32 (N) labels, or f32 (N, ...) values (regression, one-hot, multi-label, x itself)
 //
+// A model of several inputs (layers/model/graph.h) takes a dataset of several feature tensors
+// (from_inputs), each with its own scale and, optionally, the name of the model Input it feeds
+// (Keras' dict of inputs): named inputs are matched to the model's by name, unnamed ones by
+// position. A model of several outputs takes several target tensors alike (DataTarget, named
+// after the output layers or by position).
+//
 // The scale is the one transform, and explicit: images of bytes come with 1/255 (the image
 // constructor and the MNIST loader say so), anything else with 1 unless given.
 #pragma once
@@ -24,6 +30,21 @@ struct DatasetOptions {
   std::string name{};
 };
 
+// One input tensor of a dataset: u8 or f32 (N, ...), scaled by `scale` into the batch, feeding the
+// model Input called `name` ("": by position).
+struct DataInput {
+  std::string name{};
+  Tensor values{};
+  float scale = 1.0f;
+};
+
+// One target tensor of a dataset: i32 (N) labels or f32 (N, ...) values, for the model output
+// (its layer) called `name` ("": by position).
+struct DataTarget {
+  std::string name{};
+  Tensor values{};
+};
+
 class Dataset {
  public:
   Dataset() = default;
@@ -33,6 +54,13 @@ class Dataset {
   // Any features (u8 or f32, (N, ...)) and targets (i32 (N) labels or f32 (N, ...); f32 (N) is
   // taken as (N, 1)), on the CPU.
   static Dataset from_tensors(Tensor features, Tensor targets, DatasetOptions options = {});
+  // Several inputs (a model of several Inputs), all named or none, each with its own scale
+  // (options.scale must stay 1); the same N samples in each and in the targets.
+  static Dataset from_inputs(std::vector<DataInput> inputs, Tensor targets, DatasetOptions options = {});
+  // Several targets (a model of several outputs), all named or none; num_classes checks every
+  // i32 target.
+  static Dataset from_inputs(std::vector<DataInput> inputs, std::vector<DataTarget> targets,
+                             DatasetOptions options = {});
   // From vectors: `features` holds N samples of `sample` (row-major), `targets` N of `target`
   // (Shape{} for one value per sample). ShapeError names what does not divide.
   static Dataset from_vectors(std::span<const float> features, const Shape& sample, std::span<const float> targets,
@@ -40,18 +68,34 @@ class Dataset {
   static Dataset from_vectors(std::span<const float> features, const Shape& sample, std::span<const int32_t> labels,
                               DatasetOptions options = {});
 
-  int64_t size() const { return features_.defined() ? features_.dim(0) : 0; }
-  Shape sample_shape() const { return features_.shape().without_batch(); }
-  Shape target_shape() const { return targets_.shape().without_batch(); }  // Shape{} for labels
-  DType target_dtype() const { return targets_.dtype(); }
-  float scale() const { return scale_; }
+  int64_t size() const { return targets_.empty() ? 0 : targets_[0].values.dim(0); }
+  // Input 0's per-sample shape (the only input's, usually).
+  Shape sample_shape() const { return inputs_.empty() ? Shape{} : inputs_[0].values.shape().without_batch(); }
+  // Target 0's (the only one's, usually): Shape{} for labels.
+  Shape target_shape() const { return targets().shape().without_batch(); }
+  DType target_dtype() const { return targets().dtype(); }
+  float scale() const { return inputs_.empty() ? 1.0f : inputs_[0].scale; }
   int num_classes() const { return num_classes_; }
   const std::string& name() const { return name_; }
-  const Tensor& features() const { return features_; }
-  const Tensor& targets() const { return targets_; }
+  const Tensor& features() const { return input(0).values; }  // input 0's
+  const Tensor& targets() const { return target(0).values; }  // target 0's
   // The names of an image dataset's two tensors.
-  const Tensor& images() const { return features_; }
-  const Tensor& labels() const { return targets_; }
+  const Tensor& images() const { return features(); }
+  const Tensor& labels() const { return targets(); }
+  // The inputs, in the order a batch holds them.
+  size_t num_inputs() const { return inputs_.size(); }
+  const DataInput& input(size_t k) const;
+  const std::vector<DataInput>& inputs() const { return inputs_; }
+  // The targets, in the order a batch holds them.
+  size_t num_targets() const { return targets_.size(); }
+  const DataTarget& target(size_t k) const;
+  const std::vector<DataTarget>& all_targets() const { return targets_; }
+  // The same samples with the inputs in the order of `inputs` (a model's Input names) and the
+  // targets in the order of `outputs` (its output names): named ones by name, unnamed ones as they
+  // are. ShapeError naming what is missing or left over (`what`: "fit", "evaluate" ...). A view,
+  // no copy.
+  Dataset arranged_for(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                       const char* what) const;
 
   // The first n samples (a view, no copy), e.g. for quick runs and tests.
   Dataset take(int64_t n) const;
@@ -62,12 +106,15 @@ class Dataset {
   std::pair<Dataset, Dataset> split(double fraction, uint64_t seed) const;
 
   // Gathers `indices` into x (f32 (B, ...) row-major, features * scale) and y (targets' dtype,
-  // (B, ...)). Reuses x and y when their shapes already fit.
+  // (B, ...)). Reuses x and y when their shapes already fit. One input.
   void gather(std::span<const int64_t> indices, Tensor& x, Tensor& y) const;
+  // Any number of inputs and targets: xs[k] from input k, ys[k] from target k (resized to
+  // num_inputs() and num_targets()).
+  void gather(std::span<const int64_t> indices, std::vector<Tensor>& xs, std::vector<Tensor>& ys) const;
 
  private:
-  Tensor features_, targets_;
-  float scale_ = 1.0f;
+  std::vector<DataInput> inputs_;
+  std::vector<DataTarget> targets_;
   int num_classes_ = 0;
   std::string name_;
 };

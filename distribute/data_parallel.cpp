@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "../core/cuda_module.h"
@@ -23,13 +24,21 @@ std::unique_ptr<Model> build_replica(const ModelRecipe& recipe, Device device) {
     recipe.add_layers(*seq);
     m = std::move(seq);
   }
-  if (!m->built())
+  // A graph model knows its inputs' shapes: input_shape, when given, is checked against them.
+  const bool own_shapes = m->is_graph() && recipe.input_shape.rank() == 0;
+  if (!m->built() && own_shapes)
+    m->build(recipe.seed);
+  else if (!m->built())
     m->build(recipe.input_shape, recipe.seed);
-  else  // made with its weights (load_model): it must fit the data
+  else if (!own_shapes)  // made with its weights (load_model): it must fit the data
     EMBER_CHECK(
-        m->input_shape() == recipe.input_shape, ShapeError,
+        m->num_inputs() == 1 && m->input_shape() == recipe.input_shape, ShapeError,
         "the model takes samples " + m->input_shape().str() + " but the data's are " + recipe.input_shape.str());
-  if (recipe.make_loss)
+  EMBER_CHECK(!recipe.make_outputs || (!recipe.make_loss && recipe.metrics.empty()), ArgumentError,
+              "ModelRecipe: give make_outputs or make_loss/metrics (not both)");
+  if (recipe.make_outputs)
+    m->compile(recipe.make_optimizer(), recipe.make_outputs());
+  else if (recipe.make_loss)
     m->compile(recipe.make_optimizer(), recipe.make_loss(), recipe.metrics);
   else if (!recipe.metrics.empty())
     m->compile(recipe.make_optimizer(), std::make_unique<losses::SparseCategoricalCrossentropy>(), recipe.metrics);
@@ -73,8 +82,8 @@ void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas,
     try {
       if (watchdog) watchdog->arm(member, devices[i], step);
       maybe_fail(fault, member, step);
-      const int64_t rows = shards[i].x.dim(0);
-      if (rows > 0) m.compute_gradients(shards[i].x, shards[i].y, sums[i]);
+      const int64_t rows = shards[i].rows();
+      if (rows > 0) m.compute_gradients(shards[i].inputs, shards[i].targets, sums[i]);
       weight_gradients(m.grads(), rows, global);
       if (watchdog) watchdog->disarm();
     } catch (const std::exception& e) {
@@ -111,27 +120,27 @@ void data_parallel_step(std::span<const std::unique_ptr<Model>> replicas, std::s
                         Communicator& gradients, int64_t step, const FaultPlan& fault, ReplicaWatchdog* watchdog) {
   compute_replica_gradients(replicas, devices, shards, global, sums, gradients, step, fault, watchdog);
   std::vector<int64_t> rows;
-  for (const Batch& b : shards) rows.push_back(b.x.dim(0));
+  for (const Batch& b : shards) rows.push_back(b.rows());
   all_reduce_replicas(replicas, rows, global, gradients);
   for (const auto& m : replicas) m->apply_gradients();
 }
 
-EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& data, int64_t batch_size) {
+EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& given, int64_t batch_size) {
+  const Dataset data = model.arranged(given, "evaluate");
   DataLoader loader(data, {.batch_size = std::max<int64_t>(batch_size, comm.size()),
                            .shuffle = false,
                            .seed = 0,
                            .num_shards = comm.size(),
                            .shard = comm.rank(),
                            .device = model.device()});
-  model.check_data(data, "evaluate");
   loader.start_epoch(0);
   Batch b;
   MetricSums sums = model.make_sums();
   int64_t seen = 0;
   while (loader.next(b)) {
-    const int64_t n = b.x.dim(0);
+    const int64_t n = b.rows();
     if (n == 0) continue;
-    model.evaluate_batch(b.x, b.y, sums);
+    model.evaluate_batch(b.inputs, b.targets, sums);
     seen += n;
   }
   const MetricSums::Values v = sums.read();
@@ -148,7 +157,8 @@ EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& dat
   // eval_result reads each metric from its slot or the fused count: give it both.
   for (size_t i = 0; i < metrics.size(); ++i) {
     total.metrics.push_back(t.f32()[2 + i]);
-    if (model.metrics()[i]->fused_with(model.loss())) total.correct = static_cast<int64_t>(t.f32()[2 + i]);
+    if (model.num_outputs() == 1 && model.metrics()[i]->fused_with(model.loss()))
+      total.correct = static_cast<int64_t>(t.f32()[2 + i]);
   }
   return model.eval_result(total, static_cast<int64_t>(t.f32()[1]));
 }
@@ -217,14 +227,16 @@ EvalResult DataParallelStrategy::evaluate(const Dataset& data, int64_t batch_siz
   return model().evaluate(data, batch_size);
 }
 
-float DataParallelStrategy::compute_gradients(const Tensor& x, const Tensor& y) {
+float DataParallelStrategy::compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
   EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
-  EMBER_CHECK(
-      x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0) && x.layout() == Layout::RowMajor &&
-          y.layout() == Layout::RowMajor,
-      ShapeError,
-      config_.kind + ": compute_gradients takes row-major x and y of one batch, got " + x.str() + " and " + y.str());
-  const int64_t rows = x.dim(0);
+  EMBER_CHECK(!xs.empty() && !ys.empty(), ArgumentError,
+              config_.kind + ": compute_gradients without inputs or targets");
+  for (const std::vector<Tensor>* list : {&xs, &ys})
+    for (const Tensor& t : *list)
+      EMBER_CHECK(t.rank() >= 1 && t.dim(0) == xs[0].dim(0) && t.layout() == Layout::RowMajor, ShapeError,
+                  config_.kind + ": compute_gradients takes row-major inputs and targets of one batch (" +
+                      std::to_string(xs[0].rank() >= 1 ? xs[0].dim(0) : 0) + " rows), got " + t.str());
+  const int64_t rows = xs[0].dim(0);
   int64_t global = rows;
   if (config_.world) {  // the global batch: every process's rows
     Tensor t = Tensor::empty(Shape{1}, DType::F32, Device::cpu());
@@ -246,9 +258,16 @@ float DataParallelStrategy::compute_gradients(const Tensor& x, const Tensor& y) 
     const int64_t lo = rows * static_cast<int64_t>(i) / static_cast<int64_t>(local);
     const int64_t hi = rows * static_cast<int64_t>(i + 1) / static_cast<int64_t>(local);
     const Device d = config_.devices[i];
-    Tensor xs = rows_of(x, lo, hi - lo), ys = rows_of(y, lo, hi - lo);
-    shards[i].x = xs.device() == d ? xs : xs.to(d);
-    shards[i].y = ys.device() == d ? ys : ys.to(d);
+    shards[i].inputs.clear();
+    for (const Tensor& x : xs) {
+      const Tensor part = rows_of(x, lo, hi - lo);
+      shards[i].inputs.push_back(part.device() == d ? part : part.to(d));
+    }
+    shards[i].targets.clear();
+    for (const Tensor& y : ys) {
+      const Tensor part = rows_of(y, lo, hi - lo);
+      shards[i].targets.push_back(part.device() == d ? part : part.to(d));
+    }
     loop_sums_[i].reset();
   }
   if (config_.world) config_.world->set_step(loop_step_);
@@ -262,7 +281,7 @@ float DataParallelStrategy::compute_gradients(const Tensor& x, const Tensor& y) 
     throw;
   }
   loop_rows_.clear();
-  for (const Batch& b : shards) loop_rows_.push_back(b.x.dim(0));
+  for (const Batch& b : shards) loop_rows_.push_back(b.rows());
   loop_global_ = global;
   double loss = 0;
   for (const MetricSums& s : loop_sums_) loss += s.read().loss_sum;  // waits for GPU replicas
@@ -288,15 +307,16 @@ History DataParallelStrategy::fit(const Dataset& all_train, const FitOptions& op
   EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
   FitData data;
   split_for_validation(all_train, options, given_validation, data);
-  const Dataset& train = data.train;
-  const Dataset* validation = data.validation;
+  // The inputs in the model's order (named ones matched by name), checked.
+  const Dataset train = replicas_[0]->arranged(data.train, "fit");
+  std::optional<Dataset> arranged_validation;
+  if (data.validation) arranged_validation = replicas_[0]->arranged(*data.validation, "fit (validation data)");
+  const Dataset* validation = arranged_validation ? &*arranged_validation : nullptr;
   Communicator& comm = *gradients_;
   const int members = comm.size();
   EMBER_CHECK(options.batch_size % members == 0, ArgumentError,
               config_.kind + ": the global batch size " + std::to_string(options.batch_size) +
                   " does not split evenly over " + std::to_string(members) + " " + config_.unit);
-  replicas_[0]->check_data(train, "fit");
-  if (validation) replicas_[0]->check_data(*validation, "fit (validation data)");
   stats_ = {};
   // One loader per local replica: each builds its shard on its replica's device (on a GPU from
   // the data set held there).
@@ -349,7 +369,7 @@ History DataParallelStrategy::fit(const Dataset& all_train, const FitOptions& op
     }
     ++step;
     int64_t rows = 0;
-    for (const Batch& s : shards) rows += s.x.dim(0);
+    for (const Batch& s : shards) rows += s.rows();
     stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return StepResult{.metrics = {}, .samples = rows};
   };

@@ -80,7 +80,8 @@ class DataParallelStrategy final : public Strategy {
   EvalResult evaluate(const Dataset& data, int64_t batch_size) override;
   Model& model() override;
   TrainingState load(const std::string& path) override;
-  float compute_gradients(const Tensor& x, const Tensor& y) override;
+  using Strategy::compute_gradients;
+  float compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) override;
   void all_reduce_gradients() override;
   void apply_gradients() override;
 

@@ -34,6 +34,19 @@ class DefaultStrategy : public Strategy {
 
 }  // namespace
 
+float Strategy::compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
+  Model& m = model();
+  const auto on_device = [&m](const std::vector<Tensor>& ts) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : ts) out.push_back(t.device() == m.device() ? t : t.to(m.device()));
+    return out;
+  };
+  MetricSums sums = m.make_sums();
+  m.compute_gradients(on_device(xs), on_device(ys), sums);
+  const int64_t rows = xs.empty() || xs[0].rank() == 0 ? 0 : xs[0].dim(0);
+  return static_cast<float>(sums.read().loss_sum / static_cast<double>(std::max<int64_t>(rows, 1)));
+}
+
 std::unique_ptr<Strategy> make_default_strategy() { return std::make_unique<DefaultStrategy>(); }
 
 std::unique_ptr<Strategy> make_mirrored_cpu_strategy(int replicas, std::chrono::milliseconds timeout) {

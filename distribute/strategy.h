@@ -25,7 +25,8 @@ namespace ember {
 struct ModelRecipe {
   // The model of every replica, made the same way each time: a graph model (make_model), or a
   // Sequential that add_layers fills. Exactly one of the two. A model make_model returns built
-  // (load_model: with its weights) is not built again; its input must be input_shape.
+  // (load_model: with its weights) is not built again; its input must be input_shape. A graph
+  // model may leave input_shape empty (its Inputs' shapes; with several inputs it must).
   std::function<std::unique_ptr<Model>()> make_model;
   std::function<void(Sequential&)> add_layers;
   Shape input_shape;
@@ -35,6 +36,9 @@ struct ModelRecipe {
   // Not given: softmax cross-entropy on labels with "accuracy" (compile(optimizer)).
   std::function<std::unique_ptr<Loss>()> make_loss;
   MetricList metrics;  // with or without make_loss
+  // A model of several outputs: a loss, weight and metrics per output (Model::compile's
+  // OutputLoss list), made once per replica. Not with make_loss or metrics.
+  std::function<std::vector<OutputLoss>()> make_outputs;
   // Model::set_weight_decay switches, applied to every replica (a call on strategy.model() would
   // reach replica 0 only, and the replicas would drift apart).
   std::vector<std::pair<std::string, bool>> weight_decay;
@@ -74,20 +78,28 @@ class Strategy {
   // every replica of every process. apply_gradients: every replica's optimizer step (clipping and
   // decay see the reduced gradient). Between the parts the gradients are in each replica's
   // grads(). Every process must call the three in the same order. The default strategy: its one
-  // model's compute_gradients and apply_gradients, nothing to reduce.
-  virtual float compute_gradients(const Tensor& x, const Tensor& y) {
-    const Tensor xd = x.device() == model().device() ? x : x.to(model().device());
-    const Tensor yd = y.device() == model().device() ? y : y.to(model().device());
-    return model().compute_gradients(xd, yd);
+  // model's compute_gradients and apply_gradients, nothing to reduce. A model of several inputs
+  // takes a list xs (one batch per input, in Model::input_names()' order), one of several outputs
+  // a list ys (one target batch per output).
+  virtual float compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys);
+  float compute_gradients(const std::vector<Tensor>& xs, const Tensor& y) {
+    return compute_gradients(xs, std::vector<Tensor>{y});
+  }
+  float compute_gradients(const Tensor& x, const Tensor& y) {
+    return compute_gradients(std::vector<Tensor>{x}, std::vector<Tensor>{y});
   }
   virtual void all_reduce_gradients() {}
   virtual void apply_gradients() { model().apply_gradients(); }
   // The three in a row.
-  float train_step(const Tensor& x, const Tensor& y) {
-    const float loss = compute_gradients(x, y);
+  float train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys) {
+    const float loss = compute_gradients(xs, ys);
     all_reduce_gradients();
     apply_gradients();
     return loss;
+  }
+  float train_step(const std::vector<Tensor>& xs, const Tensor& y) { return train_step(xs, std::vector<Tensor>{y}); }
+  float train_step(const Tensor& x, const Tensor& y) {
+    return train_step(std::vector<Tensor>{x}, std::vector<Tensor>{y});
   }
   const StrategyStats& stats() const { return stats_; }
 

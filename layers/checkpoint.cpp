@@ -34,12 +34,23 @@ json parse_metadata(const std::string& text, const std::string& path, const std:
   }
 }
 
-// What layer i is called on, by name (the model's input by its name).
+// What layer i is called on, by name (the model's inputs by theirs).
 json inbound_names(const Model& model, size_t i) {
   json inbound = json::array();
   for (int from : model.layer_inputs(i))
-    inbound.push_back(from < 0 ? model.input_name() : model.layers()[static_cast<size_t>(from)]->name());
+    inbound.push_back(from < 0 ? model.input_names()[static_cast<size_t>(-1 - from)]
+                               : model.layers()[static_cast<size_t>(from)]->name());
   return inbound;
+}
+
+// Every input's name and per-sample shape, in order.
+json inputs_json(const Model& model) {
+  json inputs = json::array();
+  for (size_t k = 0; k < model.num_inputs(); ++k) {
+    const Shape& s = model.input_shapes()[k];
+    inputs.push_back({{"name", model.input_names()[k]}, {"shape", std::vector<int64_t>(s.begin(), s.end())}});
+  }
+  return inputs;
 }
 
 json config_json(const Layer& l) {
@@ -71,8 +82,10 @@ json architecture(const Model& model) {
   return {{"version", 2},
           {"model", model.is_graph() ? "Functional" : "Sequential"},
           {"name", model.name()},
-          {"input_name", model.input_name()},
+          {"input_name", model.input_name()},  // input 0's (what files before several inputs hold)
           {"input_shape", std::vector<int64_t>(in.begin(), in.end())},
+          {"inputs", inputs_json(model)},
+          {"outputs", model.output_names()},
           {"layers", layers}};
 }
 
@@ -118,6 +131,13 @@ void compare_architecture(const std::map<std::string, std::string>& metadata, co
       bad(path, "layer " + here + " is called on " + e["inbound"].dump() + " in the file but on " +
                     inbound_names(model, i).dump() + " in this model");
   }
+  // Then what the layers alone do not say: the inputs' names and shapes, which layers are outputs.
+  if (a.contains("inputs") && a["inputs"] != inputs_json(model))
+    bad(path, "holds a model of inputs " + a["inputs"].dump() + "; this one's are " + inputs_json(model).dump() +
+                  " (a different architecture)");
+  if (a.contains("outputs") && a["outputs"] != json(model.output_names()))
+    bad(path, "holds a model of outputs " + a["outputs"].dump() + "; this one's are " +
+                  json(model.output_names()).dump() + " (a different architecture)");
 }
 
 // Metadata `key` as an integer in [lo, hi] (absent: 0). Anything else is the file's fault.
@@ -386,7 +406,31 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
       seq->build(Shape(dims));
       model = std::move(seq);
     } else if (kind == "Functional") {
-      std::map<std::string, SymbolicTensor> tensors{{input_name, Input(Shape(dims), input_name)}};
+      // The inputs: the list (files since several inputs), else the one input's name and shape.
+      std::vector<SymbolicTensor> model_inputs;
+      std::map<std::string, SymbolicTensor> tensors;
+      if (a.contains("inputs")) {
+        const json& list = a["inputs"];
+        if (!list.is_array() || list.empty()) bad(path, "architecture: 'inputs' is not a list of inputs");
+        for (size_t k = 0; k < list.size(); ++k) {
+          const std::string where = "input " + std::to_string(k);
+          const json& n = field(list[k], "name", where);
+          const json& sh = field(list[k], "shape", where);
+          std::vector<int64_t> d;
+          try {
+            d = sh.get<std::vector<int64_t>>();
+          } catch (const json::exception&) {
+            bad(path, "architecture: " + where + "'s shape is not a list of integers");
+          }
+          if (!n.is_string() || n.get<std::string>().empty()) bad(path, "architecture: " + where + " has no name");
+          model_inputs.push_back(Input(Shape(d), n.get<std::string>()));
+          if (!tensors.emplace(n.get<std::string>(), model_inputs.back()).second)
+            bad(path, "architecture: two inputs are named " + n.dump());
+        }
+      } else {
+        model_inputs.push_back(Input(Shape(dims), input_name));
+        tensors.emplace(input_name, model_inputs.back());
+      }
       SymbolicTensor last;
       for (size_t i = 0; i < layers.size(); ++i) {
         std::shared_ptr<Layer> l = make(layers[i], i);
@@ -407,7 +451,20 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
           bad(path, "architecture: two layers are named '" + l->name() + "'");
       }
       const std::string name = a.contains("name") && a["name"].is_string() ? a["name"].get<std::string>() : "model";
-      model = std::make_unique<Model>(tensors.at(input_name), last, name);
+      // The outputs: the list (files since several outputs), else the last layer's.
+      std::vector<SymbolicTensor> model_outputs;
+      if (a.contains("outputs")) {
+        const json& list = a["outputs"];
+        if (!list.is_array() || list.empty()) bad(path, "architecture: 'outputs' is not a list of layer names");
+        for (const json& o : list) {
+          const auto t = o.is_string() ? tensors.find(o.get<std::string>()) : tensors.end();
+          if (t == tensors.end()) bad(path, "architecture: output " + o.dump() + " is no layer of the model");
+          model_outputs.push_back(t->second);
+        }
+      } else {
+        model_outputs.push_back(last);
+      }
+      model = std::make_unique<Model>(model_inputs, model_outputs, name);
       model->build();
     } else {
       bad(path, "architecture: model kind '" + kind + "' (Sequential or Functional)");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "../core/cuda_graph.h"
 #include "../core/error.h"
@@ -27,14 +28,44 @@ ProgressBar::Metrics means(const StepResult& r, const std::vector<std::string>& 
 }  // namespace
 
 void Model::check_data(const Dataset& data, const char* what) const {
-  EMBER_CHECK(data.sample_shape() == input_shape_, ShapeError,
-              std::string(what) + ": the data's samples are " + data.sample_shape().str() +
-                  " but the model was built for " + input_shape_.str());
-  check_targets(data.target_dtype(), data.target_shape(), what);
-  if (data.num_classes() > 0 && data.target_dtype() == DType::I32 && output_shape().rank() == 1)
-    EMBER_CHECK(data.num_classes() <= output_shape()[0], ShapeError,
-                std::string(what) + ": the data has " + std::to_string(data.num_classes()) +
-                    " classes but the model outputs " + std::to_string(output_shape()[0]) + " logits");
+  EMBER_CHECK(data.num_inputs() == input_shapes_.size(), ShapeError,
+              std::string(what) + ": the data has " + std::to_string(data.num_inputs()) + " inputs but the model " +
+                  std::to_string(input_shapes_.size()));
+  for (size_t k = 0; k < input_shapes_.size(); ++k) {
+    const DataInput& in = data.input(k);
+    const std::string which = input_shapes_.size() == 1 ? "samples" : "input '" + input_names_[k] + "'";
+    EMBER_CHECK(in.name.empty() || in.name == input_names_[k], ShapeError,
+                std::string(what) + ": the data's input " + std::to_string(k) + " is '" + in.name +
+                    "' but the model's is '" + input_names_[k] + "' (Model::arranged puts them in order)");
+    const Shape sample = in.values.shape().without_batch();
+    EMBER_CHECK(sample == input_shapes_[k], ShapeError,
+                std::string(what) + ": the data's " + which + (input_shapes_.size() == 1 ? " are " : " is ") +
+                    sample.str() + " but the model was built for " + input_shapes_[k].str());
+  }
+  EMBER_CHECK(data.num_targets() == outputs_.size(), ShapeError,
+              std::string(what) + ": the data has " + std::to_string(data.num_targets()) + " targets but the model " +
+                  std::to_string(outputs_.size()) + " outputs");
+  const std::vector<std::string> outs = output_names();
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    const DataTarget& t = data.target(k);
+    EMBER_CHECK(t.name.empty() || t.name == outs[k], ShapeError,
+                std::string(what) + ": the data's target " + std::to_string(k) + " is '" + t.name +
+                    "' but the model's output is '" + outs[k] + "' (Model::arranged puts them in order)");
+    check_targets(t.values.dtype(), t.values.shape().without_batch(), what, k);
+    const Shape& out = output_shapes_[static_cast<size_t>(outputs_[k])];
+    if (data.num_classes() > 0 && t.values.dtype() == DType::I32 && out.rank() == 1)
+      EMBER_CHECK(data.num_classes() <= out[0], ShapeError,
+                  std::string(what) + ": the data has " + std::to_string(data.num_classes()) +
+                      " classes but the model outputs " + std::to_string(out[0]) + " logits" +
+                      (outputs_.size() == 1 ? std::string() : " at '" + outs[k] + "'"));
+  }
+}
+
+Dataset Model::arranged(const Dataset& data, const char* what) const {
+  require_built(what);
+  Dataset d = data.arranged_for(input_names_, output_names(), what);
+  check_data(d, what);
+  return d;
 }
 
 void split_for_validation(const Dataset& train, const FitOptions& options, const Dataset* validation, FitData& out) {
@@ -60,16 +91,20 @@ void split_for_validation(const Dataset& train, const FitOptions& options, const
 History Model::fit(const Dataset& all_train, const FitOptions& options, const Dataset* given_validation) {
   FitData data;
   split_for_validation(all_train, options, given_validation, data);
-  const Dataset& train = data.train;
-  const Dataset* validation = data.validation;
   EMBER_CHECK(options.epochs >= 1, ArgumentError, "fit: epochs must be >= 1, got " + std::to_string(options.epochs));
   EMBER_CHECK(options.initial_epoch >= 0 && options.initial_epoch <= options.epochs, ArgumentError,
               "fit: initial_epoch " + std::to_string(options.initial_epoch) + " is outside 0.." +
                   std::to_string(options.epochs));
   EMBER_CHECK(optimizer_ != nullptr, Error, "fit: compile() the model with an optimizer first");
-  if (!built()) build(train.sample_shape(), options.seed);
-  check_data(train, "fit");
-  if (validation) check_data(*validation, "fit (validation data)");
+  if (!built()) {
+    const Shape sample = data.train.sample_shape();
+    build_model(graph_ ? nullptr : &sample, options.seed);
+  }
+  // The inputs in the model's order (named ones matched by name), checked.
+  const Dataset train = arranged(data.train, "fit");
+  std::optional<Dataset> arranged_validation;
+  if (data.validation) arranged_validation = arranged(*data.validation, "fit (validation data)");
+  const Dataset* validation = arranged_validation ? &*arranged_validation : nullptr;
 
   // On a GPU the dataset moves to the device once and batches are gathered there.
   const bool graphs = options.cuda_graphs && device_.is_cuda();
@@ -99,7 +134,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
   int eager_full_steps = 0;
   constexpr int kWarmupSteps = 2;
   hooks.step = [&](const Batch& b) {
-    const bool full = b.x.dim(0) == options.batch_size;
+    const bool full = b.rows() == options.batch_size;
     if (graphs && full) {
       const GraphKey key = current_key();
       if (graph.captured() && !(key == graph_key)) graph.reset();
@@ -112,7 +147,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
         try {
           graph = CudaGraph::capture(device_, [&] {
             b.gather();
-            train_step(b.x, b.y, sums);  // queued into the graph, not run
+            train_step(b.inputs, b.targets, sums);  // queued into the graph, not run
           });
           graph_key = key;
           graph.launch();  // this step: its host part (the optimizer's count) ran in the capture
@@ -124,20 +159,20 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
           optimizer_->set_iterations(iterations);
           throw;
         }
-        return StepResult{.metrics = {}, .samples = b.x.dim(0)};
+        return StepResult{.metrics = {}, .samples = b.rows()};
       }
       if (graph.captured()) {
         graph.launch();
         optimizer_->count_step();
-        return StepResult{.metrics = {}, .samples = b.x.dim(0)};
+        return StepResult{.metrics = {}, .samples = b.rows()};
       }
       ++eager_full_steps;
     } else if (graphs) {
       eager_full_steps = 0;  // the layers now hold other shapes: warm up again before a capture
     }
     if (b.gather) b.gather();
-    train_step(b.x, b.y, sums);  // queues the step; waits for nothing on a GPU
-    return StepResult{.metrics = {}, .samples = b.x.dim(0)};
+    train_step(b.inputs, b.targets, sums);  // queues the step; waits for nothing on a GPU
+    return StepResult{.metrics = {}, .samples = b.rows()};
   };
   hooks.epoch_totals = [&sums, this] {
     const MetricSums::Values v = sums.read();
@@ -333,8 +368,8 @@ History fit_loop(DataLoader& loader, const FitOptions& options, const Dataset* v
 
 EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
   require_built("evaluate");
-  check_data(data, "evaluate");
-  DataLoader loader(data, {.batch_size = batch_size, .shuffle = false, .device = device_});
+  const Dataset arranged_data = arranged(data, "evaluate");
+  DataLoader loader(arranged_data, {.batch_size = batch_size, .shuffle = false, .device = device_});
   return evaluate(loader);
 }
 
@@ -350,8 +385,8 @@ EvalResult Model::evaluate(DataLoader& loader) {
   MetricSums sums = make_sums();  // on a GPU: summed there, read once at the end
   while (loader.next(batch)) {
     if (batch.gather) batch.gather();
-    evaluate_batch(batch.x, batch.y, sums);
-    seen += batch.x.dim(0);
+    evaluate_batch(batch.inputs, batch.targets, sums);
+    seen += batch.rows();
   }
   return eval_result(sums.read(), seen);
 }
@@ -359,33 +394,63 @@ EvalResult Model::evaluate(DataLoader& loader) {
 EvalResult Model::eval_result(const MetricSums::Values& v, int64_t seen) const {
   EvalResult r{.loss = v.loss_sum / static_cast<double>(seen), .samples = seen, .metrics = {}};
   const std::vector<double> sums = metric_sums(v);
-  for (size_t i = 0; i < sums.size(); ++i)
-    r.metrics.push_back({metrics_[i]->name(), sums[i] / static_cast<double>(seen)});
+  const std::vector<std::string> names = metric_names();
+  for (size_t i = 0; i < sums.size() && i < names.size(); ++i)
+    r.metrics.push_back({names[i], sums[i] / static_cast<double>(seen)});
   r.accuracy = find_value(r.metrics, "accuracy").value_or(0.0);
   return r;
 }
 
 Tensor Model::predict(const Tensor& x, int64_t batch_size) {
+  EMBER_CHECK(outputs_.size() <= 1, ArgumentError,
+              "predict: the model has " + std::to_string(outputs_.size()) + " outputs: predict_outputs() gives each");
+  return predict_of({&x, 1}, batch_size)[0];
+}
+
+Tensor Model::predict(const std::vector<Tensor>& xs, int64_t batch_size) {
+  EMBER_CHECK(outputs_.size() <= 1, ArgumentError,
+              "predict: the model has " + std::to_string(outputs_.size()) + " outputs: predict_outputs() gives each");
+  return predict_of(xs, batch_size)[0];
+}
+
+std::vector<Tensor> Model::predict_outputs(const std::vector<Tensor>& xs, int64_t batch_size) {
+  return predict_of(xs, batch_size);
+}
+
+std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t batch_size) {
   require_built("predict");
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
-  // The whole sample shape: a view of other samples as the model's shape would be silent nonsense.
-  EMBER_CHECK(
-      x.dtype() == DType::F32 && x.rank() == input_shape_.rank() + 1 && x.shape().without_batch() == input_shape_,
-      ShapeError, "predict: expects f32 input (N, ...) with samples " + input_shape_.str() + ", given " + x.str());
-  Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
-  if (rm.device() != device_) rm = rm.to(device_);
-  const int64_t n = x.dim(0), k = output_shape().numel();
-  Tensor out = Tensor::empty(output_shape().with_batch(n), DType::F32, Device::cpu());
+  EMBER_CHECK(given.size() == input_shapes_.size(), ArgumentError,
+              "predict: the model takes " + std::to_string(input_shapes_.size()) + " inputs, given " +
+                  std::to_string(given.size()));
+  // Row-major copies on the model's device where needed (views: no copy otherwise).
+  std::vector<Tensor> xs;
+  for (size_t k = 0; k < given.size(); ++k) {
+    const Tensor& x = given[k];
+    const Shape& in = input_shapes_[k];
+    // The whole sample shape: a view of other samples as the model's shape would be silent nonsense.
+    EMBER_CHECK(x.dtype() == DType::F32 && x.rank() == in.rank() + 1 && x.shape().without_batch() == in &&
+                    x.dim(0) == given[0].dim(0),
+                ShapeError,
+                "predict: expects f32 input" + (given.size() == 1 ? std::string() : " '" + input_names_[k] + "'") +
+                    " (" + std::to_string(given[0].dim(0)) + ", ...) with samples " + in.str() + ", given " + x.str());
+    Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
+    xs.push_back(rm.device() == device_ ? rm : rm.to(device_));
+  }
+  const int64_t n = given[0].dim(0);
+  std::vector<Tensor> outs;
+  for (const Shape& s : output_shapes()) outs.push_back(Tensor::empty(s.with_batch(n), DType::F32, Device::cpu()));
   // CPU micro-batches (set_cpu_micro_batch): a batch larger than a slice runs slice by slice.
-  const int64_t step =
-      std::min(batch_size, slice_rows(rm.view(0, input_shape_.with_batch(std::min(batch_size, n))), false));
+  const int64_t step = std::min(batch_size, slice_rows(slice_inputs(xs, 0, std::min(batch_size, n)), false));
   for (int64_t i = 0; i < n; i += step) {
     const int64_t b = std::min(step, n - i);
-    const Tensor xb = rm.view(i * input_shape_.numel(), input_shape_.with_batch(b));
-    const Tensor& logits = forward(xb, false);
-    out.view(i * k, output_shape().with_batch(b)).copy_from(logits);  // device to host when the model is on a GPU
+    run_layers(slice_inputs(xs, i, b), false, 0, layers_.size(), "predict");
+    for (size_t k = 0; k < outs.size(); ++k) {  // device to host when the model is on a GPU
+      const Shape s = outs[k].shape().without_batch();
+      outs[k].view(i * s.numel(), s.with_batch(b)).copy_from(output(k));
+    }
   }
-  return out;
+  return outs;
 }
 
 }  // namespace ember

@@ -1,6 +1,7 @@
 // Metric sums and the built-in metrics.
 #include "metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -14,7 +15,41 @@ namespace ember {
 MetricSums::MetricSums(Device device, int64_t metrics)
     : buf_(Tensor::zeros(Shape{kSlots + metrics}, DType::F64, device)) {}
 
+MetricSums::MetricSums(Device device, const std::vector<int64_t>& metrics, std::vector<double> weights)
+    : weights_(std::move(weights)) {
+  EMBER_CHECK(
+      !metrics.empty() && metrics.size() == weights_.size(), ArgumentError,
+      "MetricSums: " + std::to_string(metrics.size()) + " blocks and " + std::to_string(weights_.size()) + " weights");
+  int64_t total = 0;
+  for (int64_t m : metrics) total += kSlots + m;
+  buf_ = Tensor::zeros(Shape{total}, DType::F64, device);
+  if (metrics.size() == 1) return;  // one block: the plain layout
+  int64_t at = 0;
+  for (int64_t m : metrics) {
+    MetricSums b(device, 0);
+    b.buf_ = buf_.view(at, Shape{kSlots + m});
+    blocks_.push_back(std::move(b));
+    at += kSlots + m;
+  }
+}
+
+MetricSums& MetricSums::block(size_t k) {
+  EMBER_CHECK(k < blocks(), ArgumentError,
+              "MetricSums::block(" + std::to_string(k) + ") of " + std::to_string(blocks()) + " blocks");
+  return blocks_.empty() ? *this : blocks_[k];
+}
+
 void MetricSums::reset() { buf_.zero(); }  // on a GPU queued, no wait
+
+MetricSums::Values MetricSums::parse(const double* slots, int64_t n, const Device& device) {
+  EMBER_CHECK(slots[2] == 0.0, ArgumentError,
+              "softmax cross-entropy (" + device.str() + "): a label was outside [0, classes)");
+  return {slots[0],
+          static_cast<int64_t>(slots[1]),
+          static_cast<int64_t>(slots[3]),
+          std::vector<double>(slots + kSlots, slots + n),
+          {}};
+}
 
 MetricSums::Values MetricSums::read() const {
   std::vector<double> host(static_cast<size_t>(buf_.numel()));
@@ -24,10 +59,18 @@ MetricSums::Values MetricSums::read() const {
     Tensor t = buf_.to(Device::cpu());  // waits for the device's queued work
     std::memcpy(host.data(), t.raw(), host.size() * sizeof(double));
   }
-  EMBER_CHECK(host[2] == 0.0, ArgumentError,
-              "softmax cross-entropy (" + buf_.device().str() + "): a label was outside [0, classes)");
-  return {host[0], static_cast<int64_t>(host[1]), static_cast<int64_t>(host[3]),
-          std::vector<double>(host.begin() + kSlots, host.end())};
+  if (blocks_.empty()) return parse(host.data(), buf_.numel(), buf_.device());
+  Values v;
+  int64_t at = 0;
+  for (size_t k = 0; k < blocks_.size(); ++k) {
+    const int64_t n = blocks_[k].buf_.numel();
+    v.outputs.push_back(parse(host.data() + at, n, buf_.device()));
+    at += n;
+    v.loss_sum += weights_[k] * v.outputs.back().loss_sum;
+    v.finite_batches =
+        k == 0 ? v.outputs[0].finite_batches : std::min(v.finite_batches, v.outputs.back().finite_batches);
+  }
+  return v;
 }
 
 bool MetricSums::Values::finite() const { return std::isfinite(loss_sum); }

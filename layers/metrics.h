@@ -28,10 +28,14 @@ class Loss;
 // training step then never waits for the device: the sums are read back only when something is
 // printed (read() synchronises). f64 slots: [0] the loss sum, [1] the correct count that
 // SparseCategoricalCrossentropy fuses into its pass, [2] its invalid-label flag, [3] the batches
-// added while the loss sum stayed finite, [4 + i] metric i's sum.
+// added while the loss sum stayed finite, [4 + i] metric i's sum. A model of several outputs
+// keeps one such block per output (its loss and metrics add to block(k)); read() then weighs
+// their losses into one loss sum.
 class MetricSums {
  public:
   explicit MetricSums(Device device = current_device(), int64_t metrics = 0);
+  // A block of kSlots + metrics[k] slots per output, output k's loss weighted by weights[k].
+  MetricSums(Device device, const std::vector<int64_t>& metrics, std::vector<double> weights);
   void reset();  // zero
   struct Values {
     double loss_sum = 0;
@@ -40,12 +44,18 @@ class MetricSums {
     // poisons the sum for good), the first bad batch is this one (0-based).
     int64_t finite_batches = 0;
     std::vector<double> metrics;  // slot 4 + i
+    // With several blocks: each block's values; loss_sum is then their weighted sum,
+    // finite_batches their least, and correct and metrics are empty (read them per block).
+    std::vector<Values> outputs;
     bool finite() const;
   };
   // The sums since the last reset. Throws ArgumentError when a GPU kernel met a label outside
   // [0, classes) since then (the CPU path throws at once, in forward()).
   Values read() const;
   Device device() const { return buf_.device(); }
+  // Blocks (1 unless made for several outputs), and block k's sums (a view of this buffer).
+  size_t blocks() const { return blocks_.empty() ? 1 : blocks_.size(); }
+  MetricSums& block(size_t k);
   int64_t metrics() const { return buf_.numel() - kSlots; }
   // f64 (kSlots + metrics()), as above.
   Tensor& buffer() { return buf_; }
@@ -56,6 +66,9 @@ class MetricSums {
 
  private:
   Tensor buf_;
+  std::vector<MetricSums> blocks_;  // views of buf_, when several
+  std::vector<double> weights_;
+  static Values parse(const double* slots, int64_t n, const Device& device);
 };
 
 // Rows of `logits` (N, K) whose argmax equals the label (i32, N); the first maximum wins on

@@ -45,7 +45,7 @@ check_install() {  # check_install <build dir> <prefix> [extra CXX flags for the
     echo "libember links an MPI or CUDA library: a CPU-only program could not start without it" >&2; return 1
   fi
   local example
-  for example in custom_model residual_model regression autoencoder multilabel; do
+  for example in custom_model residual_model two_input regression autoencoder multilabel; do
     cmake -S examples/$example -B "$1/$example" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$2" \
           -DCMAKE_CXX_FLAGS="${3:-}" >/dev/null
     cmake --build "$1/$example"
@@ -58,7 +58,7 @@ check_install() {  # check_install <build dir> <prefix> [extra CXX flags for the
   cmake --build "$1/consumer"
   "$1/consumer/consumer"
 }
-section "configuration 1: install + examples/ (custom_model, residual_model, regression, autoencoder, multilabel)"
+section "configuration 1: install + examples/ (custom_model, residual_model, two_input, regression, autoencoder, multilabel)"
 check_install build/test-cuda build/install-cuda
 
 section "configuration 2: CUDA=OFF, MPI=OFF, ASan + UBSan, -Werror"
@@ -67,7 +67,7 @@ cmake -S . -B build/test-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER
 cmake --build build/test-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/test-asan -j1 -LE realdata
-section "configuration 2: install + examples/ (custom_model, residual_model, regression, autoencoder, multilabel)"
+section "configuration 2: install + examples/ (custom_model, residual_model, two_input, regression, autoencoder, multilabel)"
 ASAN_OPTIONS=detect_leaks=1 check_install build/test-asan build/install-asan "-fsanitize=address,undefined"
 
 section "fuzzing the IDX and safetensors readers for ${FUZZ_SECONDS}s each"

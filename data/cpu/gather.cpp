@@ -10,9 +10,10 @@ namespace ember::cpu {
 void gather_batch(const Tensor& features, const Tensor& targets, float scale, std::span<const int64_t> indices,
                   Tensor& x, Tensor& y) {
   const int64_t b = static_cast<int64_t>(indices.size()), n = features.dim(0);
-  const int64_t per = features.numel() / (n > 0 ? n : 1), tper = targets.numel() / (n > 0 ? n : 1);
-  EMBER_CHECK(x.numel() == b * per && x.dtype() == DType::F32 && y.numel() == b * tper &&
-                  y.dtype() == targets.dtype() && targets.dim(0) == n,
+  const bool with_targets = targets.defined();  // undefined: the features alone (a model's further inputs)
+  const int64_t per = features.numel() / (n > 0 ? n : 1), tper = with_targets ? targets.numel() / (n > 0 ? n : 1) : 0;
+  EMBER_CHECK(x.numel() == b * per && x.dtype() == DType::F32 &&
+                  (!with_targets || (y.numel() == b * tper && y.dtype() == targets.dtype() && targets.dim(0) == n)),
               ShapeError,
               "gather (cpu): x must hold " + std::to_string(b) + " samples of " + std::to_string(per) + " and y " +
                   std::to_string(tper) + " targets each, got " + x.str() + " and " + y.str());
@@ -20,7 +21,7 @@ void gather_batch(const Tensor& features, const Tensor& targets, float scale, st
   EMBER_CHECK(bytes || features.dtype() == DType::F32, ShapeError,
               "gather (cpu): features must be u8 or f32, got " + features.str());
   float* dst = x.f32();
-  const size_t target_bytes = static_cast<size_t>(tper) * dtype_size(targets.dtype());
+  const size_t target_bytes = with_targets ? static_cast<size_t>(tper) * dtype_size(targets.dtype()) : 0;
   for (int64_t i = 0; i < b; ++i) {
     const int64_t idx = indices[static_cast<size_t>(i)];
     EMBER_CHECK(idx >= 0 && idx < n, ArgumentError,
@@ -35,8 +36,9 @@ void gather_batch(const Tensor& features, const Tensor& targets, float scale, st
 #pragma omp simd
       for (int64_t j = 0; j < per; ++j) d[j] = s[j] * scale;
     }
-    std::memcpy(static_cast<char*>(y.raw()) + static_cast<size_t>(i) * target_bytes,
-                static_cast<const char*>(targets.raw()) + static_cast<size_t>(idx) * target_bytes, target_bytes);
+    if (with_targets)
+      std::memcpy(static_cast<char*>(y.raw()) + static_cast<size_t>(i) * target_bytes,
+                  static_cast<const char*>(targets.raw()) + static_cast<size_t>(idx) * target_bytes, target_bytes);
   }
 }
 

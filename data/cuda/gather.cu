@@ -44,17 +44,22 @@ unsigned blocks(int64_t total) { return static_cast<unsigned>(std::min<int64_t>(
 void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, float scale, const Tensor& order,
                   int64_t shard_offset, int64_t count, int64_t advance, Tensor& x, Tensor& y) {
   const Device d = Device::cuda(ctx.device());
-  EMBER_CHECK((features.dtype() == DType::U8 || features.dtype() == DType::F32) && features.rank() >= 2 &&
-                  features.device() == d,
+  // Undefined features: the targets alone (a model's further outputs); undefined targets: the
+  // features alone (its further inputs).
+  const bool with_features = features.defined(), with_targets = targets.defined();
+  EMBER_CHECK(with_features || with_targets, ArgumentError, "gather (cuda): neither features nor targets");
+  EMBER_CHECK(!with_features || ((features.dtype() == DType::U8 || features.dtype() == DType::F32) &&
+                                 features.rank() >= 2 && features.device() == d),
               ShapeError,
               "gather (cuda): features must be u8 or f32 (N, ...) on " + d.str() + ", got " + features.str());
-  const int64_t n = features.dim(0), per = features.numel() / std::max<int64_t>(n, 1);
-  EMBER_CHECK((targets.dtype() == DType::I32 || targets.dtype() == DType::F32) && targets.rank() >= 1 &&
-                  targets.dim(0) == n && targets.device() == d,
+  const int64_t n = with_features ? features.dim(0) : targets.dim(0);
+  const int64_t per = with_features ? features.numel() / std::max<int64_t>(n, 1) : 0;
+  EMBER_CHECK(!with_targets || ((targets.dtype() == DType::I32 || targets.dtype() == DType::F32) &&
+                                targets.rank() >= 1 && targets.dim(0) == n && targets.device() == d),
               ShapeError,
               "gather (cuda): targets must be i32 or f32 (" + std::to_string(n) + ", ...) on " + d.str() + ", got " +
                   targets.str());
-  const int64_t tper = targets.numel() / std::max<int64_t>(n, 1);
+  const int64_t tper = with_targets ? targets.numel() / std::max<int64_t>(n, 1) : 0;
   EMBER_CHECK(order.dtype() == DType::I32 && order.rank() == 1 && order.numel() >= 1 && order.device() == d &&
                   shard_offset >= 0 && count >= 0 && shard_offset + count <= order.numel() - 1 && advance >= 0 &&
                   advance <= order.numel(),
@@ -62,21 +67,21 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
               "gather (cuda): rows +" + std::to_string(shard_offset) + ".." + std::to_string(shard_offset + count) +
                   " (advancing " + std::to_string(advance) + ") of the order and cursor " + order.str() + " on " +
                   d.str());
-  EMBER_CHECK(x.dtype() == DType::F32 && x.layout() == Layout::RowMajor && x.device() == d &&
-                  x.shape() == features.shape().without_batch().with_batch(count),
+  EMBER_CHECK(!with_features || (x.dtype() == DType::F32 && x.layout() == Layout::RowMajor && x.device() == d &&
+                                 x.shape() == features.shape().without_batch().with_batch(count)),
               ShapeError,
               "gather (cuda): x must be f32 " + features.shape().without_batch().with_batch(count).str() + " on " +
                   d.str() + ", got " + x.str());
-  EMBER_CHECK(
-      y.dtype() == targets.dtype() && y.shape() == targets.shape().without_batch().with_batch(count) && y.device() == d,
-      ShapeError,
-      "gather (cuda): y must be " + std::string(dtype_name(targets.dtype())) + " " +
-          targets.shape().without_batch().with_batch(count).str() + " on " + d.str() + ", got " + y.str());
+  EMBER_CHECK(!with_targets || (y.dtype() == targets.dtype() &&
+                                y.shape() == targets.shape().without_batch().with_batch(count) && y.device() == d),
+              ShapeError,
+              "gather (cuda): y must be " + std::string(dtype_name(targets.dtype())) + " " +
+                  targets.shape().without_batch().with_batch(count).str() + " on " + d.str() + ", got " + y.str());
   const int64_t m = order.numel() - 1;
   auto* o = static_cast<int32_t*>(const_cast<void*>(order.raw()));
-  const auto* t = static_cast<const uint32_t*>(targets.raw());
-  auto* yw = static_cast<uint32_t*>(y.raw());
-  if (count > 0) {
+  const auto* t = with_targets ? static_cast<const uint32_t*>(targets.raw()) : nullptr;
+  auto* yw = with_targets ? static_cast<uint32_t*>(y.raw()) : nullptr;
+  if (count > 0 && with_features) {
     const int64_t total = count * per;
     if (features.dtype() == DType::U8)
       gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const uint8_t*>(features.raw()), t, o, m,
@@ -87,11 +92,10 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
                                                              shard_offset, count, per, tper, scale,
                                                              static_cast<float*>(x.raw()), yw);
     EMBER_CUDA_CHECK(cudaGetLastError());
-    if (tper > per) {
-      gather_targets<<<blocks(count * (tper - per)), 256, 0, ctx.stream()>>>(t, o, m, shard_offset, count, tper, per,
-                                                                             yw);
-      EMBER_CUDA_CHECK(cudaGetLastError());
-    }
+  }
+  if (count > 0 && tper > per) {  // the target words past the features' (all of them without features)
+    gather_targets<<<blocks(count * (tper - per)), 256, 0, ctx.stream()>>>(t, o, m, shard_offset, count, tper, per, yw);
+    EMBER_CUDA_CHECK(cudaGetLastError());
   }
   if (advance > 0) {
     advance_kernel<<<1, 1, 0, ctx.stream()>>>(o + m, static_cast<int32_t>(advance));

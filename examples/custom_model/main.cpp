@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       double sum = 0;
       int64_t steps = 0;
       while (loader.next(batch)) {
-        sum += model.compute_gradients(batch.x, batch.y);
+        sum += model.compute_gradients(batch.x(), batch.y());
         model.apply_gradients();
         ++steps;
       }

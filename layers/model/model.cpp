@@ -60,43 +60,64 @@ Model::Model(const std::vector<SymbolicTensor>& inputs, const std::vector<Symbol
 }
 
 void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs) {
-  EMBER_CHECK(inputs.size() == 1 && outputs.size() == 1, ArgumentError,
+  EMBER_CHECK(!inputs.empty() && !outputs.empty(), ArgumentError,
               "Model: " + std::to_string(inputs.size()) + " inputs and " + std::to_string(outputs.size()) +
-                  " outputs; one input and one output for now (several are planned: issue 32)");
-  const auto& in = inputs[0].node();
-  const auto& out = outputs[0].node();
-  EMBER_CHECK(in != nullptr && out != nullptr, ArgumentError, "Model: an undefined SymbolicTensor");
-  EMBER_CHECK(in->layer == nullptr, ArgumentError, "Model: the input must be an Input(), not a layer's output");
-  EMBER_CHECK(out != in, ArgumentError, "Model: the output is the input itself (no layer between)");
-  // Depth first from the output, inputs in order, each call after what it reads (post order): a
-  // topological order, and a stack's own order.
-  std::map<const detail::GraphNode*, int> index;  // -1: the input; -2: being visited
-  index[in.get()] = -1;
+                  " outputs; a model needs at least one of each");
+  for (const SymbolicTensor& out : outputs)
+    EMBER_CHECK(out.node() != nullptr, ArgumentError, "Model: an undefined SymbolicTensor");
+  std::map<const detail::GraphNode*, int> index;  // -1 - k: input k; -2 - inputs: being visited
+  input_names_.clear();
+  input_shapes_.clear();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const auto& in = inputs[k].node();
+    EMBER_CHECK(in != nullptr, ArgumentError, "Model: an undefined SymbolicTensor");
+    EMBER_CHECK(in->layer == nullptr, ArgumentError,
+                "Model: input " + std::to_string(k) + " must be an Input(), not a layer's output");
+    for (const SymbolicTensor& out : outputs)
+      EMBER_CHECK(out.node() != in, ArgumentError, "Model: an output is an input itself (no layer between)");
+    EMBER_CHECK(index.emplace(in.get(), -1 - static_cast<int>(k)).second, ArgumentError,
+                "Model: input " + std::to_string(k) + " is given twice");
+    input_names_.push_back(in->input_name);
+    input_shapes_.push_back(in->shape);
+  }
+  const int visiting = -2 - static_cast<int>(inputs.size());
   std::vector<const detail::GraphNode*> order;
-  std::vector<std::pair<const detail::GraphNode*, size_t>> stack{{out.get(), 0}};
-  index[out.get()] = -2;
-  while (!stack.empty()) {
-    auto& [node, next] = stack.back();
-    if (node->layer == nullptr)
-      throw ArgumentError("Model: the output depends on an Input" +
-                          (node->input_name.empty() ? std::string() : " '" + node->input_name + "'") +
-                          " that is not the model's input");
-    if (next < node->inputs.size()) {
-      const detail::GraphNode* child = node->inputs[next++].get();
-      const auto it = index.find(child);
-      if (it == index.end()) {
-        index[child] = -2;
-        stack.emplace_back(child, 0);
+  std::vector<std::pair<const detail::GraphNode*, size_t>> stack;
+  for (const SymbolicTensor& out : outputs) {  // each output's calls not placed yet, in turn
+    if (index.count(out.node().get())) continue;
+    index[out.node().get()] = visiting;
+    stack.emplace_back(out.node().get(), 0);
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (node->layer == nullptr)
+        throw ArgumentError("Model: an output depends on an Input" +
+                            (node->input_name.empty() ? std::string() : " '" + node->input_name + "'") +
+                            " that is not among the model's inputs");
+      if (next < node->inputs.size()) {
+        const detail::GraphNode* child = node->inputs[next++].get();
+        const auto it = index.find(child);
+        if (it == index.end()) {
+          index[child] = visiting;
+          stack.emplace_back(child, 0);
+        }
+        continue;  // a child already placed (or the input); a cycle cannot be built
       }
-      continue;  // a child already placed (or the input); a cycle cannot be built
+      index[node] = static_cast<int>(order.size());
+      order.push_back(node);
+      stack.pop_back();
     }
-    index[node] = static_cast<int>(order.size());
-    order.push_back(node);
-    stack.pop_back();
+  }
+  outputs_.clear();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const int at = index.at(outputs[k].node().get());
+    EMBER_CHECK(std::find(outputs_.begin(), outputs_.end(), at) == outputs_.end(), ArgumentError,
+                "Model: output " + std::to_string(k) + " is given twice");
+    outputs_.push_back(at);
   }
   layers_.clear();
   nodes_.assign(order.size(), Node{});
-  linear_ = true;
+  linear_ = inputs.size() == 1 && outputs.size() == 1;
+  std::vector<bool> used(inputs.size(), false);
   for (size_t i = 0; i < order.size(); ++i) {
     const auto same = std::find_if(layers_.begin(), layers_.end(), [&](const auto& l) { return l == order[i]->layer; });
     EMBER_CHECK(same == layers_.end(), ArgumentError,
@@ -109,11 +130,15 @@ void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::v
       const int from = index.at(child.get());
       nodes_[i].inputs.push_back(from);
       if (from >= 0) nodes_[static_cast<size_t>(from)].consumers.push_back(static_cast<int>(i));
+      if (from < 0) used[static_cast<size_t>(-1 - from)] = true;
     }
     linear_ = linear_ && nodes_[i].inputs.size() == 1 && nodes_[i].inputs[0] == static_cast<int>(i) - 1;
   }
-  input_shape_ = in->shape;
-  input_name_ = in->input_name;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    EMBER_CHECK(used[k], ArgumentError,
+                "Model: input " + std::to_string(k) +
+                    (input_names_[k].empty() ? std::string() : " '" + input_names_[k] + "'") +
+                    " does not reach an output (an input the model would not read)");
   graph_ = true;
 }
 
@@ -133,16 +158,23 @@ const std::vector<int>& Model::layer_inputs(size_t i) const {
 
 void Model::build(uint64_t seed) {
   EMBER_CHECK(graph_, Error, "Model::build: a Sequential needs its input shape: build(Shape{...}, seed)");
-  build(input_shape_, seed);
+  build_model(nullptr, seed);
 }
 
-void Model::build(const Shape& sample_shape, uint64_t seed) {
+void Model::build(const Shape& sample_shape, uint64_t seed) { build_model(&sample_shape, seed); }
+
+void Model::build_model(const Shape* sample_shape, uint64_t seed) {
   EMBER_CHECK(!layers_.empty(), Error, "Model::build: the model has no layers");
   EMBER_CHECK(!built(), Error, "Model::build: the model is already built");
   check_cpu_support();
   if (graph_) {
-    EMBER_CHECK(sample_shape == input_shape_, ShapeError,
-                "Model::build: the model's input is " + input_shape_.str() + ", given " + sample_shape.str());
+    if (sample_shape != nullptr) {
+      EMBER_CHECK(input_shapes_.size() == 1, ShapeError,
+                  "Model::build: the model has " + std::to_string(input_shapes_.size()) +
+                      " inputs; build(seed) builds it for their shapes");
+      EMBER_CHECK(*sample_shape == input_shapes_[0], ShapeError,
+                  "Model::build: the model's input is " + input_shapes_[0].str() + ", given " + sample_shape->str());
+    }
   } else {  // a Sequential: the line of calls
     nodes_.assign(layers_.size(), Node{});
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -159,9 +191,23 @@ void Model::build(const Shape& sample_shape, uint64_t seed) {
                 "Model: two layers are named '" + l->name() + "'");
     used.push_back(l->name());
   }
-  if (input_name_.empty()) input_name_ = "input_1";
-  EMBER_CHECK(std::find(used.begin(), used.end(), input_name_) == used.end(), ArgumentError,
-              "Model: a layer is named '" + input_name_ + "' like the input");
+  // Unnamed inputs: "input_1", "input_2", ... (Keras' names), skipping names already taken.
+  int next_input = 1;
+  for (std::string& n : input_names_) {
+    if (!n.empty()) continue;
+    const auto taken = [&](const std::string& c) {
+      return std::find(input_names_.begin(), input_names_.end(), c) != input_names_.end();
+    };
+    while (taken("input_" + std::to_string(next_input))) ++next_input;
+    n = "input_" + std::to_string(next_input++);
+  }
+  for (size_t k = 0; k < input_names_.size(); ++k) {
+    EMBER_CHECK(std::find(used.begin(), used.end(), input_names_[k]) == used.end(), ArgumentError,
+                "Model: a layer is named '" + input_names_[k] + "' like an input");
+    for (size_t j = 0; j < k; ++j)
+      EMBER_CHECK(input_names_[j] != input_names_[k], ArgumentError,
+                  "Model: two inputs are named '" + input_names_[k] + "'");
+  }
   for (const auto& l : layers_) {
     const auto owner = l->owner().lock();
     EMBER_CHECK(!owner || owner == identity_, ArgumentError,
@@ -170,9 +216,9 @@ void Model::build(const Shape& sample_shape, uint64_t seed) {
                     "e.g. inside ModelRecipe::make_model)");
   }
   if (!graph_) {
-    input_shape_ = sample_shape;
+    input_shapes_ = {*sample_shape};
     output_shapes_.clear();
-    Shape s = sample_shape;
+    Shape s = *sample_shape;
     for (auto& l : layers_) {
       try {
         s = l->build(s);
@@ -182,9 +228,13 @@ void Model::build(const Shape& sample_shape, uint64_t seed) {
       output_shapes_.push_back(s);
     }
   }
-  const Shape& s = output_shapes_.back();
-  EMBER_CHECK(s.rank() == 1, ShapeError,
-              "Model: the last layer must output per-sample logits (classes,), got " + s.str());
+  if (!graph_) outputs_ = {static_cast<int>(layers_.size()) - 1};
+  for (int out : outputs_) {
+    const Shape& s = output_shapes_[static_cast<size_t>(out)];
+    EMBER_CHECK(s.rank() == 1, ShapeError,
+                "Model: " + std::string(outputs_.size() == 1 ? "the last layer" : "an output layer") +
+                    " must output per-sample values (features,), got " + s.str());
+  }
   int64_t total = 0;
   for (auto& l : layers_) total += l->num_params();
   params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
@@ -213,8 +263,12 @@ void Model::build(const Shape& sample_shape, uint64_t seed) {
       layers_[i]->set_needs_input_grad(false);
   // ReLU-backward fusion: a layer whose output goes through a ReLU into one consumer that applies
   // the mask in its own backward.
+  // An output's own gradient (from its loss) is neither premasked nor a fused pair's inner tensor.
+  const auto is_output = [&](size_t i) {
+    return std::find(outputs_.begin(), outputs_.end(), static_cast<int>(i)) != outputs_.end();
+  };
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (nodes_[i].consumers.size() != 1) continue;
+    if (nodes_[i].consumers.size() != 1 || is_output(i)) continue;
     Layer& next = *layers_[static_cast<size_t>(nodes_[i].consumers[0])];
     if (layers_[i]->relu_output() && !next.multi_input() && next.fuse_input_relu_mask())
       layers_[i]->set_output_grad_premasked(true);
@@ -226,12 +280,14 @@ void Model::build(const Shape& sample_shape, uint64_t seed) {
   ran_fused_.assign(layers_.size(), kAlone);
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
     if (nodes_[i].consumers == std::vector<int>{static_cast<int>(i) + 1} &&
-        nodes_[i + 1].inputs == std::vector<int>{static_cast<int>(i)})
+        nodes_[i + 1].inputs == std::vector<int>{static_cast<int>(i)} && !is_output(i))
       blocks_[i] = detail::ConvPoolBlock::make(*layers_[i], *layers_[i + 1]);
+  const size_t slots = layers_.size() + input_shapes_.size();  // the layers' outputs, then the inputs
   acts_.assign(layers_.size(), nullptr);
-  gouts_.assign(layers_.size() + 1, nullptr);
-  gsums_.resize(layers_.size() + 1);
-  gconv_.resize(layers_.size() + 1);
+  gouts_.assign(slots, nullptr);
+  gsums_.resize(slots);
+  gconv_.resize(slots);
+  input_whole_.assign(input_shapes_.size(), false);
   if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
 }
 
@@ -278,8 +334,22 @@ Tensor Model::averaged_state() const {
 }
 
 size_t Model::logit_layers() const {
-  return !layers_.empty() && layers_.back()->softmax_output() && loss_->takes_softmax_logits() ? layers_.size() - 1
-                                                                                               : layers_.size();
+  return outputs_.size() == 1 && !layers_.empty() && outputs_[0] + 1 == static_cast<int>(layers_.size()) &&
+                 layers_.back()->softmax_output() && heads_[0].loss->takes_softmax_logits()
+             ? layers_.size() - 1
+             : layers_.size();
+}
+
+std::vector<Shape> Model::output_shapes() const {
+  std::vector<Shape> out;
+  for (int i : outputs_) out.push_back(output_shapes_.at(static_cast<size_t>(i)));
+  return out;
+}
+
+std::vector<std::string> Model::output_names() const {
+  std::vector<std::string> out;
+  for (int i : outputs_) out.push_back(layers_.at(static_cast<size_t>(i))->name());
+  return out;
 }
 
 void Model::to(Device device) {
@@ -315,19 +385,48 @@ void Model::set_optimizer(std::unique_ptr<Optimizer> optimizer) {
 }
 
 void Model::compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> loss, MetricList metrics) {
-  EMBER_CHECK(loss != nullptr, ArgumentError, "Model::compile: null loss");
-  for (size_t i = 0; i < metrics.size(); ++i) {
-    EMBER_CHECK(metrics[i] != nullptr, ArgumentError, "Model::compile: metric " + std::to_string(i) + " is null");
-    for (size_t j = 0; j < i; ++j)
-      EMBER_CHECK(metrics[j]->name() != metrics[i]->name(), ArgumentError,
-                  "Model::compile: two metrics are named '" + metrics[i]->name() + "'");
+  std::vector<OutputLoss> one;
+  one.push_back(OutputLoss{.loss = std::move(loss), .weight = 1.0, .metrics = std::move(metrics)});
+  compile(std::move(optimizer), std::move(one));
+}
+
+void Model::compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss> outputs) {
+  const size_t expected = outputs_.empty() ? 1 : outputs_.size();  // a Sequential before build: one
+  EMBER_CHECK(outputs.size() == expected, ArgumentError,
+              "Model::compile: " + std::to_string(outputs.size()) + " losses for a model of " +
+                  std::to_string(expected) + " output" + (expected == 1 ? "" : "s"));
+  std::vector<Head> heads(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const std::string which = outputs.size() == 1 ? std::string() : " (output " + std::to_string(k) + ")";
+    EMBER_CHECK(outputs[k].loss != nullptr, ArgumentError, "Model::compile: null loss" + which);
+    EMBER_CHECK(
+        std::isfinite(outputs[k].weight) && outputs[k].weight >= 0, ArgumentError,
+        "Model::compile: a loss weight must be finite and >= 0, got " + std::to_string(outputs[k].weight) + which);
+    const MetricList& metrics = outputs[k].metrics;
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      EMBER_CHECK(metrics[i] != nullptr, ArgumentError,
+                  "Model::compile: metric " + std::to_string(i) + " is null" + which);
+      for (size_t j = 0; j < i; ++j)
+        EMBER_CHECK(metrics[j]->name() != metrics[i]->name(), ArgumentError,
+                    "Model::compile: two metrics are named '" + metrics[i]->name() + "'" + which);
+    }
+    if (outputs.size() > 1) {
+      const Layer& l = *layers_.at(static_cast<size_t>(outputs_[k]));
+      EMBER_CHECK(!(l.softmax_output() && outputs[k].loss->takes_softmax_logits()), ArgumentError,
+                  "Model::compile: output " + std::to_string(k) + " is a Softmax and its loss " +
+                      outputs[k].loss->name() +
+                      " takes logits: with several outputs, end that output in its logits (the loss applies "
+                      "the softmax)");
+    }
+    heads[k].eval_loss = outputs[k].loss->clone();
+    EMBER_CHECK(heads[k].eval_loss != nullptr, ArgumentError,
+                "Model::compile: the loss's clone() returned null" + which);
+    heads[k].loss = std::move(outputs[k].loss);
+    heads[k].weight = outputs[k].weight;
+    heads[k].metrics = std::move(outputs[k].metrics);
   }
-  std::unique_ptr<Loss> eval = loss->clone();
-  EMBER_CHECK(eval != nullptr, ArgumentError, "Model::compile: the loss's clone() returned null");
   set_optimizer(std::move(optimizer));
-  eval_loss_ = std::move(eval);
-  loss_ = std::move(loss);
-  metrics_ = std::move(metrics);
+  heads_ = std::move(heads);
 }
 
 std::optional<double> find_value(const NamedValues& values, const std::string& name) {
@@ -338,41 +437,72 @@ std::optional<double> find_value(const NamedValues& values, const std::string& n
 
 std::vector<std::string> Model::metric_names() const {
   std::vector<std::string> names;
-  for (const auto& m : metrics_) names.push_back(m->name());
+  if (heads_.size() == 1) {
+    for (const auto& m : heads_[0].metrics) names.push_back(m->name());
+    return names;
+  }
+  const std::vector<std::string> outs = output_names();  // Keras: every output's loss, then the metrics
+  for (size_t k = 0; k < heads_.size(); ++k) names.push_back(outs[k] + "_loss");
+  for (size_t k = 0; k < heads_.size(); ++k)
+    for (const auto& m : heads_[k].metrics) names.push_back(outs[k] + "_" + m->name());
   return names;
 }
 
+MetricSums Model::make_sums(Device device) const {
+  if (heads_.size() == 1) return MetricSums(device, static_cast<int64_t>(heads_[0].metrics.size()));
+  std::vector<int64_t> counts;
+  std::vector<double> weights;
+  for (const Head& h : heads_) {
+    counts.push_back(static_cast<int64_t>(h.metrics.size()));
+    weights.push_back(h.weight);
+  }
+  return MetricSums(device, counts, weights);
+}
+
 std::vector<double> Model::metric_sums(const MetricSums::Values& v) const {
+  // One head's metrics from its block: each from its slot, or the loss's fused count.
+  const auto of = [](const Head& h, const MetricSums::Values& b, std::vector<double>& out) {
+    for (size_t i = 0; i < h.metrics.size(); ++i)
+      out.push_back(h.metrics[i]->fused_with(*h.loss) ? static_cast<double>(b.correct)
+                                                      : (i < b.metrics.size() ? b.metrics[i] : 0.0));
+  };
   std::vector<double> out;
-  for (size_t i = 0; i < metrics_.size(); ++i)
-    out.push_back(metrics_[i]->fused_with(*loss_) ? static_cast<double>(v.correct)
-                                                  : (i < v.metrics.size() ? v.metrics[i] : 0.0));
+  if (heads_.size() == 1) {
+    of(heads_[0], v, out);
+    return out;
+  }
+  if (v.outputs.size() != heads_.size()) return v.metrics;  // a reduced list, in metric_names()' order
+  for (const MetricSums::Values& b : v.outputs) out.push_back(b.loss_sum);
+  for (size_t k = 0; k < heads_.size(); ++k) of(heads_[k], v.outputs[k], out);
   return out;
 }
 
-void Model::check_targets(DType target, const Shape& target_sample, const char* what) const {
+void Model::check_targets(DType target, const Shape& target_sample, const char* what, size_t output) const {
+  const Head& h = heads_.at(output);
+  const Shape& shape = output_shapes_.at(static_cast<size_t>(outputs_.at(output)));
   try {
-    loss_->check(output_shape(), target, target_sample);
-    for (const auto& m : metrics_) m->check(output_shape(), target, target_sample);
+    h.loss->check(shape, target, target_sample);
+    for (const auto& m : h.metrics) m->check(shape, target, target_sample);
   } catch (const ShapeError& e) {
-    throw ShapeError(std::string(what) + ": " + e.what());
+    throw ShapeError(std::string(what) + ": " +
+                     (heads_.size() == 1 ? std::string() : "output '" + output_names()[output] + "': ") + e.what());
   }
 }
 
-void Model::accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums) {
+void Model::accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& targets, MetricSums& sums) {
   // Metrics see what the model outputs (Keras' y_pred): when the loss read a final Softmax's
   // input, that Softmax runs here for them (forward only; its backward never runs in training).
+  const Head& h = heads_[k];
   const Tensor* y = &outputs;
-  for (size_t i = 0; i < metrics_.size(); ++i) {
-    if (metrics_[i]->fused_with(*loss_)) continue;
-    if (y == &outputs && logit_layers() < layers_.size() && metrics_[i]->reads_model_output())
+  for (size_t i = 0; i < h.metrics.size(); ++i) {
+    if (h.metrics[i]->fused_with(*h.loss)) continue;
+    if (y == &outputs && logit_layers() < layers_.size() && h.metrics[i]->reads_model_output())
       y = &layers_.back()->forward(outputs, false);
-    const Tensor& seen = metrics_[i]->reads_model_output() ? *y : outputs;
+    const Tensor& seen = h.metrics[i]->reads_model_output() ? *y : outputs;
     const int64_t slot = MetricSums::kSlots + static_cast<int64_t>(i);
-    EMBER_CHECK(slot < sums.buffer().numel(), ArgumentError,
-                "Model: the metric sums hold " + std::to_string(sums.metrics()) + " metrics; the model has " +
-                    std::to_string(metrics_.size()) + " (make them with make_sums())");
-    metrics_[i]->accumulate(seen, targets, sums, slot);
+    EMBER_CHECK(sums.blocks() == heads_.size() && slot < sums.block(k).buffer().numel(), ArgumentError,
+                "Model: the metric sums do not fit the compiled losses and metrics (make them with make_sums())");
+    h.metrics[i]->accumulate(seen, targets, sums.block(k), slot);
   }
 }
 
@@ -394,32 +524,44 @@ detail::ConvPoolBlock* Model::block_at(size_t i, size_t end) const {
 
 bool Model::fused_with_next(size_t i) const { return block_at(i, layers_.size()) != nullptr; }
 
-// The k-th input of layer i in a pass over layers [begin, ...) on x: the model's input, or what
-// the range starts from (a stack's layer begin - 1), is x.
-const Tensor& Model::input_of(size_t i, size_t k, const Tensor& x, size_t begin) const {
+// The k-th input of layer i in a pass over layers [begin, ...) on xs: a model input, or (a stack's
+// range from layer begin > 0) what the range starts from, xs[0].
+const Tensor& Model::input_of(size_t i, size_t k, std::span<const Tensor> xs, size_t begin) const {
   const int from = nodes_[i].inputs[k];
-  if (from < 0 || static_cast<size_t>(from) + 1 == begin) return x;
+  if (from < 0) return xs[static_cast<size_t>(-1 - from)];
+  if (static_cast<size_t>(from) + 1 == begin) return xs[0];
   return *acts_[static_cast<size_t>(from)];
 }
 
-// Layers [begin, end) on x (the checks of the model's input when begin is 0).
-const Tensor& Model::run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what) {
+// Layers [begin, end) on xs (the checks of the model's inputs when begin is 0).
+const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what) {
   require_built(what);
   check_range(begin, end, what);
   EMBER_CHECK(begin == 0 || linear_, ArgumentError,
               std::string("Model::") + what + ": a range from layer " + std::to_string(begin) +
                   " needs a stack (is_linear()); a graph model runs from its input");
-  const Shape& in = begin == 0 ? input_shape_ : output_shapes_[begin - 1];
-  EMBER_CHECK(x.rank() == in.rank() + 1 && x.shape().without_batch() == in, ShapeError,
-              "Model: expects input (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
-  EMBER_CHECK(x.device() == device_, DeviceError,
-              "Model: the input is on " + x.device().str() + " but the model on " + device_.str() +
-                  ": copy it with to() (nothing migrates silently)");
+  const size_t count = begin == 0 ? input_shapes_.size() : 1;
+  EMBER_CHECK(xs.size() == count, ArgumentError,
+              std::string("Model::") + what + ": the model takes " + std::to_string(count) + " input" +
+                  (count == 1 ? "" : "s") + ", given " + std::to_string(xs.size()));
+  for (size_t k = 0; k < count; ++k) {
+    const Shape& in = begin == 0 ? input_shapes_[k] : output_shapes_[begin - 1];
+    const Tensor& x = xs[k];
+    const std::string which = count == 1 ? std::string("input") : "input '" + input_names_[k] + "'";
+    EMBER_CHECK(x.rank() == in.rank() + 1 && x.shape().without_batch() == in, ShapeError,
+                "Model: expects " + which + " (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
+    EMBER_CHECK(k == 0 || x.dim(0) == xs[0].dim(0), ShapeError,
+                "Model: " + which + " has " + std::to_string(x.dim(0)) + " rows but '" + input_names_[0] + "' " +
+                    std::to_string(xs[0].dim(0)));
+    EMBER_CHECK(x.device() == device_, DeviceError,
+                "Model: the " + which + " is on " + x.device().str() + " but the model on " + device_.str() +
+                    ": copy it with to() (nothing migrates silently)");
+  }
   std::vector<const Tensor*> ins;
   for (size_t i = begin; i < end; ++i) {
     if (detail::ConvPoolBlock* b = block_at(i, end)) {
       acts_[i] = nullptr;  // never exists: the pool is its only consumer
-      acts_[i + 1] = &b->forward(input_of(i, 0, x, begin), training);
+      acts_[i + 1] = &b->forward(input_of(i, 0, xs, begin), training);
       ran_fused_[i] = kFusedFirst;
       ran_fused_[++i] = kFusedSecond;
       continue;
@@ -428,29 +570,37 @@ const Tensor& Model::run_layers(const Tensor& x, bool training, size_t begin, si
     Layer& l = *layers_[i];
     if (l.multi_input()) {
       ins.clear();
-      for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) ins.push_back(&input_of(i, k, x, begin));
+      for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) ins.push_back(&input_of(i, k, xs, begin));
       acts_[i] = &l.forward_inputs(ins, training);
     } else {
-      acts_[i] = &l.forward(input_of(i, 0, x, begin), training);
+      acts_[i] = &l.forward(input_of(i, 0, xs, begin), training);
     }
   }
-  return end > begin ? *acts_[end - 1] : x;
+  return end > begin ? *acts_[end - 1] : xs[0];
 }
 
 const Tensor& Model::forward(const Tensor& x, bool training) {
-  return run_layers(x, training, 0, layers_.size(), "forward");
+  return run_layers({&x, 1}, training, 0, layers_.size(), "forward");
+}
+
+const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
+  return run_layers(xs, training, 0, layers_.size(), "forward");
 }
 
 // Without a final Softmax: the loss reads its input.
 const Tensor& Model::forward_logits(const Tensor& x, bool training) {
-  return run_layers(x, training, 0, logit_layers(), "forward_logits");
+  return run_layers({&x, 1}, training, 0, logit_layers(), "forward_logits");
+}
+
+const Tensor& Model::forward_logits(const std::vector<Tensor>& xs, bool training) {
+  return run_layers(xs, training, 0, logit_layers(), "forward_logits");
 }
 
 const Tensor& Model::forward_layers(const Tensor& x, bool training, size_t begin, size_t end) {
-  return run_layers(x, training, begin, end, "forward_layers");
+  return run_layers({&x, 1}, training, begin, end, "forward_layers");
 }
 
-// Hands dx to the gradient slot of a layer's output (the last slot: the model's input): the
+// Hands dx to the gradient slot of a layer's output (the slots after the layers': the inputs'): the
 // first one as it is, the next ones summed into the slot's own buffer, in the first one's layout.
 void Model::deliver_grad(size_t slot, const Tensor& dx) {
   if (!dx.defined()) return;
@@ -467,6 +617,12 @@ void Model::deliver_grad(size_t slot, const Tensor& dx) {
 }
 
 const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end) {
+  const Tensor* seed = &dy;
+  return backward_pass({&seed, 1}, begin, end);
+}
+
+// One seed: the gradient of layer end - 1's output; several: of each output layer's, in order.
+const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t begin, size_t end) {
   require_built("backward_layers");
   check_range(begin, end, "backward_layers");
   EMBER_CHECK(begin == 0 || linear_, ArgumentError,
@@ -476,20 +632,24 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
     return "Model::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
            ") split a pair that ran fused";
   };
-  const size_t input_slot = layers_.size();
-  bool input_partial = false;  // a reader of the input gave no gradient: the input's is not whole
+  const size_t input_slot = layers_.size();  // input k's: input_slot + k
+  // A reader of an input that gave no gradient: that input's is not whole.
+  std::fill(input_whole_.begin(), input_whole_.end(), true);
   const auto deliver = [&](size_t slot, const Tensor& dx) {
-    if (slot == input_slot && !dx.defined()) input_partial = true;
+    if (slot >= input_slot && !dx.defined()) input_whole_[slot - input_slot] = false;
     deliver_grad(slot, dx);
   };
   for (size_t i = begin; i < end; ++i) gouts_[i] = nullptr;
-  gouts_[input_slot] = nullptr;
-  if (end > begin) gouts_[end - 1] = &dy;
-  // Where layer i's k-th input gradient goes: the model input's slot for the input (or for what
-  // a stack's range starts from), else the producing layer's.
+  for (size_t k = input_slot; k < gouts_.size(); ++k) gouts_[k] = nullptr;
+  if (seeds.size() == 1 && end > begin) gouts_[end - 1] = seeds[0];
+  if (seeds.size() > 1)  // an output that other layers read too gets their gradients added
+    for (size_t k = 0; k < seeds.size(); ++k) deliver_grad(static_cast<size_t>(outputs_[k]), *seeds[k]);
+  // Where layer i's k-th input gradient goes: the model input's slot for an input (input 0's for
+  // what a stack's range starts from), else the producing layer's.
   const auto slot_of = [&](size_t i, size_t k) {
     const int from = nodes_[i].inputs[k];
-    return from < 0 || static_cast<size_t>(from) < begin ? input_slot : static_cast<size_t>(from);
+    if (from < 0) return input_slot + static_cast<size_t>(-1 - from);
+    return static_cast<size_t>(from) < begin ? input_slot : static_cast<size_t>(from);
   };
   for (size_t i = end; i-- > begin;) {
     const Tensor* g = gouts_[i];
@@ -512,10 +672,32 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
       deliver(slot_of(i, 0), l.backward(*g));
     }
   }
-  return gouts_[input_slot] != nullptr && !input_partial ? *gouts_[input_slot] : none;
+  return input_gradient(0);
+}
+
+const Tensor& Model::input_gradient(size_t k) const {
+  static const Tensor none;
+  const size_t slot = layers_.size() + k;
+  return slot < gouts_.size() && gouts_[slot] != nullptr && input_whole_[k] ? *gouts_[slot] : none;
 }
 
 void Model::backward(const Tensor& dlogits) { backward_layers(dlogits, 0, logit_layers()); }
+
+void Model::backward(const std::vector<const Tensor*>& doutputs) {
+  EMBER_CHECK(doutputs.size() == outputs_.size(), ArgumentError,
+              "Model::backward: " + std::to_string(doutputs.size()) + " gradients for a model of " +
+                  std::to_string(outputs_.size()) + " outputs");
+  for (const Tensor* d : doutputs) EMBER_CHECK(d != nullptr, ArgumentError, "Model::backward: a null gradient");
+  backward_pass(doutputs, 0, logit_layers());
+}
+
+const Tensor& Model::output(size_t k) const {
+  EMBER_CHECK(k < outputs_.size(), ArgumentError,
+              "Model::output(" + std::to_string(k) + ") of a model of " + std::to_string(outputs_.size()) + " outputs");
+  const Tensor* t = acts_.empty() ? nullptr : acts_[static_cast<size_t>(outputs_[k])];
+  EMBER_CHECK(t != nullptr, Error, "Model::output: no forward has run");
+  return *t;
+}
 
 float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
   MetricSums sums = make_sums();
@@ -531,9 +713,11 @@ void Model::set_cpu_micro_batch(int64_t rows) {
   micro_batch_auto_ = false;
 }
 
-int64_t Model::slice_rows(const Tensor& x, bool training) const {
-  const int64_t n = x.rank() > 0 ? x.dim(0) : 0;
-  if (!device_.is_cpu() || x.layout() != Layout::RowMajor) return n;
+int64_t Model::slice_rows(std::span<const Tensor> xs, bool training) const {
+  const int64_t n = !xs.empty() && xs[0].rank() > 0 ? xs[0].dim(0) : 0;
+  if (!device_.is_cpu()) return n;
+  for (const Tensor& x : xs)
+    if (x.layout() != Layout::RowMajor || x.rank() == 0 || x.dim(0) != n) return n;  // run whole: forward checks
   const bool exact = training && conv_algorithms() == ConvAlgorithms::Exact;
   if (!exact && (cpu_micro_batch_ == 0 || n <= cpu_micro_batch_)) return n;
   for (const auto& l : layers_)
@@ -556,10 +740,13 @@ namespace {
 // sums' count of finite batches per batch (one batch, however many slices).
 template <typename F>
 void for_each_slice(int64_t n, int64_t rows, MetricSums& sums, F&& slice) {
-  double* acc = sums.buffer().data<double>();
-  const double finite_before = acc[3];
+  std::vector<double> finite_before;  // per block (one per output)
+  for (size_t k = 0; k < sums.blocks(); ++k) finite_before.push_back(sums.block(k).buffer().data<double>()[3]);
   for (int64_t i = 0; i < n; i += rows) slice(i, std::min(rows, n - i));
-  acc[3] = finite_before + (std::isfinite(acc[0]) ? 1.0 : 0.0);
+  for (size_t k = 0; k < sums.blocks(); ++k) {
+    double* acc = sums.block(k).buffer().data<double>();
+    acc[3] = finite_before[k] + (std::isfinite(acc[0]) ? 1.0 : 0.0);
+  }
 }
 
 Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
@@ -568,26 +755,79 @@ Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
 }
 }  // namespace
 
+std::span<const Tensor> Model::slice_inputs(std::span<const Tensor> xs, int64_t begin, int64_t rows) {
+  return slices_of(xs, begin, rows, slice_xs_);
+}
+
+std::span<const Tensor> Model::slice_targets(std::span<const Tensor> ys, int64_t begin, int64_t rows) {
+  return slices_of(ys, begin, rows, slice_ys_);
+}
+
+std::span<const Tensor> Model::slices_of(std::span<const Tensor> ts, int64_t begin, int64_t rows,
+                                         std::vector<Tensor>& into) {
+  into.resize(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k) into[k] = rows_of(ts[k], begin, rows);
+  return into;
+}
+
 // A sliced batch's targets, checked whole first: a bad one throws before any slice has added to
 // the metric sums or the gradients (as the whole batch's loss does).
-void Model::check_sliced_targets(const Tensor& targets, int64_t n) const {
+void Model::check_sliced_targets(std::span<const Tensor> targets, int64_t n) const {
+  for (size_t k = 0; k < targets.size() && k < heads_.size(); ++k) {
+    const Tensor& t = targets[k];
+    EMBER_CHECK(t.rank() >= 1 && t.dim(0) == n && t.layout() == Layout::RowMajor && t.device().is_cpu(), ShapeError,
+                "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " + t.str());
+    heads_[k].loss->check_targets(t, output_shapes_[static_cast<size_t>(outputs_[k])]);
+  }
+}
+
+void Model::run_heads(std::span<const Tensor> ys, MetricSums& sums, bool training, int64_t mean_rows) {
   EMBER_CHECK(
-      targets.rank() >= 1 && targets.dim(0) == n && targets.layout() == Layout::RowMajor && targets.device().is_cpu(),
-      ShapeError,
-      "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " + targets.str());
-  loss_->check_targets(targets, output_shape());
+      ys.size() == heads_.size(), ArgumentError,
+      "Model: " + std::to_string(ys.size()) + " targets for a model of " + std::to_string(heads_.size()) + " outputs");
+  EMBER_CHECK(sums.blocks() == heads_.size(), ArgumentError,
+              "Model: the metric sums hold " + std::to_string(sums.blocks()) + " outputs' sums; the model has " +
+                  std::to_string(heads_.size()) + " (make them with make_sums())");
+  head_grads_.assign(heads_.size(), nullptr);
+  for (size_t k = 0; k < heads_.size(); ++k) {
+    Head& h = heads_[k];
+    // One output: what the loss reads (a final Softmax's input when it takes logits).
+    const Tensor& out = *acts_[heads_.size() == 1 ? logit_layers() - 1 : static_cast<size_t>(outputs_[k])];
+    (training ? h.loss : h.eval_loss)->forward(out, ys[k], sums.block(k));
+    accumulate_metrics(k, out, ys[k], sums);
+    if (!training) continue;
+    const Tensor& d = h.loss->backward(mean_rows);
+    if (h.weight == 1.0) {
+      head_grads_[k] = &d;
+    } else {
+      ensure(h.scaled, d.shape(), DType::F32, d.device(), d.layout());
+      detail::elementwise_scale(static_cast<float>(h.weight), d, h.scaled);
+      head_grads_[k] = &h.scaled;
+    }
+  }
+  if (training) backward_pass(head_grads_, 0, logit_layers());
 }
 
 void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, true);
+  compute_gradients_of({&x, 1}, {&labels, 1}, sums);
+}
+
+void Model::compute_gradients(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
+  compute_gradients_of(xs, {&labels, 1}, sums);
+}
+
+void Model::compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
+  compute_gradients_of(xs, targets, sums);
+}
+
+void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums) {
+  const int64_t n = !xs.empty() && xs[0].rank() > 0 ? xs[0].dim(0) : 0, rows = slice_rows(xs, true);
   if (rows == n) {
-    const Tensor& logits = forward_logits(x, true);
-    loss_->forward(logits, labels, sums);
-    accumulate_metrics(logits, labels, sums);
-    backward(loss_->backward());
+    run_layers(xs, true, 0, logit_layers(), "compute_gradients");
+    run_heads(ys, sums, true, 0);
     return;
   }
-  check_sliced_targets(labels, n);  // whole, before any slice adds to the sums
+  check_sliced_targets(ys, n);  // whole, before any slice adds to the sums
   // The slices' gradients as a pairwise tree, built as a binary counter: each slice's gradient is
   // pushed as a subtree of level 0, and two subtrees of one level merge (left + right) into one of
   // the next; what is left folds from the right. For any slice count this is the tree of
@@ -602,11 +842,8 @@ void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums&
     for (int64_t i = 0; i < count; ++i) l[i] += r[i];
   };
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
-    const Tensor& logits = forward_logits(rows_of(x, begin, b), true);
-    const Tensor targets = rows_of(labels, begin, b);
-    loss_->forward(logits, targets, sums);
-    accumulate_metrics(logits, targets, sums);
-    backward(loss_->backward(n));  // the mean over the whole batch
+    run_layers(slice_inputs(xs, begin, b), true, 0, logit_layers(), "compute_gradients");
+    run_heads(slice_targets(ys, begin, b), sums, true, n);  // the mean over the whole batch
     if (grad_tree_.size() <= level.size()) grad_tree_.emplace_back();
     ensure(grad_tree_[level.size()], grads_.shape(), DType::F32, grads_.device());
     grad_tree_[level.size()].copy_from(grads_);
@@ -622,25 +859,46 @@ void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums&
 }
 
 void Model::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  const int64_t n = x.rank() > 0 ? x.dim(0) : 0, rows = slice_rows(x, false);
+  evaluate_batch_of({&x, 1}, {&labels, 1}, sums);
+}
+
+void Model::evaluate_batch(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
+  evaluate_batch_of(xs, {&labels, 1}, sums);
+}
+
+void Model::evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
+  evaluate_batch_of(xs, targets, sums);
+}
+
+void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums) {
+  const int64_t n = !xs.empty() && xs[0].rank() > 0 ? xs[0].dim(0) : 0, rows = slice_rows(xs, false);
   if (rows == n) {
-    const Tensor& outputs = forward_logits(x, false);
-    eval_loss_->forward(outputs, labels, sums);
-    accumulate_metrics(outputs, labels, sums);
+    run_layers(xs, false, 0, logit_layers(), "evaluate_batch");
+    run_heads(ys, sums, false, 0);
     return;
   }
-  check_sliced_targets(labels, n);
+  check_sliced_targets(ys, n);
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
-    const Tensor& outputs = forward_logits(rows_of(x, begin, b), false);
-    const Tensor targets = rows_of(labels, begin, b);
-    eval_loss_->forward(outputs, targets, sums);
-    accumulate_metrics(outputs, targets, sums);
+    run_layers(slice_inputs(xs, begin, b), false, 0, logit_layers(), "evaluate_batch");
+    run_heads(slice_targets(ys, begin, b), sums, false, 0);
   });
 }
 
 void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
   compute_gradients(x, labels, sums);
+  apply_gradients();
+}
+
+void Model::train_step(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
+  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  compute_gradients(xs, labels, sums);
+  apply_gradients();
+}
+
+void Model::train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
+  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  compute_gradients(xs, targets, sums);
   apply_gradients();
 }
 
@@ -726,7 +984,9 @@ std::string Model::summary() const {
     std::string out = "[";
     for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) {
       const int from = nodes_[i].inputs[k];
-      out += (k ? ", '" : "'") + (from < 0 ? input_name_ : layers_[static_cast<size_t>(from)]->name()) + "[0][0]'";
+      out += (k ? ", '" : "'") +
+             (from < 0 ? input_names_[static_cast<size_t>(-1 - from)] : layers_[static_cast<size_t>(from)]->name()) +
+             "[0][0]'";
     }
     return out + "]";
   };
@@ -736,10 +996,11 @@ std::string Model::summary() const {
   else
     row({"Layer (type)", "Output Shape", "Param #"});
   os << dbl << "\n";
-  if (graph_) {
-    row({input_name_ + " (InputLayer)", "[" + batch_shape(input_shape_) + "]", "0", "[]"});
-    os << "\n";
-  }
+  if (graph_)
+    for (size_t k = 0; k < input_shapes_.size(); ++k) {
+      row({input_names_[k] + " (InputLayer)", "[" + batch_shape(input_shapes_[k]) + "]", "0", "[]"});
+      os << "\n";
+    }
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<std::string> cells{layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
                                    with_commas(layers_[i]->num_params() + layers_[i]->num_non_trainable())};

@@ -14,7 +14,9 @@
 // order: a Sequential's order), sums the gradients of a tensor that feeds several layers (in the
 // reverse of that order, converted to the first gradient's layout), and fuses on the CPU what fits
 // (a Conv2D whose only consumer is the next MaxPool2D; a ReLU's mask into the next layer's
-// backward). One input and one output for now; a layer object is called once.
+// backward). Several inputs (a dataset of several inputs feeds them: data/dataset.h) and several
+// outputs (a loss each, weighted, with its own metrics: compile(optimizer, outputs)); a layer object
+// is called once.
 //
 // All parameters live in one flat buffer and all gradients in another (layers hold views),
 // so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
@@ -29,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -178,6 +181,14 @@ struct FitOptions {
   double validation_split = 0.0;
 };
 
+// compile(optimizer, outputs): one output's loss, its weight in the model's loss (Keras'
+// loss_weights) and its metrics.
+struct OutputLoss {
+  std::unique_ptr<Loss> loss;
+  double weight = 1.0;
+  MetricList metrics{};
+};
+
 struct EvalResult {
   double loss = 0;
   double accuracy = 0;  // metrics' "accuracy" (0 without it)
@@ -188,8 +199,10 @@ struct EvalResult {
 class Model {
  public:
   // The graph from `input` to `output` (per-sample logits (classes,), or a final Softmax's
-  // probabilities). ArgumentError when the output does not depend on the input alone, when a
-  // layer object is called twice, or for several inputs or outputs (not yet supported).
+  // probabilities). ArgumentError when an output depends on an Input that is not given, when an
+  // input is not used, or when a layer object is called twice. Several inputs: their order is the
+  // order of a batch's inputs; several outputs: the order of its targets (a dataset's named inputs
+  // and targets are matched by name: the Inputs' names and the output layers').
   Model(const SymbolicTensor& input, const SymbolicTensor& output, std::string name = "model");
   Model(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs,
         std::string name = "model");
@@ -215,7 +228,13 @@ class Model {
   // Any loss and metrics (layers/loss.h, metrics.h); fit/evaluate check them against the data
   // (ShapeError naming the output's and the targets' shapes).
   void compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> loss, MetricList metrics = {});
-  Loss& loss() { return *loss_; }
+  // A model of several outputs: a loss, weight and metrics per output, in output order (one entry
+  // for a one-output model is the call above). The model's loss is the weighted sum; the history
+  // and progress bar show it as "loss", each output's as "<output>_loss" and its metrics as
+  // "<output>_<metric>" (Keras' names; <output> is the output layer's name). A loss that takes
+  // softmax logits on an output that is a Softmax layer needs a one-output model (ArgumentError).
+  void compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss> outputs);
+  Loss& loss(size_t output = 0) { return *heads_.at(output).loss; }
   // Weight decay (an optimizer's Regularization::weight_decay) applies to kernels: every
   // parameter named "kernel", not biases or BatchNormalization's gamma and beta (the common
   // recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
@@ -224,17 +243,27 @@ class Model {
   void set_weight_decay(const std::string& param, bool decay);
   // Per parameter element, 1 where weight decay applies (on the model's device).
   Tensor decay_mask() const;
-  const MetricList& metrics() const { return metrics_; }
+  const MetricList& metrics(size_t output = 0) const { return heads_.at(output).metrics; }
+  // The names of what the history logs beside "loss": the metrics; with several outputs each
+  // output's loss, then each output's metrics (see compile).
   std::vector<std::string> metric_names() const;
-  // Sums with a slot for every compiled metric, on `device` (the model's by default).
-  MetricSums make_sums() const { return MetricSums(device_, static_cast<int64_t>(metrics_.size())); }
-  MetricSums make_sums(Device device) const { return MetricSums(device, static_cast<int64_t>(metrics_.size())); }
-  // The compiled metrics' sums in `values` (each from its slot, or the loss's fused count).
+  // Sums with a slot for every compiled metric (a block per output), on `device` (the model's by
+  // default).
+  MetricSums make_sums() const { return make_sums(device_); }
+  MetricSums make_sums(Device device) const;
+  // The values metric_names() names, as sums over the samples, from `values` (each metric from
+  // its slot or the loss's fused count; with several outputs each output's loss sum first). A
+  // Values without blocks (reduced by hand across processes) holds that list already.
   std::vector<double> metric_sums(const MetricSums::Values& values) const;
-  // ShapeError unless the loss and metrics fit targets of `target` dtype and per-sample shape.
-  void check_targets(DType target, const Shape& target_sample, const char* what) const;
-  // The inputs' shape, the loss's and metrics' fit and the label count of `data` (ShapeError).
+  // ShapeError unless output k's loss and metrics fit targets of `target` dtype and per-sample
+  // shape.
+  void check_targets(DType target, const Shape& target_sample, const char* what, size_t output = 0) const;
+  // The inputs' shapes, the losses' and metrics' fit and the label count of `data` (ShapeError).
+  // The data's inputs and targets must be in the model's order (arranged() puts named ones there).
   void check_data(const Dataset& data, const char* what) const;
+  // `data` with its inputs and targets in this model's order (named ones matched to input_names()
+  // and output_names()), checked by check_data: what fit and evaluate train and evaluate on.
+  Dataset arranged(const Dataset& data, const char* what) const;
   // An evaluation's means from its sums over `seen` samples.
   EvalResult eval_result(const MetricSums::Values& values, int64_t seen) const;
   // Moves the parameters (and optimizer state) to `device`; layers then run there (the CUDA
@@ -252,6 +281,10 @@ class Model {
   EvalResult evaluate(DataLoader& loader);
   // The outputs for inputs x (N, ...) f32 in any layout, row-major (N, outputs...) result.
   Tensor predict(const Tensor& x, int64_t batch_size = 256);
+  // A model of several inputs: one tensor per input, in input_names()' order, N rows each.
+  Tensor predict(const std::vector<Tensor>& xs, int64_t batch_size = 256);
+  // Every output's predictions (predict() takes a one-output model), in output order.
+  std::vector<Tensor> predict_outputs(const std::vector<Tensor>& xs, int64_t batch_size = 256);
   // Keras-style table: layer (type), output shape, parameter count (a graph model: with its
   // Input and each layer's inputs, Keras' "Connected to"); totals.
   std::string summary() const;
@@ -262,14 +295,26 @@ class Model {
   const Optimizer* optimizer() const { return optimizer_.get(); }
 
   // --- Building blocks for custom loops -----------------------------------------------------
-  // Every layer's output (with a final Softmax: probabilities).
+  // Every layer's output (with a final Softmax: probabilities); with several outputs output 0's
+  // (output(k) has each). A model of several inputs takes a list, one batch per input in
+  // input_names()' order (the same rows in each); every function below that takes x has such an
+  // overload, and one that takes a list of targets (one per output) where it takes targets.
   const Tensor& forward(const Tensor& x, bool training);
+  const Tensor& forward(const std::vector<Tensor>& xs, bool training);
   // The outputs the loss reads: forward() without a final Softmax when the loss takes softmax
   // logits (the same as forward() else).
   const Tensor& forward_logits(const Tensor& x, bool training);
+  const Tensor& forward_logits(const std::vector<Tensor>& xs, bool training);
+  // Output k of the last forward.
+  const Tensor& output(size_t k) const;
   // Backpropagates d(loss)/d(outputs) (forward_logits' output) through the layers below them,
   // writing (=) the gradient buffer.
   void backward(const Tensor& dlogits);
+  // Several outputs: d(loss)/d(output k) for every output, in output order.
+  void backward(const std::vector<const Tensor*>& doutputs);
+  // After backward: the gradient of input k when the layers reading it computed theirs (a layer
+  // reading only model inputs computes none unless set_needs_input_grad(true)), else undefined.
+  const Tensor& input_gradient(size_t k = 0) const;
   // forward + loss + backward + optimizer step on one batch of inputs x and targets (labels for
   // the default loss); returns the batch's mean loss and (via `correct`, with the default loss)
   // how many predictions were right.
@@ -282,10 +327,16 @@ class Model {
   // prints). The float versions are these with sums of their own, read back (one mechanism).
   void train_step(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums);
+  void train_step(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums);
+  void compute_gradients(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums);
+  void train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums);
+  void compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums);
   void apply_gradients();
   // Inference on one batch, adding its loss and metric sums to `sums` (what evaluate() runs per
   // batch; it uses a loss object of its own, not the training step's).
   void evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums);
+  void evaluate_batch(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums);
+  void evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums);
 
   // --- CPU micro-batches --------------------------------------------------------------------
   // On the CPU, a batch of more than `rows` rows runs through compute_gradients/train_step,
@@ -338,15 +389,24 @@ class Model {
   Optimizer* optimizer() { return optimizer_.get(); }
   // The layers in the order they run (a graph model's topological order; no Input).
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
-  // Per layer, what it is called on: an index into layers(), or -1 for the model's input.
+  // Per layer, what it is called on: an index into layers(), or -1 - k for the model's input k.
   const std::vector<int>& layer_inputs(size_t i) const;
   // True when every layer takes the one before it (or the input, the first): a stack.
   bool is_linear() const { return linear_; }
   // Made from symbolic tensors (a Sequential is not), and the name of its input ("input_1").
   bool is_graph() const { return graph_; }
-  const std::string& input_name() const { return input_name_; }
-  const Shape& input_shape() const { return input_shape_; }
-  const Shape& output_shape() const { return output_shapes_.back(); }
+  const std::string& input_name() const { return input_names_.at(0); }
+  const Shape& input_shape() const { return input_shapes_.at(0); }
+  // Every input, in the order a batch gives them ("input_1", "input_2", ... unless named).
+  size_t num_inputs() const { return input_shapes_.size(); }
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  const std::vector<Shape>& input_shapes() const { return input_shapes_; }
+  const Shape& output_shape() const { return output_shapes_.at(static_cast<size_t>(outputs_.at(0))); }  // output 0's
+  // Every output (per sample), its name (its layer's, after build) and its layer's index.
+  size_t num_outputs() const { return outputs_.size(); }
+  std::vector<Shape> output_shapes() const;
+  std::vector<std::string> output_names() const;
+  const std::vector<int>& output_layers() const { return outputs_; }
   const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  // per sample
   int64_t num_params() const { return params_.defined() ? params_.numel() : 0; }
   // The flat non-trainable state (see StateSpec): every layer's, averaged statistics first.
@@ -381,6 +441,8 @@ class Model {
  private:
   void require_built(const char* what) const;
   void define_graph(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs);
+  void build_model(const Shape* sample_shape, uint64_t seed);  // null: a graph model's own input shapes
+  const Tensor& backward_pass(std::span<const Tensor* const> seeds, size_t begin, size_t end);
 
   // The graph: per layer (in run order) the calls' inputs (-1: the model's input), and who
   // consumes each layer's output.
@@ -394,20 +456,34 @@ class Model {
   std::shared_ptr<const int> identity_ = std::make_shared<const int>(0);
   bool graph_ = false;  // made from symbolic tensors (not a Sequential)
   bool linear_ = true;  // each layer takes the one before it
-  std::string input_name_;
+  std::vector<std::string> input_names_{""};
   // A pass's tensors: each layer's output (forward), each layer's output gradient (backward; the
-  // last slot: the model input's), the sums of gradients from several consumers, conversions.
+  // slots after the layers': the model inputs'), the sums of gradients from several consumers,
+  // conversions.
   std::vector<const Tensor*> acts_, gouts_;
   std::vector<Tensor> gsums_, gconv_;
+  std::vector<bool> input_whole_;  // per model input: its gradient in gouts_ is whole
   void deliver_grad(size_t slot, const Tensor& dx);
-  const Tensor& input_of(size_t i, size_t k, const Tensor& x, size_t begin) const;
+  const Tensor& input_of(size_t i, size_t k, std::span<const Tensor> xs, size_t begin) const;
   std::vector<Shape> output_shapes_;
-  Shape input_shape_;
-  void bind_layers();  // (re)binds every layer's views into params_ / grads_
+  std::vector<Shape> input_shapes_{Shape{}};
+  std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
+  void bind_layers();                        // (re)binds every layer's views into params_ / grads_
 
   void seed_random_layers();
   size_t logit_layers() const;  // layers before the loss: all but a final Softmax
-  const Tensor& run_layers(const Tensor& x, bool training, size_t begin, size_t end, const char* what);
+  const Tensor& run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what);
+  void compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
+  void evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
+  std::vector<Tensor> predict_of(std::span<const Tensor> xs, int64_t batch_size);
+  // Each output's loss (training: the heads' losses, else their evaluation clones) and metrics on
+  // the last forward's outputs, targets ys; training: the gradients too (mean over mean_rows).
+  void run_heads(std::span<const Tensor> ys, MetricSums& sums, bool training, int64_t mean_rows);
+  // Rows [begin, begin + rows) of each tensor, as views kept in slice_xs_ / slice_ys_.
+  std::span<const Tensor> slice_inputs(std::span<const Tensor> xs, int64_t begin, int64_t rows);
+  std::span<const Tensor> slice_targets(std::span<const Tensor> ys, int64_t begin, int64_t rows);
+  static std::span<const Tensor> slices_of(std::span<const Tensor> ts, int64_t begin, int64_t rows,
+                                           std::vector<Tensor>& into);
   detail::ConvPoolBlock* block_at(size_t i, size_t end) const;         // the pair (i, i + 1) if it runs fused here
   void check_range(size_t begin, size_t end, const char* what) const;  // ArgumentError unless [begin, end) are layers
 
@@ -420,14 +496,21 @@ class Model {
   // load() before compile(): the checkpoint's optimizer state, restored by compile().
   std::optional<SavedOptimizerState> saved_optimizer_;
   friend void detail::keep_optimizer_state(Model& model, SavedOptimizerState saved);
-  // The compiled loss (one for training, a clone for evaluation: each keeps its own buffers, so a
-  // captured training step's stay put) and metrics.
-  std::unique_ptr<Loss> loss_ = std::make_unique<losses::SparseCategoricalCrossentropy>();
-  std::unique_ptr<Loss> eval_loss_ = std::make_unique<losses::SparseCategoricalCrossentropy>();
-  MetricList metrics_{std::make_shared<metrics::SparseCategoricalAccuracy>()};
-  // Adds the metrics of one forward's outputs to `sums` (a metric the loss fused is skipped).
-  void accumulate_metrics(const Tensor& outputs, const Tensor& targets, MetricSums& sums);
-  void check_sliced_targets(const Tensor& targets, int64_t n) const;
+  // Per output: the compiled loss (one for training, a clone for evaluation: each keeps its own
+  // buffers, so a captured training step's stay put), its weight and metrics.
+  struct Head {
+    std::unique_ptr<Loss> loss = std::make_unique<losses::SparseCategoricalCrossentropy>();
+    std::unique_ptr<Loss> eval_loss = std::make_unique<losses::SparseCategoricalCrossentropy>();
+    double weight = 1.0;
+    MetricList metrics{std::make_shared<metrics::SparseCategoricalAccuracy>()};
+    Tensor scaled;  // weight * the loss's gradient (weight != 1)
+  };
+  std::vector<Head> heads_ = std::vector<Head>(1);
+  std::vector<int> outputs_;  // the output layers (indices into layers_), in output order
+  std::vector<const Tensor*> head_grads_;
+  // Adds output k's metrics on `outputs` to `sums` (a metric the loss fused is skipped).
+  void accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& targets, MetricSums& sums);
+  void check_sliced_targets(std::span<const Tensor> targets, int64_t n) const;
   void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
   int64_t cpu_micro_batch_ = 64;
   bool micro_batch_auto_ = true;       // the default, not set_cpu_micro_batch's: slice only where it pays
@@ -438,8 +521,8 @@ class Model {
   // Per layer, how its last forward ran: on its own, or as the first or second of a fused pair.
   enum RanAs : char { kAlone, kFusedFirst, kFusedSecond };
   std::vector<RanAs> ran_fused_;
-  // Rows per slice for a batch of x in this mode: x.dim(0) when it runs whole.
-  int64_t slice_rows(const Tensor& x, bool training) const;
+  // Rows per slice for a batch of xs in this mode: their rows when it runs whole.
+  int64_t slice_rows(std::span<const Tensor> xs, bool training) const;
 };
 
 }  // namespace ember

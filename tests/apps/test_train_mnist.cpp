@@ -889,26 +889,29 @@ TEST_F(TrainMnistSignals, AFailedFinalSaveKeepsTheModelAndSaysWhere) {
 // checkpoint in time, and resuming it under mpirun continues bit for bit. (mpirun stops
 // forwarding output once signalled, so the saying line does not reach the terminal.)
 TEST_F(TrainMnistSignals, SigintToMpirunSavesAResumableCheckpoint) {
-  // 500 steps per epoch over 2 ranks: forwarded output lags, a signal sent at "Epoch 2/3" still
-  // lands inside epoch 2.
+  // 500 steps per epoch over 2 ranks, 4 epochs, the signal sent at "Epoch 2/4". Forwarded output
+  // and mpirun's forwarding of the signal lag: on a machine that runs an epoch in 0.65 s the stop
+  // landed in epoch 3, so the position is not pinned to epoch 2; it must be before the end (the
+  // run was cut short) and is what the resumed run continues from.
   const std::string big = dir_ + "/big";
   std::filesystem::create_directories(big);
   ember::test::write_synthetic_mnist(big, 16000, 100, false);
   const std::string mpi = mpirun(2) +
-                          " --strategy multiworker --threads 1 --epochs 3 --device cpu --batch-size 32 "
+                          " --strategy multiworker --threads 1 --epochs 4 --device cpu --batch-size 32 "
                           "--seed 7 --data-dir " +
                           big;
   ASSERT_EQ(run_raw(mpi + " --quiet --save " + dir_ + "/straight.st").code, 0);
   Child c("exec " + mpi + " --save " + dir_ + "/int.st", true);
-  ASSERT_TRUE(c.wait_for("Epoch 2/3")) << c.output();
+  ASSERT_TRUE(c.wait_for("Epoch 2/4")) << c.output();
   c.signal(SIGINT);
   const AppRun r = c.finish();
   EXPECT_NE(r.code, 0) << r.output;
   ASSERT_TRUE(std::filesystem::exists(dir_ + "/int.st")) << r.output;
   const std::map<std::string, std::string> meta = ember::read_safetensors(dir_ + "/int.st").metadata;
-  EXPECT_EQ(meta.at("epochs_done"), "1");
+  const int epochs_done = std::stoi(meta.at("epochs_done"));
+  EXPECT_GE(epochs_done, 1);
   ASSERT_TRUE(meta.contains("batches_done"));
-  EXPECT_GT(std::stoi(meta.at("batches_done")), 0);
+  EXPECT_LT(epochs_done, 4) << "batches_done " << meta.at("batches_done");  // before the end
   const AppRun resumed = run_raw(mpi + " --quiet --resume " + dir_ + "/int.st --save " + dir_ + "/resumed.st");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_TRUE(all_values(dir_ + "/straight.st") == all_values(dir_ + "/resumed.st"));

@@ -26,8 +26,8 @@ std::vector<int64_t> collect(DataLoader& loader, int64_t epoch, std::vector<int6
   loader.start_epoch(epoch);
   Batch b;
   while (loader.next(b)) {
-    if (sizes) sizes->push_back(b.x.dim(0));
-    for (int64_t i = 0; i < b.x.dim(0); ++i) seen.push_back(std::lround(b.x.f32()[i * 4] * 255.0f));
+    if (sizes) sizes->push_back(b.x().dim(0));
+    for (int64_t i = 0; i < b.x().dim(0); ++i) seen.push_back(std::lround(b.x().f32()[i * 4] * 255.0f));
   }
   return seen;
 }
@@ -90,9 +90,9 @@ TEST(DataLoader, NormalisesToUnitRangeAndRejectsBadOptions) {
   loader.start_epoch(0);
   Batch b;
   ASSERT_TRUE(loader.next(b));
-  EXPECT_FLOAT_EQ(b.x.f32()[255 * 4], 1.0f);
-  EXPECT_FLOAT_EQ(b.x.f32()[0], 0.0f);
-  EXPECT_EQ(b.y.data<int32_t>()[13], 3);
+  EXPECT_FLOAT_EQ(b.x().f32()[255 * 4], 1.0f);
+  EXPECT_FLOAT_EQ(b.x().f32()[0], 0.0f);
+  EXPECT_EQ(b.y().data<int32_t>()[13], 3);
   EXPECT_FALSE(loader.next(b));
   EXPECT_THROW(DataLoader(d, {.batch_size = 0}), ArgumentError);
   EXPECT_THROW(DataLoader(d, {.batch_size = 8, .num_shards = 2, .shard = 2}), ArgumentError);

@@ -224,7 +224,7 @@ TEST(Mirrored, ACustomLoopsThreePartStepEqualsOneModel) {
     Batch b;
     std::vector<float> losses;
     for (int step = 0; step < 5 && loader.next(b); ++step) {
-      losses.push_back(s->compute_gradients(b.x, b.y));
+      losses.push_back(s->compute_gradients(b.x(), b.y()));
       s->all_reduce_gradients();
       s->apply_gradients();
     }
