@@ -33,9 +33,14 @@ std::unique_ptr<Model> build_replica(const ModelRecipe& recipe, Device device) {
   else if (!own_shapes)  // made with its weights (load_model): it must fit the data
     EMBER_CHECK(
         m->num_inputs() == 1 && m->input_shape() == recipe.input_shape, ShapeError,
-        "the model takes samples " + m->input_shape().str() + " but the data's are " + recipe.input_shape.str());
+        m->num_inputs() == 1
+            ? "the model takes samples " + m->input_shape().str() + " but the data's are " + recipe.input_shape.str()
+            : "the model has " + std::to_string(m->num_inputs()) + " inputs: leave ModelRecipe::input_shape empty");
   EMBER_CHECK(!recipe.make_outputs || (!recipe.make_loss && recipe.metrics.empty()), ArgumentError,
               "ModelRecipe: give make_outputs or make_loss/metrics (not both)");
+  EMBER_CHECK(m->num_outputs() <= 1 || recipe.make_outputs, ArgumentError,
+              "ModelRecipe: a model of " + std::to_string(m->num_outputs()) +
+                  " outputs needs make_outputs (a loss per output)");
   if (recipe.make_outputs)
     m->compile(recipe.make_optimizer(), recipe.make_outputs());
   else if (recipe.make_loss)

@@ -42,6 +42,7 @@ void Model::check_data(const Dataset& data, const char* what) const {
                 std::string(what) + ": the data's " + which + (input_shapes_.size() == 1 ? " are " : " is ") +
                     sample.str() + " but the model was built for " + input_shapes_[k].str());
   }
+  require_heads(what);
   EMBER_CHECK(data.num_targets() == outputs_.size(), ShapeError,
               std::string(what) + ": the data has " + std::to_string(data.num_targets()) + " targets but the model " +
                   std::to_string(outputs_.size()) + " outputs");

@@ -23,12 +23,10 @@ MetricSums::MetricSums(Device device, const std::vector<int64_t>& metrics, std::
   int64_t total = 0;
   for (int64_t m : metrics) total += kSlots + m;
   buf_ = Tensor::zeros(Shape{total}, DType::F64, device);
-  if (metrics.size() == 1) return;  // one block: the plain layout
+  if (metrics.size() == 1) return;  // one block: the plain layout (read() still weighs its loss)
   int64_t at = 0;
   for (int64_t m : metrics) {
-    MetricSums b(device, 0);
-    b.buf_ = buf_.view(at, Shape{kSlots + m});
-    blocks_.push_back(std::move(b));
+    blocks_.push_back(MetricSums(buf_.view(at, Shape{kSlots + m})));
     at += kSlots + m;
   }
 }
@@ -59,7 +57,11 @@ MetricSums::Values MetricSums::read() const {
     Tensor t = buf_.to(Device::cpu());  // waits for the device's queued work
     std::memcpy(host.data(), t.raw(), host.size() * sizeof(double));
   }
-  if (blocks_.empty()) return parse(host.data(), buf_.numel(), buf_.device());
+  if (blocks_.empty()) {
+    Values v = parse(host.data(), buf_.numel(), buf_.device());
+    if (weights_.size() == 1) v.loss_sum *= weights_[0];  // one output of weight != 1
+    return v;
+  }
   Values v;
   int64_t at = 0;
   for (size_t k = 0; k < blocks_.size(); ++k) {

@@ -66,7 +66,8 @@ class MetricSums {
 
  private:
   Tensor buf_;
-  std::vector<MetricSums> blocks_;  // views of buf_, when several
+  explicit MetricSums(Tensor view) : buf_(std::move(view)) {}  // a block
+  std::vector<MetricSums> blocks_;                             // views of buf_, when several
   std::vector<double> weights_;
   static Values parse(const double* slots, int64_t n, const Device& device);
 };

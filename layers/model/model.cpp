@@ -436,6 +436,7 @@ std::optional<double> find_value(const NamedValues& values, const std::string& n
 }
 
 std::vector<std::string> Model::metric_names() const {
+  require_heads("metric_names");
   std::vector<std::string> names;
   if (heads_.size() == 1) {
     for (const auto& m : heads_[0].metrics) names.push_back(m->name());
@@ -449,7 +450,9 @@ std::vector<std::string> Model::metric_names() const {
 }
 
 MetricSums Model::make_sums(Device device) const {
-  if (heads_.size() == 1) return MetricSums(device, static_cast<int64_t>(heads_[0].metrics.size()));
+  require_heads("make_sums");
+  if (heads_.size() == 1 && heads_[0].weight == 1.0)
+    return MetricSums(device, static_cast<int64_t>(heads_[0].metrics.size()));
   std::vector<int64_t> counts;
   std::vector<double> weights;
   for (const Head& h : heads_) {
@@ -579,21 +582,26 @@ const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_
   return end > begin ? *acts_[end - 1] : xs[0];
 }
 
+// With several outputs: output 0's (the last layer run is the last output's).
 const Tensor& Model::forward(const Tensor& x, bool training) {
-  return run_layers({&x, 1}, training, 0, layers_.size(), "forward");
+  const Tensor& last = run_layers({&x, 1}, training, 0, layers_.size(), "forward");
+  return outputs_.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
-  return run_layers(xs, training, 0, layers_.size(), "forward");
+  const Tensor& last = run_layers(xs, training, 0, layers_.size(), "forward");
+  return outputs_.size() > 1 ? output(0) : last;
 }
 
 // Without a final Softmax: the loss reads its input.
 const Tensor& Model::forward_logits(const Tensor& x, bool training) {
-  return run_layers({&x, 1}, training, 0, logit_layers(), "forward_logits");
+  const Tensor& last = run_layers({&x, 1}, training, 0, logit_layers(), "forward_logits");
+  return outputs_.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward_logits(const std::vector<Tensor>& xs, bool training) {
-  return run_layers(xs, training, 0, logit_layers(), "forward_logits");
+  const Tensor& last = run_layers(xs, training, 0, logit_layers(), "forward_logits");
+  return outputs_.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward_layers(const Tensor& x, bool training, size_t begin, size_t end) {
@@ -681,7 +689,12 @@ const Tensor& Model::input_gradient(size_t k) const {
   return slot < gouts_.size() && gouts_[slot] != nullptr && input_whole_[k] ? *gouts_[slot] : none;
 }
 
-void Model::backward(const Tensor& dlogits) { backward_layers(dlogits, 0, logit_layers()); }
+void Model::backward(const Tensor& dlogits) {
+  EMBER_CHECK(outputs_.size() <= 1, ArgumentError,
+              "Model::backward: the model has " + std::to_string(outputs_.size()) +
+                  " outputs: give a gradient for each (backward({&d0, &d1, ...}))");
+  backward_layers(dlogits, 0, logit_layers());
+}
 
 void Model::backward(const std::vector<const Tensor*>& doutputs) {
   EMBER_CHECK(doutputs.size() == outputs_.size(), ArgumentError,
@@ -781,7 +794,15 @@ void Model::check_sliced_targets(std::span<const Tensor> targets, int64_t n) con
   }
 }
 
-void Model::run_heads(std::span<const Tensor> ys, MetricSums& sums, bool training, int64_t mean_rows) {
+void Model::require_heads(const char* what) const {
+  EMBER_CHECK(heads_.size() == std::max<size_t>(outputs_.size(), 1), Error,
+              std::string("Model::") + what + ": compile() a model of " + std::to_string(outputs_.size()) +
+                  " outputs with a loss per output (OutputLoss) first");
+}
+
+void Model::run_heads(const Tensor& last, std::span<const Tensor> ys, MetricSums& sums, bool training,
+                      int64_t mean_rows) {
+  require_heads(training ? "compute_gradients" : "evaluate_batch");
   EMBER_CHECK(
       ys.size() == heads_.size(), ArgumentError,
       "Model: " + std::to_string(ys.size()) + " targets for a model of " + std::to_string(heads_.size()) + " outputs");
@@ -791,8 +812,9 @@ void Model::run_heads(std::span<const Tensor> ys, MetricSums& sums, bool trainin
   head_grads_.assign(heads_.size(), nullptr);
   for (size_t k = 0; k < heads_.size(); ++k) {
     Head& h = heads_[k];
-    // One output: what the loss reads (a final Softmax's input when it takes logits).
-    const Tensor& out = *acts_[heads_.size() == 1 ? logit_layers() - 1 : static_cast<size_t>(outputs_[k])];
+    // One output: what the loss reads, the last layer run (a final Softmax's input when the loss
+    // takes logits; the input itself for a model that is only that Softmax).
+    const Tensor& out = heads_.size() == 1 ? last : *acts_[static_cast<size_t>(outputs_[k])];
     (training ? h.loss : h.eval_loss)->forward(out, ys[k], sums.block(k));
     accumulate_metrics(k, out, ys[k], sums);
     if (!training) continue;
@@ -823,8 +845,7 @@ void Model::compute_gradients(const std::vector<Tensor>& xs, const std::vector<T
 void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums) {
   const int64_t n = !xs.empty() && xs[0].rank() > 0 ? xs[0].dim(0) : 0, rows = slice_rows(xs, true);
   if (rows == n) {
-    run_layers(xs, true, 0, logit_layers(), "compute_gradients");
-    run_heads(ys, sums, true, 0);
+    run_heads(run_layers(xs, true, 0, logit_layers(), "compute_gradients"), ys, sums, true, 0);
     return;
   }
   check_sliced_targets(ys, n);  // whole, before any slice adds to the sums
@@ -842,8 +863,8 @@ void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Ten
     for (int64_t i = 0; i < count; ++i) l[i] += r[i];
   };
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
-    run_layers(slice_inputs(xs, begin, b), true, 0, logit_layers(), "compute_gradients");
-    run_heads(slice_targets(ys, begin, b), sums, true, n);  // the mean over the whole batch
+    const Tensor& last = run_layers(slice_inputs(xs, begin, b), true, 0, logit_layers(), "compute_gradients");
+    run_heads(last, slice_targets(ys, begin, b), sums, true, n);  // the mean over the whole batch
     if (grad_tree_.size() <= level.size()) grad_tree_.emplace_back();
     ensure(grad_tree_[level.size()], grads_.shape(), DType::F32, grads_.device());
     grad_tree_[level.size()].copy_from(grads_);
@@ -873,14 +894,13 @@ void Model::evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tens
 void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums) {
   const int64_t n = !xs.empty() && xs[0].rank() > 0 ? xs[0].dim(0) : 0, rows = slice_rows(xs, false);
   if (rows == n) {
-    run_layers(xs, false, 0, logit_layers(), "evaluate_batch");
-    run_heads(ys, sums, false, 0);
+    run_heads(run_layers(xs, false, 0, logit_layers(), "evaluate_batch"), ys, sums, false, 0);
     return;
   }
   check_sliced_targets(ys, n);
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
-    run_layers(slice_inputs(xs, begin, b), false, 0, logit_layers(), "evaluate_batch");
-    run_heads(slice_targets(ys, begin, b), sums, false, 0);
+    const Tensor& last = run_layers(slice_inputs(xs, begin, b), false, 0, logit_layers(), "evaluate_batch");
+    run_heads(last, slice_targets(ys, begin, b), sums, false, 0);
   });
 }
 

@@ -478,7 +478,9 @@ class Model {
   std::vector<Tensor> predict_of(std::span<const Tensor> xs, int64_t batch_size);
   // Each output's loss (training: the heads' losses, else their evaluation clones) and metrics on
   // the last forward's outputs, targets ys; training: the gradients too (mean over mean_rows).
-  void run_heads(std::span<const Tensor> ys, MetricSums& sums, bool training, int64_t mean_rows);
+  // `last`: what the last layer run gave (a one-output model's loss reads it).
+  void run_heads(const Tensor& last, std::span<const Tensor> ys, MetricSums& sums, bool training, int64_t mean_rows);
+  void require_heads(const char* what) const;  // Error unless compiled with a head per output
   // Rows [begin, begin + rows) of each tensor, as views kept in slice_xs_ / slice_ys_.
   std::span<const Tensor> slice_inputs(std::span<const Tensor> xs, int64_t begin, int64_t rows);
   std::span<const Tensor> slice_targets(std::span<const Tensor> ys, int64_t begin, int64_t rows);

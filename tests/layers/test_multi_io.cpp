@@ -479,10 +479,54 @@ TEST(MultiOutput, MicroBatchesAndMirroredReplicasEqualTheWholeModel) {
   set_conv_algorithms(saved);
 }
 
+// forward() of a model of several outputs returns output 0 (the run ends with the last output's
+// layer); a one-output model's loss weight scales what it reports as well as its gradient.
+TEST(MultiOutput, ForwardGivesOutputZeroAndAOneOutputWeightScalesTheLoss) {
+  Model m = two_heads();
+  m.build(6);
+  const Tensor x = test::random_tensor(Shape{3, 5}, 4);
+  const Tensor& y = m.forward(x, false);
+  EXPECT_EQ(&y, &m.output(0));
+  EXPECT_EQ(y.shape(), (Shape{3, 3}));  // "digit", not "size" (run last)
+  // One output, weight 4: loss and gradient four times the weight-1 model's, exactly (a power of
+  // two scales every product and sum of the backward pass without rounding).
+  const auto run = [&](double weight) {
+    SymbolicTensor in = Input(Shape{5});
+    Model one(in, layer<Dense>(3)(in));
+    one.build(1);
+    std::vector<OutputLoss> outs;
+    outs.push_back(
+        {.loss = std::make_unique<losses::SparseCategoricalCrossentropy>(), .weight = weight, .metrics = {}});
+    one.compile(std::make_unique<Adam>(), std::move(outs));
+    const float loss = one.compute_gradients(x, labels_of(3, 3));
+    return std::make_pair(loss, one.grads().to_vector());
+  };
+  // A model that is only a final Softmax: a loss that takes logits reads the input itself.
+  SymbolicTensor in = Input(Shape{3});
+  Model soft(in, layer<Softmax>()(in));
+  soft.build(1);
+  soft.compile(std::make_unique<Adam>());
+  MetricSums sums = soft.make_sums();
+  soft.evaluate_batch(x.view(0, Shape{5, 3}), labels_of(5, 3), sums);
+  losses::SparseCategoricalCrossentropy ce;
+  // value() is the sum's mean rounded to float: within half a float ulp of it.
+  const double sum = sums.read().loss_sum;
+  EXPECT_NEAR(sum, 5.0 * double(ce.value(x.view(0, Shape{5, 3}), labels_of(5, 3))), 6e-8 * sum);
+  const auto w1 = run(1.0), w4 = run(4.0);
+  EXPECT_EQ(w4.first, 4.0f * w1.first);
+  for (size_t i = 0; i < w1.second.size(); ++i) EXPECT_EQ(w4.second[i], 4.0f * w1.second[i]) << i;
+}
+
 TEST(MultiOutput, RefusesWhatItCannotRun) {
   Model m = two_heads();
   m.build(1);
-  EXPECT_THROW(m.compile(std::make_unique<Adam>()), ArgumentError);  // one loss for two outputs
+  // Not compiled with a loss per output: said so, not run with the default loss on one output.
+  EXPECT_THROW(m.make_sums(), Error);
+  EXPECT_THROW(m.evaluate(Dataset::from_inputs({{.values = test::random_tensor(Shape{4, 5}, 1)}},
+                                               {{.values = labels_of(4, 3)}, {.values = Tensor::zeros(Shape{4, 2})}})),
+               Error);
+  EXPECT_THROW(m.backward(Tensor::zeros(Shape{4, 3})), ArgumentError);  // one gradient for two outputs
+  EXPECT_THROW(m.compile(std::make_unique<Adam>()), ArgumentError);     // one loss for two outputs
   std::vector<OutputLoss> negative = two_losses(-1.0);
   EXPECT_THROW(m.compile(std::make_unique<Adam>(), std::move(negative)), ArgumentError);
   // A Softmax output under a loss that takes logits: one-output models only.
