@@ -39,7 +39,7 @@ json inbound_names(const Model& model, size_t i) {
   json inbound = json::array();
   for (int from : model.layer_inputs(i))
     inbound.push_back(from < 0 ? model.input_names()[static_cast<size_t>(-1 - from)]
-                               : model.layers()[static_cast<size_t>(from)]->name());
+                               : model.layer_ref(static_cast<size_t>(from)));
   return inbound;
 }
 
@@ -66,12 +66,15 @@ json architecture(const Model& model) {
   json layers = json::array();
   for (size_t i = 0; i < model.layers().size(); ++i) {
     const Layer& l = *model.layers()[i];
+    // A later call of a shared layer (the same name again) lists no tensors: they are its first's.
     json params = json::array();
-    for (const auto& spec : l.param_specs())
-      params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
     json state = json::array();
-    for (const auto& spec : l.state_specs())
-      state.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
+    if (!model.is_twin(i)) {
+      for (const auto& spec : l.param_specs())
+        params.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
+      for (const auto& spec : l.state_specs())
+        state.push_back({{"name", spec.name}, {"shape", std::vector<int64_t>(spec.shape.begin(), spec.shape.end())}});
+    }
     json entry = {{"name", l.name()}, {"type", l.type()}, {"params", params}};
     if (!state.empty()) entry["state"] = state;
     entry["config"] = config_json(l);
@@ -406,6 +409,10 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
       seq->build(Shape(dims));
       model = std::move(seq);
     } else if (kind == "Functional") {
+      // A name seen before is a later call of that layer (a shared layer): called again, its
+      // output known as "name[k]" (Model::layer_ref).
+      std::map<std::string, std::shared_ptr<Layer>> objects;
+      std::map<std::string, int> calls;
       // The inputs: the list (files since several inputs), else the one input's name and shape.
       std::vector<SymbolicTensor> model_inputs;
       std::map<std::string, SymbolicTensor> tensors;
@@ -434,6 +441,16 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
       SymbolicTensor last;
       for (size_t i = 0; i < layers.size(); ++i) {
         std::shared_ptr<Layer> l = make(layers[i], i);
+        const int call = calls[l->name()]++;
+        if (call > 0) {
+          std::shared_ptr<Layer>& first = objects.at(l->name());
+          if (first->type() != l->type())
+            bad(path, "architecture: layer " + std::to_string(i) + " is a " + l->type() + " named '" + l->name() +
+                          "' like an earlier " + first->type());
+          l = first;
+        } else {
+          objects[l->name()] = l;
+        }
         std::vector<SymbolicTensor> inputs;
         const json& inbound = field(layers[i], "inbound", "layer " + std::to_string(i));
         if (!inbound.is_array() || inbound.empty())
@@ -446,9 +463,9 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
           inputs.push_back(t->second);
         }
         last = call_layer(l, inputs);
-        check_specs(*l);
-        if (!tensors.emplace(l->name(), last).second)
-          bad(path, "architecture: two layers are named '" + l->name() + "'");
+        if (call == 0) check_specs(*l);
+        const std::string ref = call == 0 ? l->name() : l->name() + "[" + std::to_string(call) + "]";
+        if (!tensors.emplace(ref, last).second) bad(path, "architecture: two layers are named '" + ref + "'");
       }
       const std::string name = a.contains("name") && a["name"].is_string() ? a["name"].get<std::string>() : "model";
       // The outputs: the list (files since several outputs), else the last layer's.

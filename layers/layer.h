@@ -138,6 +138,11 @@ class Layer {
   const std::weak_ptr<const void>& owner() const { return owner_; }
   void set_owner(std::weak_ptr<const void> owner) { owner_ = std::move(owner); }
   void set_name(std::string name) { name_ = std::move(name); }
+  // Calls of this layer through the functional API (layers/model/graph.h): the first runs this
+  // object; every later one a twin made by the layer registry that shares its parameters and
+  // state (Keras' shared layers). note_call() is the graph API's.
+  int calls() const { return calls_; }
+  void note_call() { ++calls_; }
   void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
   bool needs_input_grad() const { return needs_input_grad_; }
   const std::vector<Tensor>& params() const { return params_; }
@@ -168,6 +173,7 @@ class Layer {
   std::weak_ptr<const void> owner_;
   Shape out_shape_;         // of the last forward's output: what backward's dy must be
   bool forwarded_ = false;  // forward has run since build
+  int calls_ = 0;
 };
 
 }  // namespace ember

@@ -2,6 +2,7 @@
 #include "graph.h"
 
 #include "../../core/error.h"
+#include "registry.h"
 
 namespace ember {
 
@@ -25,7 +26,7 @@ SymbolicTensor call_layer(const std::shared_ptr<Layer>& layer, const std::vector
   const std::string who = layer->name().empty() ? layer->type() : "'" + layer->name() + "' (" + layer->type() + ")";
   EMBER_CHECK(!inputs.empty(), ArgumentError, "calling " + who + ": no inputs");
   EMBER_CHECK(layer->owner().expired(), ArgumentError,
-              "calling " + who + ": it belongs to a built model already (calls sharing a layer are not supported yet)");
+              "calling " + who + ": it belongs to a built model already (call it before building a model of it)");
   std::vector<Shape> shapes;
   auto node = std::make_shared<detail::GraphNode>();
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -34,12 +35,42 @@ SymbolicTensor call_layer(const std::shared_ptr<Layer>& layer, const std::vector
     shapes.push_back(inputs[i].shape());
     node->inputs.push_back(inputs[i].node());
   }
+  // A later call: a twin from the registry, built for this call's inputs; its parameters and
+  // state must have the first call's shapes (they are the first call's).
+  std::shared_ptr<Layer> runs = layer;
+  if (layer->calls() > 0) {
+    try {
+      runs = make_layer(layer->type(), layer->config());
+    } catch (const ArgumentError& e) {
+      throw ArgumentError("calling " + who +
+                          " again (sharing its weights) needs a twin from the layer registry: " + e.what());
+    }
+    node->shares = layer;
+  }
   try {
-    node->shape = layer->multi_input() || shapes.size() != 1 ? layer->build_inputs(shapes) : layer->build(shapes[0]);
+    node->shape = runs->multi_input() || shapes.size() != 1 ? runs->build_inputs(shapes) : runs->build(shapes[0]);
   } catch (const ShapeError& e) {
     throw ShapeError("calling " + who + ": " + e.what());
   }
-  node->layer = layer;
+  if (node->shares) {
+    const auto same = [](const auto& a, const auto& b) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!(a[i].shape == b[i].shape)) return false;
+      return true;
+    };
+    const auto listed = [](const auto& specs) {
+      std::string out;
+      for (const auto& sp : specs) out += (out.empty() ? "" : ", ") + sp.name + " " + sp.shape.str();
+      return out.empty() ? std::string("none") : out;
+    };
+    EMBER_CHECK(same(runs->param_specs(), layer->param_specs()) && same(runs->state_specs(), layer->state_specs()),
+                ShapeError,
+                "calling " + who + " again: on these inputs it would need parameters " + listed(runs->param_specs()) +
+                    " but it shares its first call's " + listed(layer->param_specs()));
+  }
+  node->layer = runs;
+  layer->note_call();
   return SymbolicTensor(std::move(node));
 }
 

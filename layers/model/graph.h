@@ -10,10 +10,13 @@
 // A SymbolicTensor is a per-sample shape and the call that makes it; calling a layer on symbolic
 // tensors builds the layer for their shapes (a shape error names the layer and the shapes then,
 // not at the first batch) and returns its output. layer<L>(args...) makes an L and returns a
-// shared handle to it: the handle calls it, and `->` configures it. A layer belongs to one call:
-// calling one layer object twice (weights shared between calls) is refused when the model is
-// made. Merge layers (layers/merge.h) take a list; add/subtract/multiply/average/maximum/
-// concatenate make and call one in one go.
+// shared handle to it: the handle calls it, and `->` configures it. Calling one layer object
+// again shares its weights (Keras' shared layers: a siamese tower, a tied embedding): a later
+// call runs a twin the layer registry makes from the layer's type and configuration
+// (layers/model/registry.h; a user layer must be registered), built for that call's inputs, with
+// the first call's parameters and state; the model sums the calls' gradients. Configure a layer
+// before its second call. Merge layers (layers/merge.h) take a list; add/subtract/multiply/
+// average/maximum/concatenate make and call one in one go.
 #pragma once
 
 #include <memory>
@@ -34,6 +37,9 @@ struct GraphNode {
   std::vector<std::shared_ptr<const GraphNode>> inputs;
   Shape shape;             // the per-sample output
   std::string input_name;  // an Input's name ("" until the model names it)
+  // A later call of a layer: `layer` is a twin of `shares` (the object called first), with its
+  // parameters and state.
+  std::shared_ptr<Layer> shares;
 };
 }  // namespace detail
 

@@ -120,10 +120,7 @@ void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::v
   std::vector<bool> used(inputs.size(), false);
   for (size_t i = 0; i < order.size(); ++i) {
     const auto same = std::find_if(layers_.begin(), layers_.end(), [&](const auto& l) { return l == order[i]->layer; });
-    EMBER_CHECK(same == layers_.end(), ArgumentError,
-                "Model: a " + order[i]->layer->type() + " layer" +
-                    (order[i]->layer->name().empty() ? std::string() : " '" + order[i]->layer->name() + "'") +
-                    " is called twice; calls sharing a layer's weights are not supported yet: make one layer per call");
+    EMBER_CHECK(same == layers_.end(), Error, "Model: one layer object runs two calls (graph.h makes twins)");
     layers_.push_back(order[i]->layer);
     output_shapes_.push_back(order[i]->shape);
     for (const auto& child : order[i]->inputs) {
@@ -133,6 +130,17 @@ void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::v
       if (from < 0) used[static_cast<size_t>(-1 - from)] = true;
     }
     linear_ = linear_ && nodes_[i].inputs.size() == 1 && nodes_[i].inputs[0] == static_cast<int>(i) - 1;
+  }
+  // A later call's twin uses the parameters of the layer its first call ran, which must be here.
+  shares_.assign(layers_.size(), -1);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!order[i]->shares) continue;
+    const auto first = std::find(layers_.begin(), layers_.end(), order[i]->shares);
+    EMBER_CHECK(first != layers_.end(), ArgumentError,
+                "Model: a " + order[i]->shares->type() + " layer" +
+                    (order[i]->shares->name().empty() ? std::string() : " '" + order[i]->shares->name() + "'") +
+                    " is called here again, sharing its weights, but its first call is not part of the model");
+    shares_[i] = static_cast<int>(first - layers_.begin());
   }
   for (size_t k = 0; k < inputs.size(); ++k)
     EMBER_CHECK(used[k], ArgumentError,
@@ -183,14 +191,19 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
     }
     linear_ = true;
   }
+  if (!graph_) shares_.assign(layers_.size(), -1);
   std::map<std::string, int> counts;
   std::vector<std::string> used;
-  for (auto& l : layers_) {
-    if (l->name().empty()) l->set_name(default_name(l->type(), counts));
-    EMBER_CHECK(std::find(used.begin(), used.end(), l->name()) == used.end(), ArgumentError,
-                "Model: two layers are named '" + l->name() + "'");
-    used.push_back(l->name());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = *layers_[i];
+    if (shares_[i] >= 0) continue;  // a twin: its first call's name, below
+    if (l.name().empty()) l.set_name(default_name(l.type(), counts));
+    EMBER_CHECK(std::find(used.begin(), used.end(), l.name()) == used.end(), ArgumentError,
+                "Model: two layers are named '" + l.name() + "'");
+    used.push_back(l.name());
   }
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (shares_[i] >= 0) layers_[i]->set_name(layers_[static_cast<size_t>(shares_[i])]->name());
   // Unnamed inputs: "input_1", "input_2", ... (Keras' names), skipping names already taken.
   int next_input = 1;
   for (std::string& n : input_names_) {
@@ -235,14 +248,16 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
                 "Model: " + std::string(outputs_.size() == 1 ? "the last layer" : "an output layer") +
                     " must output per-sample values (features,), got " + s.str());
   }
-  int64_t total = 0;
-  for (auto& l : layers_) total += l->num_params();
+  int64_t total = 0;  // twins own nothing: their first call's parameters and state are theirs
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (shares_[i] < 0) total += layers_[i]->num_params();
   params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
   grads_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());
   int64_t state_total = 0;
   averaged_state_numel_ = 0;
-  for (auto& l : layers_)
-    for (const auto& spec : l->state_specs()) {
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (const auto& spec : layers_[i]->state_specs()) {
+      if (shares_[i] >= 0) break;
       state_total += spec.shape.numel();
       if (spec.averaged) averaged_state_numel_ += spec.shape.numel();
     }
@@ -250,10 +265,12 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
   bind_layers();
   for (auto& l : layers_) l->set_owner(identity_);
   Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
-  for (auto& l : layers_) l->init_params(init);  // on the cpu, then moved by to()
-  for (auto& l : layers_) {
-    const auto specs = l->state_specs();
-    for (size_t i = 0; i < specs.size(); ++i) Tensor(l->state()[i]).fill(specs[i].init);  // a view: fills the buffer
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (shares_[i] < 0) layers_[i]->init_params(init);  // on the cpu, then moved by to()
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (shares_[i] >= 0) continue;
+    const auto specs = layers_[i]->state_specs();
+    for (size_t k = 0; k < specs.size(); ++k) Tensor(layers_[i]->state()[k]).fill(specs[k].init);  // fills the buffer
   }
   seed_ = seed;
   seed_random_layers();
@@ -295,20 +312,40 @@ void Model::bind_layers() {
   int64_t offset = 0;
   // State: the averaged specs of every layer first, then the others (one averaged region).
   int64_t averaged = 0, other = averaged_state_numel_;
-  for (auto& l : layers_) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (shares_[i] >= 0) continue;
+    Layer& l = *layers_[i];
     std::vector<Tensor> p, g, st;
-    for (const auto& spec : l->param_specs()) {
+    for (const auto& spec : l.param_specs()) {
       p.push_back(params_.view(offset, spec.shape));
       g.push_back(grads_.view(offset, spec.shape));
       offset += spec.shape.numel();
     }
-    l->bind(std::move(p), std::move(g));
-    for (const auto& spec : l->state_specs()) {
+    l.bind(std::move(p), std::move(g));
+    for (const auto& spec : l.state_specs()) {
       int64_t& at = spec.averaged ? averaged : other;
       st.push_back(state_.view(at, spec.shape));
       at += spec.shape.numel();
     }
-    l->bind_state(std::move(st));
+    l.bind_state(std::move(st));
+  }
+  // Twins: their first call's parameters and state, gradients of their own (added to the first
+  // call's after every backward pass).
+  int64_t twin_total = 0;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (shares_[i] >= 0) twin_total += layers_[i]->num_params();
+  twin_grads_ = twin_total > 0 ? Tensor::zeros(Shape{twin_total}, DType::F32, params_.device()) : Tensor();
+  int64_t at = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (shares_[i] < 0) continue;
+    const Layer& first = *layers_[static_cast<size_t>(shares_[i])];
+    std::vector<Tensor> g;
+    for (const auto& spec : layers_[i]->param_specs()) {
+      g.push_back(twin_grads_.view(at, spec.shape));
+      at += spec.shape.numel();
+    }
+    layers_[i]->bind(first.params(), std::move(g));
+    layers_[i]->bind_state(first.state());
   }
 }
 
@@ -680,6 +717,16 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
       deliver(slot_of(i, 0), l.backward(*g));
     }
   }
+  // A shared layer's gradient: its first call's plus every later call's (in run order).
+  for (size_t i = begin; i < end; ++i) {
+    if (shares_[i] < 0) continue;
+    const std::vector<Tensor>& from = layers_[i]->grads();
+    const std::vector<Tensor>& into = layers_[static_cast<size_t>(shares_[i])]->grads();
+    for (size_t k = 0; k < from.size(); ++k) {
+      Tensor sum = into[k];  // a view: the sum lands in the gradient buffer
+      detail::elementwise_binary(detail::BinaryOp::Add, into[k], from[k], sum);
+    }
+  }
   return input_gradient(0);
 }
 
@@ -936,7 +983,9 @@ Tensor Model::decay_mask() const {
   require_built("decay_mask");
   Tensor mask = Tensor::zeros(Shape{params_.numel()}, DType::F32, Device::cpu());
   int64_t offset = 0;
-  for (const auto& l : layers_) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (is_twin(i)) continue;  // its parameters are its first call's
+    const auto& l = layers_[i];
     for (const ParamSpec& spec : l->param_specs()) {
       const int64_t n = spec.shape.numel();
       bool decay = spec.name == "kernel";
@@ -966,9 +1015,18 @@ float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct)
   return loss;
 }
 
+std::string Model::layer_ref(size_t i, const char* first) const {
+  const std::string& name = layers_.at(i)->name();
+  int64_t earlier = 0;  // the calls of this layer before this one, in run order
+  for (size_t j = 0; j < i; ++j) earlier += layers_[j]->name() == name ? 1 : 0;
+  return earlier == 0 ? name + first : name + "[" + std::to_string(earlier) + "]";
+}
+
 std::vector<std::pair<std::string, Tensor>> Model::named_params() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& l : layers_) {
+  for (size_t k = 0; k < layers_.size(); ++k) {
+    if (is_twin(k)) continue;  // a shared layer's parameters are listed once
+    const auto& l = layers_[k];
     const auto specs = l->param_specs();
     for (size_t i = 0; i < specs.size(); ++i) out.emplace_back(l->name() + "/" + specs[i].name, l->params()[i]);
   }
@@ -977,7 +1035,9 @@ std::vector<std::pair<std::string, Tensor>> Model::named_params() const {
 
 std::vector<std::pair<std::string, Tensor>> Model::named_state() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& l : layers_) {
+  for (size_t k = 0; k < layers_.size(); ++k) {
+    if (is_twin(k)) continue;
+    const auto& l = layers_[k];
     const auto specs = l->state_specs();
     for (size_t i = 0; i < specs.size(); ++i) out.emplace_back(l->name() + "/" + specs[i].name, l->state()[i]);
   }
@@ -1005,8 +1065,9 @@ std::string Model::summary() const {
     for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) {
       const int from = nodes_[i].inputs[k];
       out += (k ? ", '" : "'") +
-             (from < 0 ? input_names_[static_cast<size_t>(-1 - from)] : layers_[static_cast<size_t>(from)]->name()) +
-             "[0][0]'";
+             (from < 0 ? input_names_[static_cast<size_t>(-1 - from)] + "[0]"
+                       : layer_ref(static_cast<size_t>(from), "[0]")) +
+             "[0]'";
     }
     return out + "]";
   };
@@ -1022,8 +1083,9 @@ std::string Model::summary() const {
       os << "\n";
     }
   for (size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<std::string> cells{layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
-                                   with_commas(layers_[i]->num_params() + layers_[i]->num_non_trainable())};
+    std::vector<std::string> cells{
+        layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
+        is_twin(i) ? "shared" : with_commas(layers_[i]->num_params() + layers_[i]->num_non_trainable())};
     if (graph_) cells.push_back(connected(i));
     row(cells);
     if (i + 1 < layers_.size()) os << "\n";

@@ -16,7 +16,8 @@
 // (a Conv2D whose only consumer is the next MaxPool2D; a ReLU's mask into the next layer's
 // backward). Several inputs (a dataset of several inputs feeds them: data/dataset.h) and several
 // outputs (a loss each, weighted, with its own metrics: compile(optimizer, outputs)); a layer object
-// is called once.
+// called again runs as a twin with its first call's parameters and state (graph.h), whose
+// gradients are added to the first call's after each backward pass.
 //
 // All parameters live in one flat buffer and all gradients in another (layers hold views),
 // so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
@@ -200,7 +201,8 @@ class Model {
  public:
   // The graph from `input` to `output` (per-sample logits (classes,), or a final Softmax's
   // probabilities). ArgumentError when an output depends on an Input that is not given, when an
-  // input is not used, or when a layer object is called twice. Several inputs: their order is the
+  // input is not used, or when a later call of a shared layer is here without its first call.
+  // Several inputs: their order is the
   // order of a batch's inputs; several outputs: the order of its targets (a dataset's named inputs
   // and targets are matched by name: the Inputs' names and the output layers').
   Model(const SymbolicTensor& input, const SymbolicTensor& output, std::string name = "model");
@@ -391,6 +393,13 @@ class Model {
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
   // Per layer, what it is called on: an index into layers(), or -1 - k for the model's input k.
   const std::vector<int>& layer_inputs(size_t i) const;
+  // Layer i runs a later call of a shared layer (a twin: the parameters and state of layer
+  // shared_with(i), its first call's); layer_ref(i) names the call: the layer's name for the
+  // first call in run order, "name[1]", "name[2]" ... for the later ones (Keras' node index; the
+  // summary appends "[0]" to the first, checkpoints do not).
+  bool is_twin(size_t i) const { return i < shares_.size() && shares_[i] >= 0; }
+  int shared_with(size_t i) const { return i < shares_.size() ? shares_[i] : -1; }
+  std::string layer_ref(size_t i, const char* first = "") const;
   // True when every layer takes the one before it (or the input, the first): a stack.
   bool is_linear() const { return linear_; }
   // Made from symbolic tensors (a Sequential is not), and the name of its input ("input_1").
@@ -467,6 +476,8 @@ class Model {
   const Tensor& input_of(size_t i, size_t k, std::span<const Tensor> xs, size_t begin) const;
   std::vector<Shape> output_shapes_;
   std::vector<Shape> input_shapes_{Shape{}};
+  std::vector<int> shares_;                  // per layer: the layer whose parameters a twin uses, or -1
+  Tensor twin_grads_;                        // the twins' own gradients, added to their first calls' after backward
   std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
   void bind_layers();                        // (re)binds every layer's views into params_ / grads_
 

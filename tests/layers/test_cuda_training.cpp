@@ -497,5 +497,40 @@ TEST(CudaTraining, AModelOfTwoInputsAndThreeOutputsFitsOnTheGpuAsOnTheCpu) {
   EXPECT_LE(worst, 1e-4) << "14 steps; as AGraphModelOnTheGpuMatchesTheCpu";
 }
 
+// A shared convolution (one kernel, two calls; the twin's gradient added on the device) on the
+// GPU against the CPU: bounds as above (unmeasured on a GPU).
+TEST(CudaTraining, ASharedLayerOnTheGpuMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  const auto make = [] {
+    SymbolicTensor a = Input(Shape{1, 10, 10}), b = Input(Shape{1, 10, 10});
+    auto conv = layer<Conv2D>(4, Size2{3, 3}, Activation::ReLU);
+    SymbolicTensor h = add({layer<GlobalAvgPool2D>()(conv(a)), layer<GlobalAvgPool2D>()(conv(b))});
+    Model m({a, b}, {layer<Dense>(3)(h)});
+    m.build(2);
+    m.compile(std::make_unique<Adam>());
+    return m;
+  };
+  Model cpu = make(), gpu = make();
+  gpu.to(Device::cuda(0));
+  for (int step = 0; step < 5; ++step) {
+    const std::vector<Tensor> xs{
+        test::random_tensor(Shape{8, 1, 10, 10}, 60 + static_cast<uint64_t>(step), 0.0f, 1.0f),
+        test::random_tensor(Shape{8, 1, 10, 10}, 70 + static_cast<uint64_t>(step), 0.0f, 1.0f)};
+    Tensor labels = Tensor::zeros(Shape{8}, DType::I32);
+    for (int i = 0; i < 8; ++i) labels.data<int32_t>()[i] = (i + step) % 3;
+    MetricSums sc = cpu.make_sums(), sg = gpu.make_sums();
+    cpu.train_step(xs, labels, sc);
+    gpu.train_step(std::vector<Tensor>{xs[0].to(Device::cuda(0)), xs[1].to(Device::cuda(0))},
+                   labels.to(Device::cuda(0)), sg);
+    const double lc = sc.read().loss_sum, lg = sg.read().loss_sum;
+    EXPECT_NEAR(lg, lc, 1e-4 * std::max(1.0, lc)) << "step " << step;
+  }
+  const std::vector<float> pc = cpu.params().to_vector(), pg = gpu.params().to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < pc.size(); ++i) worst = std::max(worst, std::abs(double(pg[i]) - pc[i]));
+  EXPECT_LE(worst, 1e-4);
+}
+
 }  // namespace
 }  // namespace ember
