@@ -22,6 +22,7 @@ namespace ember {
 class Sequential : public Model {
  public:
   Sequential() { name_ = "sequential"; }
+  explicit Sequential(std::string name) { name_ = std::move(name); }
   // Appends a layer; returns it for further configuration. Names default to "conv2d",
   // "conv2d_1", ... at build(). Error after build().
   Layer& add(std::unique_ptr<Layer> layer) {

@@ -71,6 +71,7 @@ SymbolicTensor call_layer(const std::shared_ptr<Layer>& layer, const std::vector
   }
   node->layer = runs;
   layer->note_call();
+  if (runs != layer) runs->note_call();  // a twin called again (a nested model's) twins again
   return SymbolicTensor(std::move(node));
 }
 

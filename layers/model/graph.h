@@ -15,8 +15,9 @@
 // call runs a twin the layer registry makes from the layer's type and configuration
 // (layers/model/registry.h; a user layer must be registered), built for that call's inputs, with
 // the first call's parameters and state; the model sums the calls' gradients. Configure a layer
-// before its second call. Merge layers (layers/merge.h) take a list; add/subtract/multiply/
-// average/maximum/concatenate make and call one in one go.
+// before its second call. A Model is callable too (nesting: Model::operator()). Merge layers
+// (layers/merge.h) take a list; add/subtract/multiply/average/maximum/concatenate make and call
+// one in one go.
 #pragma once
 
 #include <memory>

@@ -142,12 +142,89 @@ void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::v
                     " is called here again, sharing its weights, but its first call is not part of the model");
     shares_[i] = static_cast<int>(first - layers_.begin());
   }
+  // Whichever call of a shared layer runs first owns the parameters (their place in the flat
+  // buffers is its place in the run order, as load_model recreates it from the file's order); the
+  // others, the first call's object included, are its twins. The owner takes the layer's name.
+  std::vector<int> owner(layers_.size());
+  for (size_t i = 0; i < owner.size(); ++i) owner[i] = static_cast<int>(i);
+  for (size_t i = 0; i < shares_.size(); ++i)
+    if (shares_[i] >= 0)
+      owner[static_cast<size_t>(shares_[i])] = std::min(owner[static_cast<size_t>(shares_[i])], static_cast<int>(i));
+  for (size_t i = 0; i < shares_.size(); ++i) {
+    const int root = shares_[i] >= 0 ? shares_[i] : static_cast<int>(i);
+    const int o = owner[static_cast<size_t>(root)];
+    if (static_cast<int>(i) == root && o != root) layers_[static_cast<size_t>(o)]->set_name(layers_[i]->name());
+    shares_[i] = static_cast<int>(i) == o ? -1 : o;
+  }
   for (size_t k = 0; k < inputs.size(); ++k)
     EMBER_CHECK(used[k], ArgumentError,
                 "Model: input " + std::to_string(k) +
                     (input_names_[k].empty() ? std::string() : " '" + input_names_[k] + "'") +
                     " does not reach an output (an input the model would not read)");
   graph_ = true;
+}
+
+SymbolicTensor Model::operator()(const SymbolicTensor& x) {
+  std::vector<SymbolicTensor> out = (*this)(std::vector<SymbolicTensor>{x});
+  EMBER_CHECK(out.size() == 1, ArgumentError,
+              "calling model '" + name_ + "': it has " + std::to_string(out.size()) +
+                  " outputs: call it with a list to get each");
+  return out[0];
+}
+
+std::vector<SymbolicTensor> Model::operator()(const std::vector<SymbolicTensor>& xs) {
+  const std::string who = "calling model '" + name_ + "'";
+  EMBER_CHECK(!built(), ArgumentError,
+              who +
+                  " as a layer: it is built; a nested model is a block whose layers the outer model owns (call it "
+                  "before building anything of it)");
+  EMBER_CHECK(!layers_.empty(), ArgumentError, who + ": it has no layers");
+  const size_t inputs = graph_ ? input_shapes_.size() : 1;
+  EMBER_CHECK(xs.size() == inputs, ArgumentError,
+              who + ": it takes " + std::to_string(inputs) + " inputs, given " + std::to_string(xs.size()));
+  for (size_t k = 0; k < xs.size(); ++k) {
+    EMBER_CHECK(xs[k].defined(), ArgumentError, who + ": input " + std::to_string(k) + " is undefined");
+    EMBER_CHECK(
+        !graph_ || xs[k].shape() == input_shapes_[k], ShapeError,
+        who + ": its input " + std::to_string(k) + " is " + input_shapes_[k].str() + ", given " + xs[k].shape().str());
+  }
+  // The first call names the layers within this model and prefixes them with its name.
+  if (nested_calls_ == 0) {
+    std::map<std::string, int> counts;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (i < shares_.size() && shares_[i] >= 0) continue;  // a twin: its first call's name at build
+      Layer& l = *layers_[i];
+      l.set_name(name_ + "/" + (l.name().empty() ? default_name(l.type(), counts) : l.name()));
+    }
+  }
+  std::vector<SymbolicTensor> mapped(layers_.size());
+  if (!graph_) {  // a Sequential: its layers in a line (the first call builds them, later ones twin them)
+    SymbolicTensor h = xs[0];
+    for (size_t i = 0; i < layers_.size(); ++i) h = mapped[i] = call_layer(layers_[i], {h});
+    ++nested_calls_;
+    return {h};
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<SymbolicTensor> ins;
+    for (int from : nodes_[i].inputs)
+      ins.push_back(from < 0 ? xs[static_cast<size_t>(-1 - from)] : mapped[static_cast<size_t>(from)]);
+    const std::shared_ptr<Layer>& first = shares_[i] >= 0 ? layers_[static_cast<size_t>(shares_[i])] : layers_[i];
+    if (nested_calls_ > 0) {  // a later call: twins of the first call's layers
+      mapped[i] = call_layer(first, ins);
+      continue;
+    }
+    // The first call: these layer objects, already built for these shapes, in new calls.
+    auto node = std::make_shared<detail::GraphNode>();
+    node->layer = layers_[i];
+    for (const SymbolicTensor& in : ins) node->inputs.push_back(in.node());
+    node->shape = output_shapes_[i];
+    if (shares_[i] >= 0) node->shares = first;
+    mapped[i] = SymbolicTensor(std::move(node));
+  }
+  ++nested_calls_;
+  std::vector<SymbolicTensor> out;
+  for (int o : outputs_) out.push_back(mapped[static_cast<size_t>(o)]);
+  return out;
 }
 
 Layer& Model::append(std::shared_ptr<Layer> layer, const char* who) {
@@ -200,6 +277,8 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
     if (l.name().empty()) l.set_name(default_name(l.type(), counts));
     EMBER_CHECK(std::find(used.begin(), used.end(), l.name()) == used.end(), ArgumentError,
                 "Model: two layers are named '" + l.name() + "'");
+    EMBER_CHECK(l.name().find('[') == std::string::npos, ArgumentError,
+                "Model: layer name '" + l.name() + "' has a '[' (\"name[k]\" names a shared layer's later calls)");
     used.push_back(l.name());
   }
   for (size_t i = 0; i < layers_.size(); ++i)
@@ -384,8 +463,8 @@ std::vector<Shape> Model::output_shapes() const {
 }
 
 std::vector<std::string> Model::output_names() const {
-  std::vector<std::string> out;
-  for (int i : outputs_) out.push_back(layers_.at(static_cast<size_t>(i))->name());
+  std::vector<std::string> out;  // a later call of a shared layer: "name[k]" (unique)
+  for (int i : outputs_) out.push_back(layer_ref(static_cast<size_t>(i)));
   return out;
 }
 
@@ -684,6 +763,13 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
     if (slot >= input_slot && !dx.defined()) input_whole_[slot - input_slot] = false;
     deliver_grad(slot, dx);
   };
+  for (size_t i = 0; i < shares_.size(); ++i)
+    if (shares_[i] >= 0) {
+      const auto o = static_cast<size_t>(shares_[i]);
+      EMBER_CHECK((i >= begin && i < end) == (o >= begin && o < end), ArgumentError,
+                  "Model::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+                      ") hold one call of the shared layer '" + layers_[o]->name() + "' but not another");
+    }
   for (size_t i = begin; i < end; ++i) gouts_[i] = nullptr;
   for (size_t k = input_slot; k < gouts_.size(); ++k) gouts_[k] = nullptr;
   if (seeds.size() == 1 && end > begin) gouts_[end - 1] = seeds[0];
@@ -717,7 +803,8 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
       deliver(slot_of(i, 0), l.backward(*g));
     }
   }
-  // A shared layer's gradient: its first call's plus every later call's (in run order).
+  // A shared layer's gradient: its first call's plus every later call's (in run order). A range
+  // holds every call of a shared layer or none (checked above).
   for (size_t i = begin; i < end; ++i) {
     if (shares_[i] < 0) continue;
     const std::vector<Tensor>& from = layers_[i]->grads();

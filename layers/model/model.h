@@ -213,6 +213,17 @@ class Model {
   Model& operator=(Model&&) noexcept;
   const std::string& name() const { return name_; }
 
+  // --- Nesting: a model used as a layer of another ---------------------------------------------
+  // Calls this model on symbolic tensors (one per input, of its input shapes; a Sequential: one,
+  // which builds its layers for it) and returns its outputs: its layers become part of the graph
+  // being built, named "<this model's name>/<layer>" (default layer names counted within this
+  // model). Calling it again shares their weights (as a layer called again: twins). The model must
+  // not be built: it is a block of the outer model, which owns and trains its layers (Keras'
+  // nested model also stays usable on its own, sharing weights; here build and use the outer
+  // model). ArgumentError for a built model, ShapeError for inputs of other shapes.
+  SymbolicTensor operator()(const SymbolicTensor& x);  // one input, one output
+  std::vector<SymbolicTensor> operator()(const std::vector<SymbolicTensor>& xs);
+
   // Allocates the flat parameter and gradient buffers, names the unnamed layers (Keras' names:
   // "conv2d", "conv2d_1", ...) and initialises the parameters from `seed` (on the CPU, the same
   // bits on every device); inside a DeviceScope the model then moves to the scope's device. A
@@ -477,6 +488,7 @@ class Model {
   std::vector<Shape> output_shapes_;
   std::vector<Shape> input_shapes_{Shape{}};
   std::vector<int> shares_;                  // per layer: the layer whose parameters a twin uses, or -1
+  int nested_calls_ = 0;                     // times this model was called as a layer (operator())
   Tensor twin_grads_;                        // the twins' own gradients, added to their first calls' after backward
   std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
   void bind_layers();                        // (re)binds every layer's views into params_ / grads_

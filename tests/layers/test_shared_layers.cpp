@@ -185,6 +185,131 @@ TEST(SharedLayers, MirroredReplicasEqualOneModel) {
   set_conv_algorithms(saved);
 }
 
+// A later call that runs before the first (in run order) owns the parameters, as load_model
+// recreates it from the file's order: a resumed run continues bit for bit (Adam's moments are
+// flat buffers), and outputs that are calls of one shared layer have names of their own.
+TEST(SharedLayers, RunOrderDecidesTheOwnerAndAResumeContinuesBitForBit) {
+  SymbolicTensor a = Input(Shape{4}, "a"), b = Input(Shape{4}, "b"), c = Input(Shape{3}, "c");
+  auto tower = layer<Dense>(3, Activation::ReLU);
+  tower->set_name("tower");
+  SymbolicTensor ya = tower(a), yb = tower(b);
+  Model m({a, b, c}, {layer<Dense>(2)(concatenate({yb, layer<Dense>(2)(c), ya}))});
+  m.build(2);
+  EXPECT_TRUE(m.is_twin(2));   // the call on a runs third (after b's and c's Dense)
+  EXPECT_FALSE(m.is_twin(0));  // b's call runs first: it owns the tower
+  EXPECT_EQ(m.layers()[0]->name(), "tower");
+  m.compile(std::make_unique<Adam>());
+  const std::vector<Tensor> xs{test::random_tensor(Shape{8, 4}, 1), test::random_tensor(Shape{8, 4}, 2),
+                               test::random_tensor(Shape{8, 3}, 3)};
+  MetricSums sums = m.make_sums();
+  for (int step = 0; step < 2; ++step) m.train_step(xs, labels_of(8, 2), sums);
+  const std::string path = (std::filesystem::temp_directory_path() / "ember_shared_order.safetensors").string();
+  m.save(path);
+  std::unique_ptr<Model> again = load_model(path);
+  EXPECT_EQ(again->summary(), m.summary());
+  again->compile(std::make_unique<Adam>());  // the file's Adam state
+  MetricSums s2 = again->make_sums();
+  m.train_step(xs, labels_of(8, 2), sums);
+  again->train_step(xs, labels_of(8, 2), s2);
+  EXPECT_EQ(again->params().to_vector(), m.params().to_vector());
+  // Two outputs that are two calls of one layer: "tower" and "tower[1]".
+  auto tower2 = layer<Dense>(3);
+  tower2->set_name("tower");
+  Model pair({a, b}, {tower2(a), tower2(b)});
+  pair.build(1);
+  EXPECT_EQ(pair.output_names(), (std::vector<std::string>{"tower", "tower[1]"}));
+  pair.save(path);
+  EXPECT_EQ(load_model(path)->output_names(), pair.output_names());
+  std::filesystem::remove(path);
+}
+
+// --- Nesting: a model called as a layer ------------------------------------------------------------
+
+// A Sequential encoder called on two inputs is the shared tower written out layer by layer: the
+// same initialisation, loss and gradients bit for bit, its layers named "encoder/...".
+TEST(Nesting, ASequentialCalledTwiceIsASharedTower) {
+  const auto nested = [] {
+    Sequential encoder("encoder");
+    encoder.add<Dense>(5, Activation::ReLU);
+    encoder.add<Dense>(3);
+    SymbolicTensor a = Input(Shape{4}), b = Input(Shape{4});
+    return Model({a, b}, {layer<Dense>(2)(concatenate({encoder(a), encoder(b)}))});
+  };
+  const auto written_out = [] {
+    auto d1 = layer<Dense>(5, Activation::ReLU);
+    auto d2 = layer<Dense>(3);
+    SymbolicTensor a = Input(Shape{4}), b = Input(Shape{4});
+    return Model({a, b}, {layer<Dense>(2)(concatenate({d2(d1(a)), d2(d1(b))}))});
+  };
+  Model m = nested(), w = written_out();
+  m.build(4);
+  w.build(4);
+  EXPECT_EQ(m.num_params(), w.num_params());
+  EXPECT_EQ(m.params().to_vector(), w.params().to_vector());
+  EXPECT_EQ(m.layers()[0]->name(), "encoder/dense");
+  EXPECT_EQ(m.layers()[1]->name(), "encoder/dense_1");
+  EXPECT_EQ(m.named_params()[0].first, "encoder/dense/kernel");
+  const std::vector<Tensor> xs{test::random_tensor(Shape{6, 4}, 1), test::random_tensor(Shape{6, 4}, 2)};
+  MetricSums s1 = m.make_sums(), s2 = w.make_sums();
+  m.compute_gradients(xs, labels_of(6, 2), s1);
+  w.compute_gradients(xs, labels_of(6, 2), s2);
+  EXPECT_EQ(s1.read().loss_sum, s2.read().loss_sum);
+  EXPECT_EQ(m.grads().to_vector(), w.grads().to_vector());
+}
+
+// A graph block nested once: its layers join the outer model (prefixed), which trains, saves and
+// is recreated by load_model; a built model cannot be nested, nor inputs of another shape.
+TEST(Nesting, AGraphBlockInsideAModelTrainsAndRoundTrips) {
+  const auto make = [] {
+    SymbolicTensor x = Input(Shape{6});
+    SymbolicTensor h = layer<Dense>(6, Activation::ReLU)(x);
+    Model block(x, add({x, layer<Dense>(6)(h)}), "block");  // a residual block
+    SymbolicTensor in = Input(Shape{6});
+    return Model(in, layer<Dense>(2)(block(in)), "outer");
+  };
+  Model m = make();
+  m.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 1e-2f}));
+  const Tensor x = test::random_tensor(Shape{64, 6}, 3);
+  Tensor y = Tensor::empty(Shape{64}, DType::I32);
+  for (int64_t i = 0; i < 64; ++i) y.data<int32_t>()[i] = x.f32()[i * 6] + x.f32()[i * 6 + 1] > 0 ? 1 : 0;
+  FitOptions opt;
+  opt.epochs = 15;
+  opt.batch_size = 16;
+  opt.verbose = 0;
+  const History h = m.fit(Dataset::from_tensors(x, y, {.num_classes = 2}), opt);
+  EXPECT_LT(h.epochs.back().loss, 0.5 * h.epochs.front().loss);
+  EXPECT_NE(m.summary().find("block/add (Add)"), std::string::npos) << m.summary();
+  const std::string path = (std::filesystem::temp_directory_path() / "ember_nested.safetensors").string();
+  m.save(path);
+  std::unique_ptr<Model> again = load_model(path);
+  EXPECT_EQ(again->predict(x).to_vector(), m.predict(x).to_vector());
+  std::filesystem::remove(path);
+  // A graph block called twice in a row: the second call shares the first's weights, and the
+  // gradients of both calls reach them (finite differences).
+  SymbolicTensor bx2 = Input(Shape{3});
+  Model block2(bx2, add({bx2, layer<Tanh>()(layer<Dense>(3)(bx2))}), "res");
+  SymbolicTensor in2 = Input(Shape{3});
+  Model chain(in2, layer<Dense>(2)(block2(block2(in2))));
+  chain.build(7);
+  EXPECT_EQ(chain.num_params(), 12 + 8);  // the block's Dense once, the head
+  const Tensor x2 = test::random_tensor(Shape{4, 3}, 8);
+  chain.compute_gradients(x2, labels_of(4, 2));
+  const std::vector<float> analytic = chain.grads().to_vector();
+  losses::SparseCategoricalCrossentropy ce;
+  test::GradCheckOptions go;
+  go.step = 1e-3;
+  const test::GradCheckResult r = test::check_gradient(
+      [&] { return double(ce.value(chain.forward(x2, true), labels_of(4, 2))); },
+      std::span<float>(chain.params().f32(), static_cast<size_t>(chain.num_params())), analytic, "chain", go);
+  EXPECT_GT(r.checked, chain.num_params() * 3 / 4);
+  // Refusals: a built model; inputs of another shape; a block whose layers another model owns.
+  SymbolicTensor in = Input(Shape{6});
+  EXPECT_THROW(m(in), ArgumentError);
+  SymbolicTensor bx = Input(Shape{6});
+  Model block(bx, layer<Dense>(2)(bx), "small");
+  EXPECT_THROW(block(Input(Shape{5})), ShapeError);
+}
+
 TEST(SharedLayers, RefusesWhatCannotBeShared) {
   SymbolicTensor a = Input(Shape{4}), b = Input(Shape{5});
   auto d = layer<Dense>(3);
@@ -196,6 +321,22 @@ TEST(SharedLayers, RefusesWhatCannotBeShared) {
   e(a);
   SymbolicTensor y = e(c);
   EXPECT_THROW(Model(c, y), ArgumentError);
+  // A range of a stack that holds one call of a shared layer but not the other.
+  SymbolicTensor v = Input(Shape{4});
+  auto same = layer<Dense>(4);
+  Model tied(v, same(same(v)));
+  tied.build(0);
+  ASSERT_TRUE(tied.is_linear());
+  const Tensor g = test::random_tensor(Shape{2, 4}, 1);
+  tied.forward(g, true);
+  EXPECT_THROW(tied.backward_layers(g, 1, 2), ArgumentError);
+  tied.backward_layers(g, 0, 2);  // both calls: fine
+  // "[" is kept for the calls' names.
+  SymbolicTensor w = Input(Shape{4});
+  auto odd = layer<Dense>(2);
+  odd->set_name("odd[1]");
+  Model bad(w, odd(w));
+  EXPECT_THROW(bad.build(0), ArgumentError);
   // A layer the registry cannot make cannot be called again.
   class Unregistered : public Layer {
    public:
