@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../layers/fit_loop.h"
+#include "../layers/model/fit_loop.h"
 #include "communicator.h"
 #include "fault_injection.h"
 #include "strategy.h"

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "../layers/sequential.h"
+#include "../layers/model/sequential.h"
 
 namespace ember {
 

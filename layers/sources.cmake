@@ -1,13 +1,15 @@
 # layers/: the layers, their per-op dispatch (ops/) and backends (cpu/, cuda/), the loss and
-# metrics, Sequential with its fit loop, progress bar and checkpoints.
+# metrics; layers/model/: the model layer above them (the graph engine, Sequential, the fit loop,
+# progress bar, schedules, checkpoints and the layer registry).
 ember_folder(layers
-  PUBLIC_HEADERS layers.h activation.h activations.h avgpool2d.h batch_normalization.h checkpoint.h conv2d.h dense.h
+  PUBLIC_HEADERS layers.h activation.h activations.h avgpool2d.h batch_normalization.h conv2d.h dense.h
                  dropout.h flatten.h geometry.h gradient_check.h layer.h layer_config.h loss.h losses_kinds.h matmul.h maxpool2d.h merge.h metrics.h random_bits.h relu.h
-                 sequential.h model/graph.h model/model.h model/registry.h
-  SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp checkpoint.cpp conv2d.cpp conv_pool_block.cpp cuda_ops.cpp
-          dense.cpp dropout.cpp fit.cpp flatten.cpp geometry.cpp gradient_check.cpp layer.cpp layer_config.cpp learning_rate.cpp loss.cpp matmul.cpp maxpool2d.cpp merge.cpp
+                 model/checkpoint.h model/graph.h model/model.h model/registry.h model/sequential.h
+  SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp conv2d.cpp conv_pool_block.cpp cuda_ops.cpp
+          dense.cpp dropout.cpp flatten.cpp geometry.cpp gradient_check.cpp layer.cpp layer_config.cpp loss.cpp matmul.cpp maxpool2d.cpp merge.cpp
           metrics.cpp
-          progress.cpp relu.cpp model/graph.cpp model/model.cpp model/registry.cpp
+          relu.cpp model/checkpoint.cpp model/fit.cpp model/graph.cpp model/learning_rate.cpp model/model.cpp
+          model/progress.cpp model/registry.cpp
           ops/avgpool2d.cpp ops/batchnorm.cpp ops/conv2d.cpp ops/dense.cpp ops/dropout.cpp ops/elementwise.cpp ops/maxpool2d.cpp
           ops/pointwise.cpp ops/relu.cpp ops/softmax.cpp ops/softmax_xent.cpp ops/losses.cpp
           cpu/avgpool2d.cpp cpu/batchnorm.cpp cpu/conv2d.cpp cpu/conv2d_direct.cpp cpu/conv2d_maxpool.cpp cpu/conv2d_winograd.cpp cpu/conv2d_winograd_data.cpp cpu/dense.cpp cpu/dropout.cpp cpu/elementwise.cpp cpu/maxpool2d.cpp

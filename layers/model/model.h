@@ -39,7 +39,7 @@
 #include "../../core/rng.h"
 #include "../../core/tensor.h"
 #include "../../optim/optimizer.h"
-#include "../checkpoint.h"
+#include "checkpoint.h"
 #include "../layer.h"
 #include "../loss.h"
 #include "graph.h"

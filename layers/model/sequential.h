@@ -15,7 +15,7 @@
 #include <memory>
 #include <utility>
 
-#include "model/model.h"
+#include "model.h"
 
 namespace ember {
 

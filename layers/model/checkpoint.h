@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "../core/safetensors.h"
-#include "../core/tensor.h"
-#include "../optim/optimizer.h"
+#include "../../core/safetensors.h"
+#include "../../core/tensor.h"
+#include "../../optim/optimizer.h"
 
 namespace ember {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../data/dataloader.h"
+#include "../../data/dataloader.h"
 #include "sequential.h"
 
 namespace ember {

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../core/runtime.h"
-#include "model/model.h"
-#include "model/registry.h"
+#include "../../core/runtime.h"
+#include "model.h"
+#include "registry.h"
 #include "sequential.h"
 
 namespace ember {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "../core/error.h"
+#include "../../core/error.h"
 #include "sequential.h"
 
 namespace ember {

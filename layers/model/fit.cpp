@@ -5,11 +5,11 @@
 #include <cstring>
 #include <optional>
 
-#include "../core/cuda_graph.h"
-#include "../core/error.h"
-#include "../data/dataloader.h"
+#include "../../core/cuda_graph.h"
+#include "../../core/error.h"
+#include "../../data/dataloader.h"
 #include "fit_loop.h"
-#include "model/model.h"
+#include "model.h"
 #include "progress.h"
 
 namespace ember {
