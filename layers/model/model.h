@@ -39,9 +39,9 @@
 #include "../../core/rng.h"
 #include "../../core/tensor.h"
 #include "../../optim/optimizer.h"
-#include "checkpoint.h"
 #include "../layer.h"
 #include "../loss.h"
+#include "checkpoint.h"
 #include "graph.h"
 
 namespace ember {
