@@ -1,6 +1,6 @@
 // Logging. The library writes warnings (soft placement, ...) to stderr as "[ember] [warning] ...";
 // apps and users choose the level. Progress bars are not logs: they go to stdout from rank 0
-// only (layers/progress.h). spdlog does the work but stays out of this header (core/logger.h is
+// only (layers/model/progress.h). spdlog does the work but stays out of this header (core/logger.h is
 // the library's own formatted access to it), so including Ember does not compile spdlog.
 #pragma once
 

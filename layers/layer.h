@@ -140,9 +140,11 @@ class Layer {
   void set_name(std::string name) { name_ = std::move(name); }
   // Calls of this layer through the functional API (layers/model/graph.h): the first runs this
   // object; every later one a twin made by the layer registry that shares its parameters and
-  // state (Keras' shared layers). note_call() is the graph API's.
+  // state (Keras' shared layers). note_call() and restore_calls() (a failed call undone) are the
+  // graph API's.
   int calls() const { return calls_; }
   void note_call() { ++calls_; }
+  void restore_calls(int calls) { calls_ = calls; }
   void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
   bool needs_input_grad() const { return needs_input_grad_; }
   const std::vector<Tensor>& params() const { return params_; }

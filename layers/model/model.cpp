@@ -144,16 +144,22 @@ void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::v
   }
   // Whichever call of a shared layer runs first owns the parameters (their place in the flat
   // buffers is its place in the run order, as load_model recreates it from the file's order); the
-  // others, the first call's object included, are its twins. The owner takes the layer's name.
+  // others, the first call's object included, are its twins. The owner takes the layer's name
+  // (adopt_names, when the model is built or nested: the user may name the layer until then). A
+  // twin of a twin (a nested model's shared layer called again) belongs to the same root.
+  for (size_t i = 0; i < shares_.size(); ++i)
+    while (shares_[i] >= 0 && shares_[static_cast<size_t>(shares_[i])] >= 0)
+      shares_[i] = shares_[static_cast<size_t>(shares_[i])];
   std::vector<int> owner(layers_.size());
   for (size_t i = 0; i < owner.size(); ++i) owner[i] = static_cast<int>(i);
   for (size_t i = 0; i < shares_.size(); ++i)
     if (shares_[i] >= 0)
       owner[static_cast<size_t>(shares_[i])] = std::min(owner[static_cast<size_t>(shares_[i])], static_cast<int>(i));
+  name_from_.assign(layers_.size(), -1);
   for (size_t i = 0; i < shares_.size(); ++i) {
     const int root = shares_[i] >= 0 ? shares_[i] : static_cast<int>(i);
     const int o = owner[static_cast<size_t>(root)];
-    if (static_cast<int>(i) == root && o != root) layers_[static_cast<size_t>(o)]->set_name(layers_[i]->name());
+    if (static_cast<int>(i) == root && o != root) name_from_[static_cast<size_t>(o)] = root;
     shares_[i] = static_cast<int>(i) == o ? -1 : o;
   }
   for (size_t k = 0; k < inputs.size(); ++k)
@@ -188,8 +194,43 @@ std::vector<SymbolicTensor> Model::operator()(const std::vector<SymbolicTensor>&
         !graph_ || xs[k].shape() == input_shapes_[k], ShapeError,
         who + ": its input " + std::to_string(k) + " is " + input_shapes_[k].str() + ", given " + xs[k].shape().str());
   }
-  // The first call names the layers within this model and prefixes them with its name.
+  // The first call names the layers within this model and prefixes them with its name, once the
+  // whole graph is made: a call that fails (a Sequential's layer refusing the shape) leaves the
+  // names and the layers' call counts as they were.
+  std::vector<int> calls_before;
+  for (const auto& l : layers_) calls_before.push_back(l->calls());
+  std::vector<SymbolicTensor> mapped(layers_.size()), out;
+  try {
+    if (!graph_) {  // a Sequential: its layers in a line (the first call builds them, later ones twin them)
+      SymbolicTensor h = xs[0];
+      for (size_t i = 0; i < layers_.size(); ++i) h = mapped[i] = call_layer(layers_[i], {h});
+      out = {h};
+    } else {
+      for (size_t i = 0; i < layers_.size(); ++i) {
+        std::vector<SymbolicTensor> ins;
+        for (int from : nodes_[i].inputs)
+          ins.push_back(from < 0 ? xs[static_cast<size_t>(-1 - from)] : mapped[static_cast<size_t>(from)]);
+        const std::shared_ptr<Layer>& first = shares_[i] >= 0 ? layers_[static_cast<size_t>(shares_[i])] : layers_[i];
+        if (nested_calls_ > 0) {  // a later call: twins of the first call's layers
+          mapped[i] = call_layer(first, ins);
+          continue;
+        }
+        // The first call: these layer objects, already built for these shapes, in new calls.
+        auto node = std::make_shared<detail::GraphNode>();
+        node->layer = layers_[i];
+        for (const SymbolicTensor& in : ins) node->inputs.push_back(in.node());
+        node->shape = output_shapes_[i];
+        if (shares_[i] >= 0) node->shares = first;
+        mapped[i] = SymbolicTensor(std::move(node));
+      }
+      for (int o : outputs_) out.push_back(mapped[static_cast<size_t>(o)]);
+    }
+  } catch (...) {
+    for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->restore_calls(calls_before[i]);
+    throw;
+  }
   if (nested_calls_ == 0) {
+    adopt_names();
     std::map<std::string, int> counts;
     for (size_t i = 0; i < layers_.size(); ++i) {
       if (i < shares_.size() && shares_[i] >= 0) continue;  // a twin: its first call's name at build
@@ -197,34 +238,14 @@ std::vector<SymbolicTensor> Model::operator()(const std::vector<SymbolicTensor>&
       l.set_name(name_ + "/" + (l.name().empty() ? default_name(l.type(), counts) : l.name()));
     }
   }
-  std::vector<SymbolicTensor> mapped(layers_.size());
-  if (!graph_) {  // a Sequential: its layers in a line (the first call builds them, later ones twin them)
-    SymbolicTensor h = xs[0];
-    for (size_t i = 0; i < layers_.size(); ++i) h = mapped[i] = call_layer(layers_[i], {h});
-    ++nested_calls_;
-    return {h};
-  }
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<SymbolicTensor> ins;
-    for (int from : nodes_[i].inputs)
-      ins.push_back(from < 0 ? xs[static_cast<size_t>(-1 - from)] : mapped[static_cast<size_t>(from)]);
-    const std::shared_ptr<Layer>& first = shares_[i] >= 0 ? layers_[static_cast<size_t>(shares_[i])] : layers_[i];
-    if (nested_calls_ > 0) {  // a later call: twins of the first call's layers
-      mapped[i] = call_layer(first, ins);
-      continue;
-    }
-    // The first call: these layer objects, already built for these shapes, in new calls.
-    auto node = std::make_shared<detail::GraphNode>();
-    node->layer = layers_[i];
-    for (const SymbolicTensor& in : ins) node->inputs.push_back(in.node());
-    node->shape = output_shapes_[i];
-    if (shares_[i] >= 0) node->shares = first;
-    mapped[i] = SymbolicTensor(std::move(node));
-  }
   ++nested_calls_;
-  std::vector<SymbolicTensor> out;
-  for (int o : outputs_) out.push_back(mapped[static_cast<size_t>(o)]);
   return out;
+}
+
+void Model::adopt_names() {
+  for (size_t i = 0; i < name_from_.size(); ++i)
+    if (name_from_[i] >= 0 && !layers_[static_cast<size_t>(name_from_[i])]->name().empty())
+      layers_[i]->set_name(layers_[static_cast<size_t>(name_from_[i])]->name());
 }
 
 Layer& Model::append(std::shared_ptr<Layer> layer, const char* who) {
@@ -269,6 +290,7 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
     linear_ = true;
   }
   if (!graph_) shares_.assign(layers_.size(), -1);
+  adopt_names();
   std::map<std::string, int> counts;
   std::vector<std::string> used;
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -764,7 +786,7 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
     deliver_grad(slot, dx);
   };
   for (size_t i = 0; i < shares_.size(); ++i)
-    if (shares_[i] >= 0) {
+    if (shares_[i] >= 0 && (layers_[i]->num_params() > 0 || !layers_[i]->state_specs().empty())) {
       const auto o = static_cast<size_t>(shares_[i]);
       EMBER_CHECK((i >= begin && i < end) == (o >= begin && o < end), ArgumentError,
                   "Model::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +

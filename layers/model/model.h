@@ -1,5 +1,5 @@
 // Model: the one model engine. A model is a directed acyclic graph of layer calls (Keras'
-// functional model, built with layers/model/graph.h); Sequential (layers/sequential.h) is its
+// functional model, built with layers/model/graph.h); Sequential (layers/model/sequential.h) is its
 // linear case. Everything below works for both.
 //
 //   SymbolicTensor x = Input(Shape{1, 28, 28});
@@ -302,7 +302,7 @@ class Model {
   // Input and each layer's inputs, Keras' "Connected to"); totals.
   std::string summary() const;
 
-  // --- Checkpoints (safetensors; see layers/checkpoint.h) -------------------------------------
+  // --- Checkpoints (safetensors; see layers/model/checkpoint.h) -------------------------------
   void save(const std::string& path, const TrainingState& state = {}) const { save_checkpoint(*this, path, state); }
   TrainingState load(const std::string& path) { return load_checkpoint(*this, path); }
   const Optimizer* optimizer() const { return optimizer_.get(); }
@@ -487,9 +487,11 @@ class Model {
   const Tensor& input_of(size_t i, size_t k, std::span<const Tensor> xs, size_t begin) const;
   std::vector<Shape> output_shapes_;
   std::vector<Shape> input_shapes_{Shape{}};
-  std::vector<int> shares_;                  // per layer: the layer whose parameters a twin uses, or -1
-  int nested_calls_ = 0;                     // times this model was called as a layer (operator())
-  Tensor twin_grads_;                        // the twins' own gradients, added to their first calls' after backward
+  std::vector<int> shares_;  // per layer: the layer whose parameters a twin uses, or -1
+  int nested_calls_ = 0;
+  std::vector<int> name_from_;  // per layer: the layer whose name an owner takes (the user's object), or -1
+  void adopt_names();           // times this model was called as a layer (operator())
+  Tensor twin_grads_;           // the twins' own gradients, added to their first calls' after backward
   std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
   void bind_layers();                        // (re)binds every layer's views into params_ / grads_
 

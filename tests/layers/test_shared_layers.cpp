@@ -310,6 +310,59 @@ TEST(Nesting, AGraphBlockInsideAModelTrainsAndRoundTrips) {
   EXPECT_THROW(block(Input(Shape{5})), ShapeError);
 }
 
+// The review's cases: a nested model's shared layer called again outside it (a twin of a twin),
+// a shared layer named after its model was made, a failed nesting undone, a shared parameterless
+// layer split by a backward range.
+TEST(Nesting, SharingAcrossNestingAndNamingLate) {
+  SymbolicTensor x = Input(Shape{4}), y = Input(Shape{4});
+  auto t = layer<Dense>(3);
+  SymbolicTensor tx = t(x), ty = t(y);
+  Model m({x, y}, {concatenate({ty, tx})}, "pair");  // t's call on y runs first: a registry twin owns it
+  SymbolicTensor u = Input(Shape{4}), v = Input(Shape{4});
+  Model o({u, v}, {layer<Dense>(2)(concatenate(std::vector<SymbolicTensor>{m({u, v})[0], t(u)}))});
+  o.build(3);
+  EXPECT_EQ(o.num_params(), 15 + 20);                         // t once (4*3 + 3), the head (9*2 + 2)
+  EXPECT_EQ(o.named_params()[0].first, "pair/dense/kernel");  // named when "pair" was nested
+  const std::vector<Tensor> xs{test::random_tensor(Shape{3, 4}, 1), test::random_tensor(Shape{3, 4}, 2)};
+  o.compute_gradients(xs, labels_of(3, 2), *std::make_unique<MetricSums>(o.make_sums()));
+  const std::vector<float> analytic = o.grads().to_vector();
+  losses::SparseCategoricalCrossentropy ce;
+  test::GradCheckOptions go;
+  go.step = 1e-3;
+  const test::GradCheckResult r = test::check_gradient(
+      [&] { return double(ce.value(o.forward(xs, true), labels_of(3, 2))); },
+      std::span<float>(o.params().f32(), static_cast<size_t>(o.num_params())), analytic, "three calls", go);
+  EXPECT_GT(r.checked, o.num_params() * 3 / 4);
+  // A shared layer named after its model was made (before build): the name holds, though a
+  // registry twin owns the parameters (its call runs first).
+  SymbolicTensor a = Input(Shape{4}), b = Input(Shape{4});
+  auto t2 = layer<Dense>(3);
+  SymbolicTensor ya = t2(a), yb = t2(b);
+  Model late({a, b}, {concatenate({yb, ya})});
+  t2->set_name("tower");
+  late.build(1);
+  EXPECT_EQ(late.named_params()[0].first, "tower/kernel");
+  EXPECT_EQ(t2->name(), "tower");
+  // A nesting that fails leaves the block as it was: the retry names its layers once.
+  Sequential enc("enc");
+  enc.add<Dense>(4);
+  enc.add<Dense>(2);
+  EXPECT_THROW(enc(Input(Shape{1, 6, 6})), ShapeError);  // Dense takes (features,)
+  SymbolicTensor w = Input(Shape{5});
+  Model ok(w, enc(w));
+  ok.build(1);
+  EXPECT_EQ(ok.layers()[0]->name(), "enc/dense");
+  EXPECT_EQ(ok.layers()[1]->name(), "enc/dense_1");
+  // A ReLU object used twice in a stack: nothing to sum, so a range may split its calls.
+  SymbolicTensor z = Input(Shape{4});
+  auto relu = layer<ReLU>();
+  Model stack(z, relu(layer<Dense>(4)(relu(z))));
+  stack.build(0);
+  const Tensor g = test::random_tensor(Shape{2, 4}, 1);
+  stack.forward(g, true);
+  EXPECT_NO_THROW(stack.backward_layers(g, 1, 3));
+}
+
 TEST(SharedLayers, RefusesWhatCannotBeShared) {
   SymbolicTensor a = Input(Shape{4}), b = Input(Shape{5});
   auto d = layer<Dense>(3);
