@@ -203,10 +203,18 @@ int run(const Args& a) {
     if (!a.load.empty() && !quiet)
       std::printf("Loaded %s: model \"%s\" of %zu layers, %lld parameters\n", a.load.c_str(), model.name().c_str(),
                   model.layers().size(), static_cast<long long>(model.num_params()));
+    if (device.is_cpu()) reset_host_memory_peak();
+    const size_t host_before = host_memory_stats().in_use;
+    const auto e0 = std::chrono::steady_clock::now();
     const EvalResult r = strategy->evaluate(data.test, std::max<int64_t>(a.batch_size, 256));  // as fit validates
+    const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     if (chief)
       std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
                   static_cast<long long>(r.samples));
+    if (chief && !quiet && device.is_cpu())  // the GPU's: gpu_memory_stats (ember_info, --log-device-placement)
+      std::printf("Evaluation: %.2f s; host tensors at most %s above the %s held before\n", eval_seconds,
+                  format_bytes(host_memory_stats().peak_in_use - host_before).c_str(),
+                  format_bytes(host_before).c_str());
     return 0;
   }
   if (!quiet) {

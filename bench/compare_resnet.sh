@@ -18,9 +18,7 @@ source bench/pytorch_peer.sh
 ensure_pytorch_peer compare_resnet "$PYTHON" cpu
 # pytorch_resnet.py reads raw IDX files: a folder of gunzipped copies when the data set is gzipped.
 raw_dir=$(mktemp -d); trap 'rm -rf "$raw_dir"' EXIT
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-  if [[ -f $DATA/$f ]]; then cp "$DATA/$f" "$raw_dir/"; else gunzip -c "$DATA/$f.gz" > "$raw_dir/$f"; fi
-done
+raw_idx_copy "$DATA" "$raw_dir"
 rows=()
 for r in $(seq 1 "$ROUNDS"); do
   log=$(mktemp)

@@ -16,3 +16,12 @@ ensure_pytorch_peer() {
   fi
   "$python" -c "import torch" 2>/dev/null || { echo "$name: $python has no torch (apt-get install python3-torch)" >&2; exit 1; }
 }
+
+# raw_idx_copy DATA DIR: the four IDX files of DATA, gunzipped where they are gzipped, into DIR (the
+# PyTorch scripts read raw IDX files).
+raw_idx_copy() {
+  local data=$1 dir=$2 f
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    if [[ -f $data/$f ]]; then cp "$data/$f" "$dir/"; else gunzip -c "$data/$f.gz" > "$dir/$f"; fi
+  done
+}

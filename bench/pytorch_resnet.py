@@ -66,6 +66,11 @@ def resnet():
     return m
 
 
+def peak_rss_kib():
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith("VmHWM:")).split()[1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default="data/fashion-mnist")
@@ -73,6 +78,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--evaluate-only", action="store_true",
+                    help="no training: evaluate the initial model on the test set under no_grad (batch 256) "
+                         "and print the time and the peak RSS before and after (bench/inference_memory.sh)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_flush_denormal(True)
@@ -83,6 +91,16 @@ def main():
     to_x = lambda u8: (u8.unsqueeze(1).float() / 255.0).contiguous(memory_format=torch.channels_last)  # noqa: E731
     model = resnet().to(memory_format=torch.channels_last)
     print(f"parameters: {sum(p.numel() for p in model.parameters())}")
+    if a.evaluate_only:
+        model.eval()
+        before = peak_rss_kib()
+        t0, correct = time.perf_counter(), 0
+        with torch.no_grad():
+            for i in range(0, vx.shape[0], 256):
+                correct += int((model(to_x(vx[i:i + 256])).argmax(1) == vy[i:i + 256]).sum())
+        print(f"evaluation: {time.perf_counter() - t0:.2f} s, test accuracy {correct / vx.shape[0] * 100:.2f}%, "
+              f"peak RSS {before} KiB before, {peak_rss_kib()} KiB after", flush=True)
+        return
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     n = tx.shape[0]

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "cpu/host_allocator.h"
 #include "cuda_module.h"
 #include "error.h"
 #include "logger.h"
@@ -68,6 +69,13 @@ void set_gpu_memory_fraction(int device, double fraction) {
     if (g.index == device) return set_gpu_memory_policy(device, MemoryPolicy::fraction(fraction, g.total_memory));
   throw DeviceError("there is no usable cuda:" + std::to_string(device) + (st.usable ? "" : ": " + st.reason));
 }
+
+HostMemoryStats host_memory_stats() {
+  const cpu::HostMemoryCounts c = cpu::host_memory_counts();
+  return {.in_use = c.in_use, .peak_in_use = c.peak_in_use};
+}
+
+void reset_host_memory_peak() { cpu::reset_host_memory_peak(); }
 
 CachingAllocator::Stats gpu_memory_stats(int device) {
   return detail::require_cuda_module("no memory statistics for cuda:" + std::to_string(device)).memory_stats(device);

@@ -55,6 +55,15 @@ void set_gpu_memory_policy(int device, const MemoryPolicy& policy);
 void set_gpu_memory_fraction(int device, double fraction);  // a cap of fraction * the card's memory
 CachingAllocator::Stats gpu_memory_stats(int device);
 
+// Host memory held by tensors (the CPU's side of gpu_memory_stats; TensorFlow's
+// get_memory_info("CPU:0")): bytes of tensor storage in use now, and the most in use since the
+// last reset_host_memory_peak() (or the process start). Never throws.
+struct HostMemoryStats {
+  size_t in_use = 0, peak_in_use = 0;
+};
+HostMemoryStats host_memory_stats();
+void reset_host_memory_peak();  // the peak becomes what is in use now
+
 // Waits until all work queued on `device` is done (a no-op for the CPU), and reports an
 // asynchronous GPU error: what a timing must call before it stops the clock.
 void synchronize(Device device);

@@ -42,8 +42,8 @@ const char* dtype_name(DType t) {
 const char* layout_name(Layout l) { return l == Layout::NHWC ? "nhwc" : "row-major"; }
 
 namespace {
-void free_host(void* p, Device) noexcept { cpu::host_free(p); }
-void free_cuda(void* p, Device d) noexcept {
+void free_host(void* p, size_t bytes, Device) noexcept { cpu::host_free(p, bytes); }
+void free_cuda(void* p, size_t, Device d) noexcept {
   if (const detail::CudaModuleApi* m = detail::cuda_module(nullptr)) m->deallocate(d.index, p);
 }
 }  // namespace
@@ -59,7 +59,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layo
   EMBER_CHECK(n <= Shape::kMaxElements, ShapeError, "tensor " + shape.str() + " is too large");
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   if (device.is_cpu()) {
-    t.storage_ = std::make_shared<Storage>(cpu::host_alloc(bytes), bytes, device, &free_host);
+    void* p = cpu::host_alloc(bytes);
+    try {
+      t.storage_ = std::make_shared<Storage>(p, bytes, device, &free_host);
+    } catch (...) {
+      cpu::host_free(p, bytes);
+      throw;
+    }
   } else {
     const auto& cuda = detail::require_cuda_module("cannot allocate a tensor on " + device.str());
     void* p = cuda.allocate(device.index, bytes);

@@ -30,11 +30,11 @@ const char* layout_name(Layout l);
 // Owns one allocation on one device. Move-only; freed by its deleter, which never throws.
 class Storage {
  public:
-  using Deleter = void (*)(void* data, Device device) noexcept;
+  using Deleter = void (*)(void* data, size_t bytes, Device device) noexcept;
   Storage(void* data, size_t bytes, Device device, Deleter deleter)
       : data_(data), bytes_(bytes), device_(device), deleter_(deleter) {}
   ~Storage() {
-    if (data_ && deleter_) deleter_(data_, device_);
+    if (data_ && deleter_) deleter_(data_, bytes_, device_);
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -46,6 +46,11 @@ Shape GlobalAvgPool2D::build(const Shape& in) {
   return Shape{in[0]};
 }
 
+void GlobalAvgPool2D::do_release_buffers() {
+  Layer::do_release_buffers();
+  y_ = dy4_ = Tensor();
+}
+
 const Tensor& GlobalAvgPool2D::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(x.rank() == 4 && x.shape().without_batch() == in_shape_, ShapeError,
               "GlobalAvgPool2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +

@@ -44,6 +44,7 @@ class GlobalAvgPool2D : public Layer {
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;
   const Tensor& do_backward(const Tensor& dy) override;
+  void do_release_buffers() override;
 
  private:
   Pool2dShape g_;

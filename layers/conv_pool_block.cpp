@@ -41,6 +41,11 @@ void ConvPoolBlock::backward(const Tensor& dy) {
                                as_layout(dy, Layout::NHWC, dy_copy_), dw, db, scratch_);
 }
 
+void ConvPoolBlock::release_buffers() {
+  x_ = y_ = argmax_ = dy_copy_ = scratch_ = Tensor();
+  trained_ = false;
+}
+
 std::string ConvPoolBlock::kernel_info() const {
   return "ember cpu conv+" + std::string(conv_.relu_output() ? "ReLU+" : "") + "max-pool, fused with '" + pool_.name() +
          "' (one pass per image; the convolution's output is never stored)";

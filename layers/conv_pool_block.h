@@ -26,6 +26,8 @@ class ConvPoolBlock {
   const Tensor& forward(const Tensor& x, bool training);
   // Writes (=) the convolution's kernel and bias gradients from the pool output's gradient.
   void backward(const Tensor& dy);
+  // As Layer::release_buffers (the pair's own buffers; the two layers' are theirs).
+  void release_buffers();
   // Whether it may run now: the convolution's input gradient is still not wanted (a custom loop
   // may ask for it after build; then the layers run on their own).
   bool usable() const { return !conv_.needs_input_grad(); }

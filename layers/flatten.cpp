@@ -11,6 +11,11 @@ Shape Flatten::build(const Shape& in) {
   return Shape{in.numel()};
 }
 
+void Flatten::do_release_buffers() {
+  Layer::do_release_buffers();
+  rowmajor_ = y_ = dx_ = Tensor();
+}
+
 const Tensor& Flatten::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(x.rank() >= 2 && x.shape().without_batch() == in_, ShapeError,
               "Flatten: expects input (N, ...) with per-sample shape " + in_.str() + "; given " + x.shape().str());

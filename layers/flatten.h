@@ -19,6 +19,7 @@ class Flatten : public Layer {
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;
   const Tensor& do_backward(const Tensor& dy) override;
+  void do_release_buffers() override;
 
  private:
   Shape in_;

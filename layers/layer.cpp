@@ -11,11 +11,24 @@ const Tensor& Layer::forward(const Tensor& x, bool training) {
   const Tensor& y = do_forward(x, training);
   out_shape_ = y.shape();
   forwarded_ = true;
+  released_ = false;
   return y;
 }
 
+namespace {
+std::string released_note(bool released) {
+  return released ? " (the last forward was an inference pass, evaluate or predict, which frees its buffers)" : "";
+}
+}  // namespace
+
+void Layer::release_buffers() {
+  do_release_buffers();
+  if (forwarded_) released_ = true;
+  forwarded_ = false;
+}
+
 const Tensor& Layer::backward(const Tensor& dy) {
-  EMBER_CHECK(forwarded_, Error, type() + ": backward() before forward()");
+  EMBER_CHECK(forwarded_, Error, type() + ": backward() before forward()" + released_note(released_));
   EMBER_CHECK(dy.shape() == out_shape_, ShapeError,
               type() + ": output gradient must be " + out_shape_.str() + ", given " + dy.shape().str());
   return do_backward(dy);
@@ -31,11 +44,12 @@ const Tensor& Layer::forward_inputs(const std::vector<const Tensor*>& xs, bool t
   const Tensor& y = do_forward_inputs(xs, training);
   out_shape_ = y.shape();
   forwarded_ = true;
+  released_ = false;
   return y;
 }
 
 const std::vector<Tensor>& Layer::backward_inputs(const Tensor& dy) {
-  EMBER_CHECK(forwarded_, Error, type() + ": backward_inputs() before forward_inputs()");
+  EMBER_CHECK(forwarded_, Error, type() + ": backward_inputs() before forward_inputs()" + released_note(released_));
   EMBER_CHECK(dy.shape() == out_shape_, ShapeError,
               type() + ": output gradient must be " + out_shape_.str() + ", given " + dy.shape().str());
   return do_backward_inputs(dy);

@@ -131,6 +131,13 @@ class Layer {
   virtual void bind_state(std::vector<Tensor> state);
   // The seed of this layer's random numbers (only layers that draw any use it).
   virtual void set_random_seed(uint64_t /*seed*/) {}
+  // Drops every buffer forward/backward keep between calls (the output, saved inputs, scratch,
+  // gradients), keeping the parameters, the state and the backends' plans (cached per shape, not
+  // here): the model engine's inference passes (evaluate, predict) call it once it holds the
+  // layer's output itself, so an activation lives only until its last reader has run. A backward
+  // then needs a new forward (Error). A layer holding buffers of its own beside `state_` overrides
+  // do_release_buffers and calls the base.
+  void release_buffers();
 
   const std::string& name() const { return name_; }
   // The model whose buffers this layer's views point into (set by Model::build): a layer serves
@@ -163,6 +170,7 @@ class Layer {
   virtual const std::vector<Tensor>& do_backward_inputs(const Tensor& dy);
   // The undefined tensor backward returns when no input gradient is wanted.
   static const Tensor& no_input_grad();
+  virtual void do_release_buffers() { state_.reset(); }
 
   std::vector<Tensor> params_, grads_;
   std::vector<Tensor> state_tensors_;  // views into the model's state buffer (state_specs())
@@ -174,7 +182,8 @@ class Layer {
   std::string name_;
   std::weak_ptr<const void> owner_;
   Shape out_shape_;         // of the last forward's output: what backward's dy must be
-  bool forwarded_ = false;  // forward has run since build
+  bool forwarded_ = false;  // forward has run since build (and its buffers were not released since)
+  bool released_ = false;   // release_buffers() ran after the last forward
   int calls_ = 0;
 };
 

@@ -11,6 +11,11 @@ Shape Merge::build(const Shape& /*sample_shape*/) {
   throw ArgumentError(type() + " merges two or more inputs: call it on a list of tensors (layers/merge.h)");
 }
 
+void Merge::do_release_buffers() {
+  Layer::do_release_buffers();
+  dxs_.clear();
+}
+
 const Tensor& Merge::do_forward(const Tensor& /*x*/, bool /*training*/) {
   throw ArgumentError(type() + " merges two or more inputs: forward_inputs(), not forward()");
 }
@@ -54,6 +59,14 @@ Shape ElementwiseMerge::build_inputs(const std::vector<Shape>& sample_shapes) {
                 type() + ": input " + std::to_string(i) + " is " + sample_shapes[i].str() + " but input 0 is " +
                     sample_shapes[0].str() + " (no broadcasting: inputs of one shape)");
   return sample_shapes[0];
+}
+
+void ElementwiseMerge::do_release_buffers() {
+  Merge::do_release_buffers();
+  xs_.clear();
+  converted_.clear();
+  grads_scratch_.clear();
+  y_ = dy_copy_ = claimed_ = Tensor();
 }
 
 const Tensor& ElementwiseMerge::do_forward_inputs(const std::vector<const Tensor*>& xs, bool /*training*/) {
@@ -158,6 +171,12 @@ Shape Concatenate::build_inputs(const std::vector<Shape>& sample_shapes) {
     widths_.push_back(w);
   }
   return out;
+}
+
+void Concatenate::do_release_buffers() {
+  Merge::do_release_buffers();
+  rowmajor_.clear();
+  y_ = dy_copy_ = Tensor();
 }
 
 const Tensor& Concatenate::do_forward_inputs(const std::vector<const Tensor*>& xs, bool /*training*/) {

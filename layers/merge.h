@@ -30,6 +30,7 @@ class Merge : public Layer {
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;  // ArgumentError, as build
   const Tensor& do_backward(const Tensor& dy) override;               // Error
+  void do_release_buffers() override;
   // Two or more inputs (exactly `count` when it is > 0), each of one rank (ShapeError else).
   void check_inputs(const std::vector<Shape>& shapes, size_t count) const;
   std::vector<Tensor> dxs_;  // backward's result: one per input
@@ -49,6 +50,7 @@ class ElementwiseMerge : public Merge {
  protected:
   const Tensor& do_forward_inputs(const std::vector<const Tensor*>& xs, bool training) override;
   const std::vector<Tensor>& do_backward_inputs(const Tensor& dy) override;
+  void do_release_buffers() override;
 
  private:
   Kind kind_;
@@ -92,6 +94,7 @@ class Concatenate : public Merge {
  protected:
   const Tensor& do_forward_inputs(const std::vector<const Tensor*>& xs, bool training) override;
   const std::vector<Tensor>& do_backward_inputs(const Tensor& dy) override;
+  void do_release_buffers() override;
 
  private:
   int axis_;

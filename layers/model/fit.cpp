@@ -445,12 +445,13 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
   const int64_t step = std::min(batch_size, slice_rows(slice_inputs(xs, 0, std::min(batch_size, n)), false));
   for (int64_t i = 0; i < n; i += step) {
     const int64_t b = std::min(step, n - i);
-    run_layers(slice_inputs(xs, i, b), false, 0, layers_.size(), "predict");
+    run_layers(slice_inputs(xs, i, b), false, 0, layers_.size(), "predict", true);
     for (size_t k = 0; k < outs.size(); ++k) {  // device to host when the model is on a GPU
       const Shape s = outs[k].shape().without_batch();
       outs[k].view(i * s.numel(), s.with_batch(b)).copy_from(output(k));
     }
   }
+  slice_xs_.clear();  // views of the caller's inputs: not kept alive by the model
   return outs;
 }
 

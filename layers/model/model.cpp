@@ -402,6 +402,13 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
       blocks_[i] = detail::ConvPoolBlock::make(*layers_[i], *layers_[i + 1]);
   const size_t slots = layers_.size() + input_shapes_.size();  // the layers' outputs, then the inputs
   acts_.assign(layers_.size(), nullptr);
+  held_.assign(layers_.size(), Tensor());
+  holding_ = false;
+  // An output layer is read after the pass (by the losses, predict, output(k)): never released.
+  last_reader_.assign(layers_.size(), 0);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (int c : nodes_[i].consumers) last_reader_[i] = std::max(last_reader_[i], static_cast<size_t>(c));
+  for (int o : outputs_) last_reader_[static_cast<size_t>(o)] = SIZE_MAX;
   gouts_.assign(slots, nullptr);
   gsums_.resize(slots);
   gconv_.resize(slots);
@@ -675,7 +682,8 @@ const Tensor& Model::input_of(size_t i, size_t k, std::span<const Tensor> xs, si
 }
 
 // Layers [begin, end) on xs (the checks of the model's inputs when begin is 0).
-const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what) {
+const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what,
+                                bool release) {
   require_built(what);
   check_range(begin, end, what);
   EMBER_CHECK(begin == 0 || linear_, ArgumentError,
@@ -688,23 +696,44 @@ const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_
   for (size_t k = 0; k < count; ++k) {
     const Shape& in = begin == 0 ? input_shapes_[k] : output_shapes_[begin - 1];
     const Tensor& x = xs[k];
-    const std::string which = count == 1 ? std::string("input") : "input '" + input_names_[k] + "'";
+    const auto which = [&] { return count == 1 ? std::string("input") : "input '" + input_names_[k] + "'"; };
     EMBER_CHECK(x.rank() == in.rank() + 1 && x.shape().without_batch() == in, ShapeError,
-                "Model: expects " + which + " (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
+                "Model: expects " + which() + " (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
     EMBER_CHECK(k == 0 || x.dim(0) == xs[0].dim(0), ShapeError,
-                "Model: " + which + " has " + std::to_string(x.dim(0)) + " rows but '" + input_names_[0] + "' " +
+                "Model: " + which() + " has " + std::to_string(x.dim(0)) + " rows but '" + input_names_[0] + "' " +
                     std::to_string(xs[0].dim(0)));
     EMBER_CHECK(x.device() == device_, DeviceError,
-                "Model: the " + which + " is on " + x.device().str() + " but the model on " + device_.str() +
+                "Model: the " + which() + " is on " + x.device().str() + " but the model on " + device_.str() +
                     ": copy it with to() (nothing migrates silently)");
   }
+  if (holding_) {  // the last inference pass's outputs: the layers hold this pass's
+    for (Tensor& t : held_) t = Tensor();
+    holding_ = false;
+  }
+  // An inference pass that frees as it goes: layer i's output moves to held_[i] and the layer
+  // drops its buffers; an output whose last reader was layer `reader` is dropped after it.
+  holding_ = release;
+  const auto hand_on = [&](size_t i, size_t reader) {
+    if (!release) return;
+    held_[i] = *acts_[i];  // a handle: the storage stays while someone holds it
+    acts_[i] = &held_[i];
+    for (int from : nodes_[reader].inputs)
+      if (from >= 0 && last_reader_[static_cast<size_t>(from)] == reader) held_[static_cast<size_t>(from)] = Tensor();
+  };
   std::vector<const Tensor*> ins;
   for (size_t i = begin; i < end; ++i) {
     if (detail::ConvPoolBlock* b = block_at(i, end)) {
       acts_[i] = nullptr;  // never exists: the pool is its only consumer
       acts_[i + 1] = &b->forward(input_of(i, 0, xs, begin), training);
       ran_fused_[i] = kFusedFirst;
-      ran_fused_[++i] = kFusedSecond;
+      ran_fused_[i + 1] = kFusedSecond;
+      if (release) {
+        hand_on(i + 1, i);  // the pair read the convolution's inputs
+        b->release_buffers();
+        layers_[i]->release_buffers();
+        layers_[i + 1]->release_buffers();
+      }
+      ++i;
       continue;
     }
     ran_fused_[i] = kAlone;
@@ -715,6 +744,10 @@ const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_
       acts_[i] = &l.forward_inputs(ins, training);
     } else {
       acts_[i] = &l.forward(input_of(i, 0, xs, begin), training);
+    }
+    if (release) {
+      hand_on(i, i);
+      l.release_buffers();
     }
   }
   return end > begin ? *acts_[end - 1] : xs[0];
@@ -1050,14 +1083,16 @@ void Model::evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tens
 void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums) {
   const int64_t n = !xs.empty() && xs[0].rank() > 0 ? xs[0].dim(0) : 0, rows = slice_rows(xs, false);
   if (rows == n) {
-    run_heads(run_layers(xs, false, 0, logit_layers(), "evaluate_batch"), ys, sums, false, 0);
+    run_heads(run_layers(xs, false, 0, logit_layers(), "evaluate_batch", true), ys, sums, false, 0);
     return;
   }
   check_sliced_targets(ys, n);
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
-    const Tensor& last = run_layers(slice_inputs(xs, begin, b), false, 0, logit_layers(), "evaluate_batch");
+    const Tensor& last = run_layers(slice_inputs(xs, begin, b), false, 0, logit_layers(), "evaluate_batch", true);
     run_heads(last, slice_targets(ys, begin, b), sums, false, 0);
   });
+  slice_xs_.clear();  // views of the caller's batch: not kept alive by the model
+  slice_ys_.clear();
 }
 
 void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {

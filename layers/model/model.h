@@ -298,6 +298,11 @@ class Model {
   Tensor predict(const std::vector<Tensor>& xs, int64_t batch_size = 256);
   // Every output's predictions (predict() takes a one-output model), in output order.
   std::vector<Tensor> predict_outputs(const std::vector<Tensor>& xs, int64_t batch_size = 256);
+  // Memory: evaluate, evaluate_batch and predict are inference passes that free as they go (as
+  // PyTorch under no_grad): an activation lives until the last layer reading it has run, and each
+  // layer drops its saved inputs and scratch (Layer::release_buffers); only the outputs stay until
+  // the next pass. forward(x, false) keeps every buffer, so a custom loop may call backward after
+  // it (an input's gradient in inference mode); backward after evaluate/predict is an Error.
   // Keras-style table: layer (type), output shape, parameter count (a graph model: with its
   // Input and each layer's inputs, Keras' "Connected to"); totals.
   std::string summary() const;
@@ -497,7 +502,14 @@ class Model {
 
   void seed_random_layers();
   size_t logit_layers() const;  // layers before the loss: all but a final Softmax
-  const Tensor& run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what);
+  // release: an inference pass (evaluate, predict) that frees as it goes: each layer hands its
+  // output to held_ and drops its buffers (Layer::release_buffers), and an output no later layer
+  // of the pass reads is dropped once its last reader has run (outputs and the last layer's stay).
+  const Tensor& run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what,
+                           bool release = false);
+  std::vector<Tensor> held_;         // an inference pass's outputs, held by the model (see run_layers)
+  std::vector<size_t> last_reader_;  // per layer: the last layer (in run order) reading its output, or SIZE_MAX
+  bool holding_ = false;             // held_ holds something
   void compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
   void evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
   std::vector<Tensor> predict_of(std::span<const Tensor> xs, int64_t batch_size);

@@ -404,6 +404,7 @@ TEST(TrainMnist, ResnetIsAGraphWithItsOwnScheduleAndResumesExactly) {
   const AppRun loaded = run("--device cpu --evaluate-only --load " + dir + "/whole.st --data-dir " + dir);
   ASSERT_EQ(loaded.code, 0) << loaded.output;
   EXPECT_NE(loaded.output.find("model \"resnet\""), std::string::npos) << loaded.output;
+  EXPECT_NE(loaded.output.find("host tensors at most"), std::string::npos) << loaded.output;  // what evaluation took
   const auto test_line = [](const std::string& out) {
     const size_t at = out.find("Test accuracy:");
     return at == std::string::npos ? std::string("none") : out.substr(at, out.find(" on ", at) - at);
