@@ -1,12 +1,19 @@
 // CudaGraph (see cuda_graph.h) over the CUDA module's graph entries.
 #include "cuda_graph.h"
 
+#include <atomic>
 #include <utility>
 
 #include "cuda_module.h"
 #include "error.h"
 
 namespace ember {
+
+namespace {
+std::atomic<int64_t> g_captures{0};
+}
+
+int64_t CudaGraph::captures() { return g_captures.load(std::memory_order_relaxed); }
 
 CudaGraph CudaGraph::capture(Device device, const std::function<void()>& work) {
   EMBER_CHECK(device.is_cuda(), DeviceError, "CudaGraph: capturing needs a GPU, got " + device.str());
@@ -22,6 +29,7 @@ CudaGraph CudaGraph::capture(Device device, const std::function<void()>& work) {
   CudaGraph g;
   g.graph_ = api.graph_end(device.index);
   g.device_ = device;
+  g_captures.fetch_add(1, std::memory_order_relaxed);
   return g;
 }
 

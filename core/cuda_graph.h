@@ -14,6 +14,7 @@
 // graph instead of running).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include "device.h"
@@ -37,6 +38,9 @@ class CudaGraph {
   Device device() const { return device_; }
   // Queues one replay on the device's stream; returns without waiting.
   void launch();
+  // Graphs captured so far in this process (a diagnostic, as gpu_host_syncs: fit captures its
+  // step once per fit unless the optimizer or its state is replaced).
+  static int64_t captures();
   void reset();  // destroys the graph (waiting for its replays)
 
  private:

@@ -38,8 +38,9 @@ void Adam::step(Tensor& params, const Tensor& grads) {
   prepare(params, grads, {&m_, &v_});
   regularize(params, grads, opt_.learning_rate, reg_);
   if (detail::on_gpu(params)) {
-    // t and the step size live on the device and advance there (a replayed graph of the step
-    // sees the next values); the host count follows. Uploaded only when they differ: the first
+    // t, the learning rate and the step size live on the device and advance there (a replayed
+    // graph of the step sees the next values; fit rewrites the rate before a replay when a
+    // schedule changed it); the host count follows. Uploaded only when they differ: the first
     // step, after a restored count, on another device.
     if (!device_scalars_.defined() || device_scalars_.device() != params.device()) {
       device_scalars_ = Tensor::empty(Shape{2}, DType::F64, params.device());
@@ -55,7 +56,7 @@ void Adam::step(Tensor& params, const Tensor& grads) {
     const auto& ops = detail::optim_cuda_ops();
     const int d = params.device().index;
     auto* scalars = static_cast<double*>(device_scalars_.raw());
-    ops.adam_advance(d, scalars, static_cast<double>(opt_.learning_rate), opt_.beta1, opt_.beta2);
+    ops.adam_advance(d, scalars, device_rate(params), opt_.beta1, opt_.beta2);
     ops.adam_update(d, static_cast<float*>(params.raw()), static_cast<const float*>(grads.raw()),
                     static_cast<float*>(m_.raw()), static_cast<float*>(v_.raw()), params.numel(), scalars, opt_.beta1,
                     opt_.beta2, opt_.epsilon);

@@ -49,6 +49,25 @@ void Optimizer::set_decay_mask(Tensor mask) {
   ++state_version_;  // a captured step reads the mask's address
 }
 
+const float* Optimizer::device_rate(const Tensor& params) {
+  if (!device_rate_.defined() || device_rate_.device() != params.device()) {
+    device_rate_ = Tensor::empty(Shape{1}, DType::F32, params.device());
+    device_rate_value_ = learning_rate();
+    detail::optim_cuda_ops().set_rate(params.device().index, static_cast<float*>(device_rate_.raw()),
+                                      device_rate_value_);
+  } else {
+    sync_device_rate();
+  }
+  return static_cast<float*>(device_rate_.raw());
+}
+
+void Optimizer::sync_device_rate() {
+  if (!device_rate_.defined() || device_rate_value_ == learning_rate()) return;
+  device_rate_value_ = learning_rate();
+  detail::optim_cuda_ops().set_rate(device_rate_.device().index, static_cast<float*>(device_rate_.raw()),
+                                    device_rate_value_);
+}
+
 void Optimizer::regularize(Tensor& params, const Tensor& grads, float learning_rate, const Regularization& r) {
   if (!r.active()) return;
   const int64_t n = params.numel();
@@ -58,7 +77,7 @@ void Optimizer::regularize(Tensor& params, const Tensor& grads, float learning_r
                 name() + ": the decay mask " + decay_mask_.str() + " does not fit the parameters " + params.str());
   auto* g = static_cast<float*>(grads.raw());  // clipped in place: the step's own gradient buffer
   auto* p = static_cast<float*>(params.raw());
-  const float factor = learning_rate * r.weight_decay;
+  const float factor = learning_rate * r.weight_decay;  // on a GPU formed there from device_rate()
   const float* m = mask ? static_cast<const float*>(decay_mask_.raw()) : nullptr;
   if (detail::on_gpu(params)) {
     const auto& ops = detail::optim_cuda_ops();
@@ -69,7 +88,7 @@ void Optimizer::regularize(Tensor& params, const Tensor& grads, float learning_r
         norm_scratch_ = Tensor::empty(Shape{ops.norm_scratch_doubles}, DType::F64, params.device());
       ops.clip_by_global_norm(d, g, n, r.global_clipnorm, static_cast<double*>(norm_scratch_.raw()));
     }
-    if (r.weight_decay > 0) ops.decay(d, p, m, n, factor);
+    if (r.weight_decay > 0) ops.decay(d, p, m, n, device_rate(params), r.weight_decay);
     return;
   }
   if (r.clipvalue > 0) cpu::clip_by_value(g, n, r.clipvalue);

@@ -44,6 +44,12 @@ class Optimizer {
   virtual void count_step() { ++iterations_; }
   virtual float learning_rate() const = 0;
   virtual void set_learning_rate(float lr) = 0;
+  // On a GPU the updates read the learning rate from device memory, written (queued on the
+  // stream, no host wait) by step() when learning_rate() has changed. A captured CUDA graph of a
+  // step therefore follows a per-step schedule without a new capture, as long as this runs before
+  // each replay (fit does; a no-op before the first GPU step and when the rate is unchanged). Not
+  // inside a capture: the write would be captured with the value of that moment.
+  void sync_device_rate();
   // Named state buffers (allocated on the first step) and hyper-parameters, for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;
   // Restores one state buffer by name (checkpoints); throws ArgumentError for an unknown name.
@@ -73,6 +79,9 @@ class Optimizer {
   // Applies `r` (see Regularization) to this step's gradients and parameters, with the step's
   // learning rate: what step() does first.
   void regularize(Tensor& params, const Tensor& grads, float learning_rate, const Regularization& r);
+  // On a GPU: learning_rate() on params' device (allocated and written on first use, rewritten
+  // when it changed), what the update kernels read.
+  const float* device_rate(const Tensor& params);
   int64_t iterations_ = 0;
   int64_t state_version_ = 0;  // bumped by restore() and set_iterations()
 
@@ -80,7 +89,9 @@ class Optimizer {
   static uint64_t next_id();
   uint64_t id_ = next_id();
   Tensor decay_mask_;
-  Tensor norm_scratch_;  // on a GPU: the global norm's partial sums and clip factor
+  Tensor norm_scratch_;             // on a GPU: the global norm's partial sums and clip factor
+  Tensor device_rate_;              // on a GPU: the learning rate the kernels read (f32, one value)
+  float device_rate_value_ = 0.0f;  // what device_rate_ holds (when defined)
   static inline const Regularization no_regularization_{};
 };
 

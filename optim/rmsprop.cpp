@@ -23,7 +23,7 @@ void RMSprop::step(Tensor& params, const Tensor& grads) {
   if (detail::on_gpu(params)) {
     detail::optim_cuda_ops().rmsprop_update(params.device().index, static_cast<float*>(params.raw()),
                                             static_cast<const float*>(grads.raw()), static_cast<float*>(v_.raw()),
-                                            params.numel(), opt_.learning_rate, opt_.rho, opt_.epsilon);
+                                            params.numel(), device_rate(params), opt_.rho, opt_.epsilon);
     return;
   }
   cpu::rmsprop_update(params.f32(), grads.f32(), v_.f32(), params.numel(), opt_.learning_rate, opt_.rho, opt_.epsilon);

@@ -21,7 +21,7 @@ void SGD::step(Tensor& params, const Tensor& grads) {
   if (detail::on_gpu(params)) {
     detail::optim_cuda_ops().sgd_update(params.device().index, static_cast<float*>(params.raw()),
                                         static_cast<const float*>(grads.raw()), static_cast<float*>(velocity_.raw()),
-                                        params.numel(), opt_.learning_rate, opt_.momentum, opt_.nesterov);
+                                        params.numel(), device_rate(params), opt_.momentum, opt_.nesterov);
     return;
   }
   cpu::sgd_update(params.f32(), grads.f32(), velocity_.f32(), params.numel(), opt_.learning_rate, opt_.momentum,

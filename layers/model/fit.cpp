@@ -120,18 +120,17 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
   hooks.begin_epoch = [&sums](int, int64_t) { sums.reset(); };
   // With graphs: two eager full-size steps make every lazy choice (cuDNN plans, workspaces, the
   // optimizer's state), the third is captured, the rest replay it. The graph holds the optimizer's
-  // buffers and its learning rate: another optimizer, a restored state or a changed rate means a
-  // new capture (after two eager steps, the first uploading the new values).
+  // buffers: another optimizer or a restored state means a new capture (after two eager steps,
+  // the first uploading the new values). The learning rate is not in the graph but in device
+  // memory (Optimizer::sync_device_rate, written before each replay): a schedule, per epoch or
+  // per step, replays the one graph.
   CudaGraph graph;
   struct GraphKey {
     uint64_t optimizer = 0;
-    float learning_rate = 0;
     int64_t state_version = -1;
     bool operator==(const GraphKey&) const = default;
   } graph_key, warm_key;  // the captured graph's; the eager warm-up steps'
-  const auto current_key = [this] {
-    return GraphKey{optimizer_->id(), optimizer_->learning_rate(), optimizer_->state_version()};
-  };
+  const auto current_key = [this] { return GraphKey{optimizer_->id(), optimizer_->state_version()}; };
   int eager_full_steps = 0;
   constexpr int kWarmupSteps = 2;
   hooks.step = [&](const Batch& b) {
@@ -145,6 +144,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
       }
       if (!graph.captured() && eager_full_steps >= kWarmupSteps) {
         const int64_t iterations = optimizer_->iterations();
+        optimizer_->sync_device_rate();  // outside the capture: the graph reads the rate, never writes it
         try {
           graph = CudaGraph::capture(device_, [&] {
             b.gather();
@@ -163,6 +163,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
         return StepResult{.metrics = {}, .samples = b.rows()};
       }
       if (graph.captured()) {
+        optimizer_->sync_device_rate();  // this step's rate (a schedule may have changed it)
         graph.launch();
         optimizer_->count_step();
         return StepResult{.metrics = {}, .samples = b.rows()};

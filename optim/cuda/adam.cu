@@ -5,13 +5,16 @@
 namespace ember::cuda {
 
 namespace {
-__global__ void advance_kernel(double* scalars, double lr, double beta1, double beta2) {
+__global__ void advance_kernel(double* scalars, const float* rate, double beta1, double beta2) {
+  const double lr = static_cast<double>(*rate);  // exact, as the host's conversion
   const double t = scalars[0] + 1.0;
   scalars[0] = t;
   // The host's formula; CUDA's double pow is within 2 ulp where glibc's rounds correctly, so the
   // float step size may differ from the CPU path's by one ulp (eager and graph steps agree).
   scalars[1] = lr * sqrt(1.0 - pow(beta2, t)) / (1.0 - pow(beta1, t));
 }
+
+__global__ void set_rate_kernel(float* rate, float value) { *rate = value; }
 
 __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                             float* __restrict__ v, int64_t n, const double* __restrict__ scalars, float beta1,
@@ -29,8 +32,13 @@ __global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g, 
 }
 }  // namespace
 
-void adam_advance(Context& ctx, double* scalars, double lr, double beta1, double beta2) {
+void adam_advance(Context& ctx, double* scalars, const float* lr, double beta1, double beta2) {
   advance_kernel<<<1, 1, 0, ctx.stream()>>>(scalars, lr, beta1, beta2);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void set_rate(Context& ctx, float* rate, float value) {
+  set_rate_kernel<<<1, 1, 0, ctx.stream()>>>(rate, value);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,8 +8,11 @@
 
 namespace ember::cuda {
 
-// scalars (f64, on the device) = {t, lr_t}: t += 1, lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t).
-void adam_advance(Context& ctx, double* scalars, double lr, double beta1, double beta2);
+// scalars (f64, on the device) = {t, lr_t}: t += 1, lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t),
+// with lr read from the device (*lr, f32: what set_rate wrote).
+void adam_advance(Context& ctx, double* scalars, const float* lr, double beta1, double beta2);
+// *rate = value, queued on the stream (no host wait): the learning rate a captured step reads.
+void set_rate(Context& ctx, float* rate, float value);
 // The update with the step size scalars[1] read on the device.
 void adam_update(Context& ctx, float* params, const float* grads, float* m, float* v, int64_t n, const double* scalars,
                  float beta1, float beta2, float epsilon);

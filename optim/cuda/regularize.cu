@@ -51,7 +51,8 @@ __global__ void scale_by_kernel(float* g, int64_t n, const double* factor) {
     g[i] *= f;
 }
 
-__global__ void decay_kernel(float* p, const float* mask, int64_t n, float factor) {
+__global__ void decay_kernel(float* p, const float* mask, int64_t n, const float* rate, float weight_decay) {
+  const float factor = __fmul_rn(*rate, weight_decay);  // rounded as the host's float product
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     p[i] -= mask ? factor * mask[i] * p[i] : factor * p[i];
 }
@@ -74,9 +75,9 @@ void clip_by_global_norm(Context& ctx, float* g, int64_t n, float c, double* scr
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void decay(Context& ctx, float* p, const float* mask, int64_t n, float factor) {
+void decay(Context& ctx, float* p, const float* mask, int64_t n, const float* lr, float weight_decay) {
   if (n <= 0) return;
-  decay_kernel<<<blocks(n), kThreads, 0, ctx.stream()>>>(p, mask, n, factor);
+  decay_kernel<<<blocks(n), kThreads, 0, ctx.stream()>>>(p, mask, n, lr, weight_decay);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

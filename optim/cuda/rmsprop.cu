@@ -6,7 +6,8 @@ namespace ember::cuda {
 
 namespace {
 __global__ void rmsprop_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ v, int64_t n,
-                               float lr, float rho, float epsilon) {
+                               const float* __restrict__ rate, float rho, float epsilon) {
+  const float lr = *rate;
   const float one_rho = 1.0f - rho;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float gi = g[i];
@@ -17,7 +18,7 @@ __global__ void rmsprop_kernel(float* __restrict__ p, const float* __restrict__ 
 }
 }  // namespace
 
-void rmsprop_update(Context& ctx, float* params, const float* grads, float* v, int64_t n, float lr, float rho,
+void rmsprop_update(Context& ctx, float* params, const float* grads, float* v, int64_t n, const float* lr, float rho,
                     float epsilon) {
   if (n <= 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 2048));

@@ -7,7 +7,8 @@
 
 namespace ember::cuda {
 
-void rmsprop_update(Context& ctx, float* params, const float* grads, float* v, int64_t n, float lr, float rho,
+// lr: on the device (f32).
+void rmsprop_update(Context& ctx, float* params, const float* grads, float* v, int64_t n, const float* lr, float rho,
                     float epsilon);
 
 }  // namespace ember::cuda

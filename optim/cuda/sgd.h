@@ -7,7 +7,8 @@
 
 namespace ember::cuda {
 
-void sgd_update(Context& ctx, float* params, const float* grads, float* velocity, int64_t n, float lr, float momentum,
-                bool nesterov);
+// lr: on the device (f32), read by every thread.
+void sgd_update(Context& ctx, float* params, const float* grads, float* velocity, int64_t n, const float* lr,
+                float momentum, bool nesterov);
 
 }  // namespace ember::cuda

@@ -143,8 +143,9 @@ TEST(CudaTraining, FitWaitsForTheGpuOnlyWhereItReadsItsTotals) {
 
 // CUDA graphs (FitOptions::cuda_graphs): the captured step replays the eager one exactly. A
 // short last batch (eager, re-shaping the layers' buffers), validation between epochs (other
-// shapes again) and a learning rate changed after the first epoch (a new capture) all happen
-// while the graph lives; deterministic FP32 makes the two runs comparable bit for bit.
+// shapes again) and a learning rate changed after the first epoch (device memory: the same graph
+// replays with the new rate) all happen while the graph lives, captured once; deterministic FP32
+// makes the two runs comparable bit for bit.
 TEST(CudaGraphs, FitWithGraphsGivesTheSameBitsAsEagerFit) {
   if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
   set_allow_tf32(false);
@@ -171,7 +172,9 @@ TEST(CudaGraphs, FitWithGraphsGivesTheSameBitsAsEagerFit) {
   };
   int64_t eager_syncs = 0, graph_syncs = 0;
   auto [eager, he] = train(false, &eager_syncs);
+  const int64_t captures = CudaGraph::captures();
   auto [graphed, hg] = train(true, &graph_syncs);
+  EXPECT_EQ(CudaGraph::captures() - captures, 1);
   EXPECT_EQ(graphed.params().to_vector(), eager.params().to_vector());
   for (size_t k = 0; k < 2; ++k)
     EXPECT_EQ(graphed.optimizer()->state()[k].second.to_vector(), eager.optimizer()->state()[k].second.to_vector());
@@ -185,6 +188,62 @@ TEST(CudaGraphs, FitWithGraphsGivesTheSameBitsAsEagerFit) {
   }
   EXPECT_LE(graph_syncs, eager_syncs);            // replays wait for nothing either
   EXPECT_EQ(gpu_memory_stats(0).graph_held, 0u);  // the graph died with the fit: its blocks are free again
+  set_gpu_deterministic(false);
+  std::filesystem::remove_all(dir);
+}
+
+// A per-step schedule (linear warm-up, then a per-step cosine) under CUDA graphs: the rate lives in
+// device memory and is written before each replay, so the one graph captured per fit follows it
+// step by step, for each optimizer whose update reads the rate (AdamW's decoupled decay reads it
+// too; SGD with momentum and decay; RMSprop). Before, every changed rate meant a new capture and
+// a per-step schedule never replayed at all. Deterministic FP32: the graph run equals the eager
+// run bit for bit, and the rate each step ran at is the schedule's.
+TEST(CudaGraphs, APerStepScheduleReplaysOneGraph) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  set_gpu_deterministic(true);
+  const std::string dir = test::temp_dir("gpu_graphs_schedule");
+  test::write_synthetic_mnist(dir, 330, 96, false);  // 10 batches of 32 and one of 10
+  const MnistData data = load_mnist(dir);
+  const std::vector<std::function<std::unique_ptr<Optimizer>()>> optimizers{
+      [] { return std::make_unique<AdamW>(AdamWOptions{.learning_rate = 2e-3f, .weight_decay = 0.05f}); },
+      [] { return std::make_unique<SGD>(SgdOptions{.learning_rate = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f}); },
+      [] { return std::make_unique<RMSprop>(RmspropOptions{.learning_rate = 1e-3f}); }};
+  for (size_t o = 0; o < optimizers.size(); ++o) {
+    auto train = [&](bool graphs, std::vector<double>* rates) {
+      Sequential m;
+      apps::add_reference_cnn(m);
+      m.build(Shape{1, 28, 28}, 5);
+      m.compile(optimizers[o]());
+      m.to(Device::cuda(0));
+      FitOptions opt{.epochs = 3, .batch_size = 32, .seed = 7, .verbose = 0};
+      opt.cuda_graphs = graphs;
+      opt.learning_rate_schedule = LearningRateSchedule{.kind = LearningRateSchedule::Kind::Cosine,
+                                                        .initial = m.optimizer()->learning_rate(),
+                                                        .decay = 0.1f,
+                                                        .decay_epochs = 3,
+                                                        .per_step = true,
+                                                        .warmup_steps = 6};
+      opt.on_batch_end = [rates](const BatchLogs& logs) {
+        rates->push_back(logs.learning_rate);
+        return true;
+      };
+      History h = m.fit(data.train, opt, &data.test);
+      return std::make_pair(std::move(m), std::move(h));
+    };
+    std::vector<double> eager_rates, graph_rates;
+    auto [eager, he] = train(false, &eager_rates);
+    const int64_t captures = CudaGraph::captures();
+    auto [graphed, hg] = train(true, &graph_rates);
+    EXPECT_EQ(CudaGraph::captures() - captures, 1) << "optimizer " << o;
+    ASSERT_EQ(graph_rates.size(), 33u);
+    EXPECT_EQ(graph_rates, eager_rates);
+    EXPECT_LT(graph_rates[0], graph_rates[5]);    // warming up
+    EXPECT_GT(graph_rates[10], graph_rates[32]);  // decaying
+    EXPECT_EQ(graphed.params().to_vector(), eager.params().to_vector()) << "optimizer " << o;
+    for (size_t e = 0; e < 3; ++e)
+      EXPECT_EQ(hg.epochs[e].loss, he.epochs[e].loss) << "optimizer " << o << " epoch " << e;
+  }
   set_gpu_deterministic(false);
   std::filesystem::remove_all(dir);
 }
