@@ -211,10 +211,11 @@ int run(const Args& a) {
     if (chief)
       std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
                   static_cast<long long>(r.samples));
-    if (chief && !quiet && device.is_cpu())  // the GPU's: gpu_memory_stats (ember_info, --log-device-placement)
+    if (chief && !quiet && device.is_cpu()) {  // the GPU's: gpu_memory_stats (ember_info, --log-device-placement)
+      const size_t peak = host_memory_stats().peak_in_use;
       std::printf("Evaluation: %.2f s; host tensors at most %s above the %s held before\n", eval_seconds,
-                  format_bytes(host_memory_stats().peak_in_use - host_before).c_str(),
-                  format_bytes(host_before).c_str());
+                  format_bytes(peak > host_before ? peak - host_before : 0).c_str(), format_bytes(host_before).c_str());
+    }
     return 0;
   }
   if (!quiet) {

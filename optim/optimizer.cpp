@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../core/cuda_graph.h"
 #include "../core/dispatch.h"
 #include "../core/error.h"
 #include "cpu/regularize.h"
@@ -50,7 +51,14 @@ void Optimizer::set_decay_mask(Tensor mask) {
 }
 
 const float* Optimizer::device_rate(const Tensor& params) {
-  if (!device_rate_.defined() || device_rate_.device() != params.device()) {
+  const bool fresh = !device_rate_.defined() || device_rate_.device() != params.device();
+  // A write queued inside a capture would be replayed by every launch, resetting the rate a
+  // schedule set before it: refused (fit runs eager steps first and syncs before capturing).
+  EMBER_CHECK(!CudaGraph::capturing() || (!fresh && device_rate_value_ == learning_rate()), Error,
+              name() +
+                  ": the learning rate would be written inside a CUDA graph capture (every replay would "
+                  "reset it): run an eager step first and call sync_device_rate() before capturing");
+  if (fresh) {
     device_rate_ = Tensor::empty(Shape{1}, DType::F32, params.device());
     device_rate_value_ = learning_rate();
     detail::optim_cuda_ops().set_rate(params.device().index, static_cast<float*>(device_rate_.raw()),

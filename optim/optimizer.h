@@ -48,7 +48,8 @@ class Optimizer {
   // stream, no host wait) by step() when learning_rate() has changed. A captured CUDA graph of a
   // step therefore follows a per-step schedule without a new capture, as long as this runs before
   // each replay (fit does; a no-op before the first GPU step and when the rate is unchanged). Not
-  // inside a capture: the write would be captured with the value of that moment.
+  // inside a capture: a step captured before any eager step, or after the rate changed without
+  // this, is an Error (the write would be replayed by every launch).
   void sync_device_rate();
   // Named state buffers (allocated on the first step) and hyper-parameters, for checkpoints.
   virtual std::vector<std::pair<std::string, Tensor>> state() const = 0;

@@ -37,6 +37,12 @@ HostMemoryCounts host_memory_counts() noexcept {
 
 void reset_host_memory_peak() noexcept {
   g_peak.store(g_in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // An allocation on another thread between the load and the store found the old, higher peak
+  // and left it: raise the new one to what is in use now.
+  const size_t now = g_in_use.load(std::memory_order_relaxed);
+  size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace ember::cpu

@@ -236,6 +236,11 @@ void save_checkpoint(const Model& model, const std::string& path, const Training
   st.metadata["seed"] = std::to_string(state.seed);
   st.metadata["random_seed"] = std::to_string(model.random_seed());  // Dropout's masks
   st.metadata["batch_size"] = std::to_string(state.batch_size);
+  if (!model.weight_decay_switches().empty()) {
+    json switches = json::array();
+    for (const auto& [name, on] : model.weight_decay_switches()) switches.push_back({name, on});
+    st.metadata["weight_decay_switches"] = switches.dump();
+  }
   write_safetensors(path, st);
 }
 
@@ -313,10 +318,27 @@ TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
   state.batches_done = parse_int(st.metadata, "batches_done", path, 0, int64_t{1} << 40);
   if (state.batches_done > 0 && state.batch_size <= 0)
     bad(path, "metadata 'batches_done' is " + std::to_string(state.batches_done) + " without a batch size");
+  // Model::set_weight_decay's switches, in call order: [["dense_1/bias", true], ...].
+  std::vector<std::pair<std::string, bool>> switches;
+  if (const auto w = st.metadata.find("weight_decay_switches"); w != st.metadata.end()) {
+    const json list = parse_metadata(w->second, path, "weight_decay_switches");
+    if (!list.is_array()) bad(path, "metadata 'weight_decay_switches' is not a list");
+    const auto names = model.named_params();
+    for (const json& e : list) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_boolean())
+        bad(path, "metadata 'weight_decay_switches' holds " + e.dump() + ", not a [parameter name, true/false] pair");
+      const std::string name = e[0].get<std::string>();
+      if (std::none_of(names.begin(), names.end(), [&](const auto& p) { return p.first == name; }))
+        bad(path, "metadata 'weight_decay_switches' names '" + name + "', which is not a parameter of the model");
+      switches.emplace_back(name, e[1].get<bool>());
+    }
+  }
 
   // Everything checked: now change the model.
   for (auto& [name, p] : params) p.copy_from(by_name.at(name));
   if (has_random_seed) model.set_random_seed(random_seed);
+  if (model.weight_decay_switches().empty())  // a model that set its own keeps them
+    for (const auto& [name, on] : switches) model.set_weight_decay(name, on);
   if (restore_now) {
     detail::apply_optimizer_state(*opt, saved, model.device());  // checked above
   } else if (!opt && saved_name) {
@@ -324,7 +346,7 @@ TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
   }
   for (const auto& [k, v] : st.metadata)
     if (k != "format" && k != "ember_version" && k != "architecture" && k != "optimizer" && k != "epochs_done" &&
-        k != "batches_done" && k != "seed" && k != "random_seed" && k != "batch_size")
+        k != "batches_done" && k != "seed" && k != "random_seed" && k != "batch_size" && k != "weight_decay_switches")
       state.extra[k] = v;
   return state;
 }

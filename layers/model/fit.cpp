@@ -440,6 +440,7 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
     xs.push_back(rm.device() == device_ ? rm : rm.to(device_));
   }
   const int64_t n = given[0].dim(0);
+  const SliceViewsDropper drop{*this};  // the slices view the caller's inputs: not kept after
   std::vector<Tensor> outs;
   for (const Shape& s : output_shapes()) outs.push_back(Tensor::empty(s.with_batch(n), DType::F32, Device::cpu()));
   // CPU micro-batches (set_cpu_micro_batch): a batch larger than a slice runs slice by slice.
@@ -452,7 +453,6 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
       outs[k].view(i * s.numel(), s.with_batch(b)).copy_from(output(k));
     }
   }
-  slice_xs_.clear();  // views of the caller's inputs: not kept alive by the model
   return outs;
 }
 

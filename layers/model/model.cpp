@@ -1006,6 +1006,8 @@ void Model::run_heads(const Tensor& last, std::span<const Tensor> ys, MetricSums
     const Tensor& out = heads_.size() == 1 ? last : *acts_[static_cast<size_t>(outputs_[k])];
     (training ? h.loss : h.eval_loss)->forward(out, ys[k], sums.block(k));
     accumulate_metrics(k, out, ys[k], sums);
+    // An inference pass (evaluate) frees as it goes: a final Softmax run for a metric too.
+    if (!training && logit_layers() < layers_.size()) layers_.back()->release_buffers();
     if (!training) continue;
     const Tensor& d = h.loss->backward(mean_rows);
     if (h.weight == 1.0) {
@@ -1087,12 +1089,11 @@ void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor
     return;
   }
   check_sliced_targets(ys, n);
+  const SliceViewsDropper drop{*this};  // the slices view the caller's batch: not kept after
   for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
     const Tensor& last = run_layers(slice_inputs(xs, begin, b), false, 0, logit_layers(), "evaluate_batch", true);
     run_heads(last, slice_targets(ys, begin, b), sums, false, 0);
   });
-  slice_xs_.clear();  // views of the caller's batch: not kept alive by the model
-  slice_ys_.clear();
 }
 
 void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {

@@ -90,8 +90,8 @@ struct History {
 // Learning-rate schedules, applied at the start of every epoch (as Keras' LearningRateScheduler
 // callback): the rate of epoch e (0-based, counted from the first epoch of the run, so a resumed
 // run gets the rates the uninterrupted one had); or, stepwise (per_step, warmup_steps), before
-// every step. A captured CUDA graph holds its rate: under a stepwise schedule fit's cuda_graphs
-// capture again whenever the rate changes, which means eager steps while it changes every step.
+// every step. On a GPU the rate lives in device memory, written before each step or replay: fit's
+// cuda_graphs capture the step once and follow any schedule (Optimizer::sync_device_rate).
 struct LearningRateSchedule {
   enum class Kind { Constant, Step, Exponential, Cosine };
   Kind kind = Kind::Constant;
@@ -173,8 +173,9 @@ struct FitOptions {
   // On a GPU: after two eager steps, capture the full-size training step (gather, forward,
   // backward, Adam) as a CUDA graph and replay it with one launch per step (CudaGraph); the
   // short last batch runs eagerly. The same bits as eager training. A learning rate changed
-  // between steps, another optimizer or a restored optimizer state is seen (the graph is
-  // captured again). Nothing else may use the GPU meanwhile. Ignored on the CPU.
+  // between steps is followed (the rate is in device memory, written before each replay);
+  // another optimizer or a restored optimizer state is seen (the graph is captured again).
+  // Nothing else may use the GPU meanwhile. Ignored on the CPU.
   bool cuda_graphs = false;
   // Keras' validation_split: the last n - floor(n (1 - f)) samples of the training data (taken
   // before any shuffling, so the same samples every epoch and every run) are held out as the
@@ -253,7 +254,10 @@ class Model {
   // recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
   // ArgumentError for a name the built model does not have. Under a strategy, give the switches
   // in its ModelRecipe::weight_decay (every replica must decay alike).
+  // Checkpoints keep the switches: load_model restores them, and load() into a model that has none
+  // of its own (a model that set any keeps its own).
   void set_weight_decay(const std::string& param, bool decay);
+  const std::vector<std::pair<std::string, bool>>& weight_decay_switches() const { return decay_overrides_; }
   // Per parameter element, 1 where weight decay applies (on the model's device).
   Tensor decay_mask() const;
   const MetricList& metrics(size_t output = 0) const { return heads_.at(output).metrics; }
@@ -510,6 +514,15 @@ class Model {
   std::vector<Tensor> held_;         // an inference pass's outputs, held by the model (see run_layers)
   std::vector<size_t> last_reader_;  // per layer: the last layer (in run order) reading its output, or SIZE_MAX
   bool holding_ = false;             // held_ holds something
+  // Drops the micro-batch views of the caller's inputs and targets when an inference call ends
+  // (also by an exception): the model does not keep a caller's batch alive.
+  struct SliceViewsDropper {
+    Model& m;
+    ~SliceViewsDropper() {
+      m.slice_xs_.clear();
+      m.slice_ys_.clear();
+    }
+  };
   void compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
   void evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
   std::vector<Tensor> predict_of(std::span<const Tensor> xs, int64_t batch_size);

@@ -100,11 +100,33 @@ TEST(InferenceMemory, AGraphModelFreesEverythingButItsOutputs) {
   m.predict_outputs(big_xs, big);
   EXPECT_EQ(in_use() - after_small, static_cast<size_t>(big - n) * (kClasses + 2) * sizeof(float));
 
-  // evaluate frees as predict does and gives the same sums as the keeping path's loss.
+  // evaluate frees as predict does and gives each output's loss sum that the keeping path gives,
+  // bit for bit.
   MetricSums eval = m.make_sums();
   m.evaluate_batch(xs, ys, eval);
   const MetricSums::Values v = eval.read();
   EXPECT_EQ(m.output(0).to_vector(), digit);
+  MetricSums kept = m.make_sums();
+  losses::SparseCategoricalCrossentropy digit_loss;
+  losses::MeanSquaredError size_loss;
+  m.forward(xs, false);
+  digit_loss.forward(m.output(0), ys[0], kept.block(0));
+  size_loss.forward(m.output(1), ys[1], kept.block(1));
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(eval.block(k).buffer().data<double>()[0], kept.block(k).buffer().data<double>()[0]) << "output " << k;
+  // What evaluate leaves grows with the batch by the outputs (12 floats a row) and the sparse
+  // cross-entropy's probabilities (10 a row) only (the layers' buffers would add 334,080 bytes
+  // here): after a first pass of each size, a small pass after a big one returns to its bytes.
+  const std::vector<Tensor> big_ys{test::cycling_labels(big, kClasses), test::random_tensor(Shape{big, 2}, 9)};
+  MetricSums scratch = m.make_sums();
+  m.evaluate_batch(big_xs, big_ys, scratch);
+  m.evaluate_batch(xs, ys, scratch);
+  const size_t after_small_eval = in_use();
+  m.evaluate_batch(big_xs, big_ys, scratch);
+  const size_t grown = in_use() - after_small_eval;
+  m.evaluate_batch(xs, ys, scratch);
+  EXPECT_EQ(in_use(), after_small_eval);
+  EXPECT_EQ(grown, static_cast<size_t>(big - n) * (kClasses + 2 + kClasses) * sizeof(float));
 
   // A training step after the inference passes is the step it would have been: both models
   // made alike, one of them never ran an inference pass.

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
+#include "idx_fixtures.h"
 #include "test_util.h"
 
 namespace ember {
@@ -126,6 +128,57 @@ TEST(Regularization, AModelDecaysKernelsNotBiasesOrNormalisation) {
   m.train_step(test::random_tensor(Shape{8, 4}, 2), test::random_tensor(Shape{8, 2}, 3));
   ASSERT_TRUE(m.optimizer()->decay_mask().defined());
   EXPECT_EQ(m.optimizer()->decay_mask().to_vector(), changed);
+}
+
+// The switches are part of the recipe a checkpoint keeps: load_model restores them (so a resumed
+// AdamW run decays what the saved one did: the next step equals the uninterrupted run's bit for
+// bit), load() into a model without switches adopts them, a model with its own keeps those, and a
+// malformed or unknown entry is a CheckpointError naming it.
+TEST(Regularization, CheckpointsKeepTheWeightDecaySwitches) {
+  const std::string dir = test::temp_dir("decay_switches");
+  const auto make = [] {
+    auto m = std::make_unique<Sequential>();
+    m->add<Dense>(3);
+    m->add<Dense>(2);
+    m->build(Shape{4}, 1);
+    return m;
+  };
+  const Tensor x = test::random_tensor(Shape{8, 4}, 2), y = test::random_tensor(Shape{8, 2}, 3);
+  std::unique_ptr<Sequential> m = make();
+  m->set_weight_decay("dense_1/bias", true);
+  m->set_weight_decay("dense/kernel", false);
+  m->compile(std::make_unique<AdamW>(AdamWOptions{.learning_rate = 1e-2f, .weight_decay = 0.5f}),
+             std::make_unique<losses::MeanSquaredError>());
+  m->train_step(x, y);
+  m->save(dir + "/m.st");
+  m->train_step(x, y);  // the uninterrupted run's next step
+
+  std::unique_ptr<Model> loaded = load_model(dir + "/m.st");
+  EXPECT_EQ(loaded->weight_decay_switches(), m->weight_decay_switches());
+  EXPECT_EQ(loaded->decay_mask().to_vector(), m->decay_mask().to_vector());
+  loaded->compile(std::make_unique<AdamW>(AdamWOptions{.learning_rate = 1e-2f, .weight_decay = 0.5f}),
+                  std::make_unique<losses::MeanSquaredError>());
+  loaded->train_step(x, y);
+  EXPECT_EQ(loaded->params().to_vector(), m->params().to_vector());
+
+  std::unique_ptr<Sequential> plain = make();
+  plain->load(dir + "/m.st");
+  EXPECT_EQ(plain->weight_decay_switches(), m->weight_decay_switches());
+  std::unique_ptr<Sequential> own = make();
+  own->set_weight_decay("dense_1/kernel", false);
+  own->load(dir + "/m.st");
+  EXPECT_EQ(own->weight_decay_switches(), (std::vector<std::pair<std::string, bool>>{{"dense_1/kernel", false}}));
+
+  // A file whose switches name another model's parameter, or hold something else, is refused.
+  SafeTensors st = read_safetensors(dir + "/m.st");
+  for (const std::string bad : {R"([["dense_9/bias", true]])", R"([["dense/bias", 1]])", R"({"dense/bias": true})"}) {
+    st.metadata["weight_decay_switches"] = bad;
+    write_safetensors(dir + "/bad.st", st);
+    std::unique_ptr<Sequential> fresh = make();
+    EXPECT_THROW(fresh->load(dir + "/bad.st"), CheckpointError) << bad;
+    EXPECT_TRUE(fresh->weight_decay_switches().empty()) << bad;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Two replicas clip and decay the all-reduced gradient, as one model does: under the Exact policy
