@@ -939,10 +939,11 @@ int64_t Model::slice_rows(std::span<const Tensor> xs, bool training) const {
 
 namespace {
 // Runs `slice(begin, rows)` over consecutive slices of a batch of n rows, keeping the metric
-// sums' count of finite batches per batch (one batch, however many slices).
+// sums' count of finite batches per batch (one batch, however many slices). `finite_before`:
+// scratch (per block, one per output), kept by the caller so that a sliced step allocates nothing.
 template <typename F>
-void for_each_slice(int64_t n, int64_t rows, MetricSums& sums, F&& slice) {
-  std::vector<double> finite_before;  // per block (one per output)
+void for_each_slice(int64_t n, int64_t rows, MetricSums& sums, std::vector<double>& finite_before, F&& slice) {
+  finite_before.clear();
   for (size_t k = 0; k < sums.blocks(); ++k) finite_before.push_back(sums.block(k).buffer().data<double>()[3]);
   for (int64_t i = 0; i < n; i += rows) slice(i, std::min(rows, n - i));
   for (size_t k = 0; k < sums.blocks(); ++k) {
@@ -1053,7 +1054,7 @@ void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Ten
     const float* r = right.f32();
     for (int64_t i = 0; i < count; ++i) l[i] += r[i];
   };
-  for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
+  for_each_slice(n, rows, sums, finite_before_, [&](int64_t begin, int64_t b) {
     const Tensor& last = run_layers(slice_inputs(xs, begin, b), true, 0, logit_layers(), "compute_gradients");
     run_heads(last, slice_targets(ys, begin, b), sums, true, n);  // the mean over the whole batch
     if (grad_tree_.size() <= level.size()) grad_tree_.emplace_back();
@@ -1090,7 +1091,7 @@ void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor
   }
   check_sliced_targets(ys, n);
   const SliceViewsDropper drop{*this};  // the slices view the caller's batch: not kept after
-  for_each_slice(n, rows, sums, [&](int64_t begin, int64_t b) {
+  for_each_slice(n, rows, sums, finite_before_, [&](int64_t begin, int64_t b) {
     const Tensor& last = run_layers(slice_inputs(xs, begin, b), false, 0, logit_layers(), "evaluate_batch", true);
     run_heads(last, slice_targets(ys, begin, b), sums, false, 0);
   });

@@ -566,6 +566,7 @@ class Model {
   void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
   int64_t cpu_micro_batch_ = 64;
   bool micro_batch_auto_ = true;       // the default, not set_cpu_micro_batch's: slice only where it pays
+  std::vector<double> finite_before_;  // a sliced batch's scratch (for_each_slice)
   std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
   std::vector<int> grad_tree_levels_;  // each partial sum's level (kept: no allocation per step)
   bool cpu_fusion_ = true;
