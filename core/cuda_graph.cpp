@@ -1,6 +1,7 @@
 // CudaGraph (see cuda_graph.h) over the CUDA module's graph entries.
 #include "cuda_graph.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -11,27 +12,31 @@ namespace ember {
 
 namespace {
 std::atomic<int64_t> g_captures{0};
-std::atomic<int> g_capturing{0};
+constexpr int kDevices = 64;                  // device indices counted (more: counted as the last)
+std::atomic<int> g_capturing[kDevices] = {};  // per device: captures running their work
+std::atomic<int>& capturing_on(Device d) { return g_capturing[std::clamp(d.index, 0, kDevices - 1)]; }
 }  // namespace
 
 int64_t CudaGraph::captures() { return g_captures.load(std::memory_order_relaxed); }
 
-bool CudaGraph::capturing() { return g_capturing.load(std::memory_order_relaxed) > 0; }
+bool CudaGraph::capturing(Device device) {
+  return device.is_cuda() && capturing_on(device).load(std::memory_order_relaxed) > 0;
+}
 
 CudaGraph CudaGraph::capture(Device device, const std::function<void()>& work) {
   EMBER_CHECK(device.is_cuda(), DeviceError, "CudaGraph: capturing needs a GPU, got " + device.str());
   const auto& api = detail::require_cuda_module("CUDA graph capture on " + device.str());
   api.open(device.index);
   api.graph_begin(device.index);
-  g_capturing.fetch_add(1, std::memory_order_relaxed);
+  capturing_on(device).fetch_add(1, std::memory_order_relaxed);
   try {
     work();
   } catch (...) {
-    g_capturing.fetch_sub(1, std::memory_order_relaxed);
+    capturing_on(device).fetch_sub(1, std::memory_order_relaxed);
     api.graph_abort(device.index);
     throw;
   }
-  g_capturing.fetch_sub(1, std::memory_order_relaxed);
+  capturing_on(device).fetch_sub(1, std::memory_order_relaxed);
   CudaGraph g;
   g.graph_ = api.graph_end(device.index);
   g.device_ = device;

@@ -41,9 +41,9 @@ class CudaGraph {
   // Graphs captured so far in this process (a diagnostic, as gpu_host_syncs: fit captures its
   // step once per fit unless the optimizer or its state is replaced).
   static int64_t captures();
-  // Whether a capture() is running its work now (any thread): what must not be queued then
-  // (a value written once, such as an optimizer's learning rate) can refuse.
-  static bool capturing();
+  // Whether a capture() on `device` is running its work now (any thread): what must not be
+  // queued then (a value written once, such as an optimizer's learning rate) can refuse.
+  static bool capturing(Device device);
   void reset();  // destroys the graph (waiting for its replays)
 
  private:

@@ -54,7 +54,7 @@ const float* Optimizer::device_rate(const Tensor& params) {
   const bool fresh = !device_rate_.defined() || device_rate_.device() != params.device();
   // A write queued inside a capture would be replayed by every launch, resetting the rate a
   // schedule set before it: refused (fit runs eager steps first and syncs before capturing).
-  EMBER_CHECK(!CudaGraph::capturing() || (!fresh && device_rate_value_ == learning_rate()), Error,
+  EMBER_CHECK(!CudaGraph::capturing(params.device()) || (!fresh && device_rate_value_ == learning_rate()), Error,
               name() +
                   ": the learning rate would be written inside a CUDA graph capture (every replay would "
                   "reset it): run an eager step first and call sync_device_rate() before capturing");

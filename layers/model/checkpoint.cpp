@@ -227,6 +227,8 @@ void save_checkpoint(const Model& model, const std::string& path, const Training
       if (t.defined()) st.tensors.emplace_back("optimizer/" + name, host(t));
   }
   st.metadata = state.extra;
+  for (const char* written_if_any : {"batches_done", "weight_decay_switches"})  // never a caller's extra
+    st.metadata.erase(written_if_any);
   st.metadata["format"] = "ember";
   st.metadata["ember_version"] = ember::version();
   st.metadata["architecture"] = architecture(model).dump();

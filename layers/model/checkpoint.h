@@ -61,12 +61,14 @@ void save_checkpoint(const Model& model, const std::string& path, const Training
 // into a model built with the same architecture; returns the saved training state. The file's
 // architecture is compared first: a different layer count, name, type, configuration or inbound
 // layer is named (CheckpointError), as far as the file's version records them (371d1ae's: names
-// and types).
+// and types). The file's weight-decay switches (Model::set_weight_decay) are adopted by a model
+// that has none of its own.
 TrainingState load_checkpoint(Model& model, const std::string& path);
 
 // Recreates the model a checkpoint holds (a Sequential or a graph model of registered layers:
 // layers/model/registry.h) from its architecture, builds it and loads it as load_checkpoint does:
-// ready to evaluate, predict, or compile and resume (the optimizer state is kept for compile()).
+// ready to evaluate, predict, or compile and resume (the optimizer state is kept for compile(),
+// the weight-decay switches restored).
 // `state` (optional) receives the training state. CheckpointError for a file written before
 // architectures held configurations (371d1ae and older: build that model in code and load()),
 // or a layer type nobody registered (named).

@@ -637,7 +637,7 @@ void Model::check_targets(DType target, const Shape& target_sample, const char* 
   }
 }
 
-void Model::accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& targets, MetricSums& sums) {
+void Model::accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& targets, MetricSums& sums, bool release) {
   // Metrics see what the model outputs (Keras' y_pred): when the loss read a final Softmax's
   // input, that Softmax runs here for them (forward only; its backward never runs in training).
   const Head& h = heads_[k];
@@ -651,6 +651,11 @@ void Model::accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& ta
     EMBER_CHECK(sums.blocks() == heads_.size() && slot < sums.block(k).buffer().numel(), ArgumentError,
                 "Model: the metric sums do not fit the compiled losses and metrics (make them with make_sums())");
     h.metrics[i]->accumulate(seen, targets, sums.block(k), slot);
+  }
+  if (release && y != &outputs) {  // an inference pass: the Softmax's output moves to the model, as
+    held_.back() = *y;             // run_layers hands on every layer's, and the layer frees the rest
+    acts_.back() = &held_.back();
+    layers_.back()->release_buffers();
   }
 }
 
@@ -1006,9 +1011,7 @@ void Model::run_heads(const Tensor& last, std::span<const Tensor> ys, MetricSums
     // takes logits; the input itself for a model that is only that Softmax).
     const Tensor& out = heads_.size() == 1 ? last : *acts_[static_cast<size_t>(outputs_[k])];
     (training ? h.loss : h.eval_loss)->forward(out, ys[k], sums.block(k));
-    accumulate_metrics(k, out, ys[k], sums);
-    // An inference pass (evaluate) frees as it goes: a final Softmax run for a metric too.
-    if (!training && logit_layers() < layers_.size()) layers_.back()->release_buffers();
+    accumulate_metrics(k, out, ys[k], sums, !training);  // evaluate frees as it goes (run_layers)
     if (!training) continue;
     const Tensor& d = h.loss->backward(mean_rows);
     if (h.weight == 1.0) {

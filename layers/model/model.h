@@ -255,7 +255,7 @@ class Model {
   // ArgumentError for a name the built model does not have. Under a strategy, give the switches
   // in its ModelRecipe::weight_decay (every replica must decay alike).
   // Checkpoints keep the switches: load_model restores them, and load() into a model that has none
-  // of its own (a model that set any keeps its own).
+  // of its own adopts them (a model that set any keeps its own).
   void set_weight_decay(const std::string& param, bool decay);
   const std::vector<std::pair<std::string, bool>>& weight_decay_switches() const { return decay_overrides_; }
   // Per parameter element, 1 where weight decay applies (on the model's device).
@@ -561,7 +561,9 @@ class Model {
   std::vector<int> outputs_;  // the output layers (indices into layers_), in output order
   std::vector<const Tensor*> head_grads_;
   // Adds output k's metrics on `outputs` to `sums` (a metric the loss fused is skipped).
-  void accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& targets, MetricSums& sums);
+  // release: an inference pass (see run_layers): a final Softmax run here for a metric hands its
+  // output to held_ and drops its buffers.
+  void accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& targets, MetricSums& sums, bool release);
   void check_sliced_targets(std::span<const Tensor> targets, int64_t n) const;
   void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
   int64_t cpu_micro_batch_ = 64;

@@ -248,6 +248,40 @@ TEST(CudaGraphs, APerStepScheduleReplaysOneGraph) {
   std::filesystem::remove_all(dir);
 }
 
+// A learning rate written inside a capture would be replayed by every launch (resetting what a
+// schedule set before it): an optimizer's first GPU step inside a capture, or a changed rate not
+// synced before it, is refused with an Error that says so, and the capture ends cleanly; synced,
+// the same step captures and replays.
+TEST(CudaGraphs, ALearningRateWriteInsideACaptureIsRefused) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  const Device gpu = Device::cuda(0);
+  AdamW opt(AdamWOptions{.learning_rate = 1e-2f, .weight_decay = 0.1f});
+  Tensor p = test::random_tensor(Shape{64}, 1).to(gpu);
+  const Tensor g = test::random_tensor(Shape{64}, 2).to(gpu);
+  opt.set_state("m", Tensor::zeros(Shape{64}, DType::F32, gpu));  // no allocation inside the capture
+  opt.set_state("v", Tensor::zeros(Shape{64}, DType::F32, gpu));
+  const auto refused = [&](const char* what) {
+    try {
+      CudaGraph::capture(gpu, [&] { opt.step(p, g); });
+      ADD_FAILURE() << what << ": captured";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("learning rate"), std::string::npos) << what << ": " << e.what();
+    }
+    EXPECT_FALSE(CudaGraph::capturing(gpu)) << what;
+  };
+  refused("a first step");
+  opt.step(p, g);  // eager: writes the rate
+  opt.set_learning_rate(5e-3f);
+  refused("a changed rate, not synced");
+  opt.sync_device_rate();
+  CudaGraph graph = CudaGraph::capture(gpu, [&] { opt.step(p, g); });
+  const std::vector<float> before = p.to_vector();
+  graph.launch();
+  opt.count_step();
+  synchronize(gpu);
+  EXPECT_NE(p.to_vector(), before) << "the replay did not step";
+}
+
 // As FitWithGraphsGivesTheSameBitsAsEagerFit, with BatchNormalization and Dropout in the model
 // (a narrower bn-cnn: Conv-BN-ReLU-Pool twice, Dropout, Dense, built here): the moving
 // statistics and Dropout's step counter live in device state and are updated inside the

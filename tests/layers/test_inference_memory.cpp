@@ -143,6 +143,33 @@ TEST(InferenceMemory, AGraphModelFreesEverythingButItsOutputs) {
   EXPECT_TRUE(std::isfinite(v.loss_sum));
 }
 
+// A final Softmax that evaluate runs only for a metric reading the model's output (the loss reads
+// its input): its output moves to the model like every other layer's, so output(0) after evaluate
+// is that pass's probabilities, never a freed buffer (a Softmax dropping its buffers left the
+// model pointing at them).
+TEST(InferenceMemory, AFinalSoftmaxRunForAMetricHandsOnItsOutput) {
+  Sequential m;
+  m.add<Dense>(kClasses);
+  m.add<Softmax>();
+  m.build(Shape{32}, 1);
+  m.compile(std::make_unique<Adam>(), std::make_unique<losses::CategoricalCrossentropy>(),
+            {std::make_shared<metrics::MeanAbsoluteError>()});
+  const int64_t n = 8;
+  const Tensor x = test::random_tensor(Shape{n, 32}, 4);
+  Tensor onehot = Tensor::zeros(Shape{n, kClasses}, DType::F32);
+  for (int64_t i = 0; i < n; ++i) onehot.f32()[i * kClasses + (i % kClasses)] = 1.0f;
+  const std::vector<float> probs = m.forward(x, false).to_vector();
+  MetricSums sums = m.make_sums();
+  m.evaluate_batch(x, onehot, sums);
+  EXPECT_EQ(m.output(0).to_vector(), probs);
+  // Its mean absolute error is of these probabilities (a row's |p - onehot| over its 10 values),
+  // summed in double: 80 terms below 1.5 regrouped, at most 80 x 2^-52 x 1.5 = 2.7e-14 apart
+  // (measured 2.2e-16).
+  double mae = 0;
+  for (int64_t i = 0; i < n * kClasses; ++i) mae += std::abs(double(probs[size_t(i)]) - onehot.f32()[i]);
+  EXPECT_NEAR(sums.read().metrics.at(0), mae / kClasses, 2.7e-14);
+}
+
 TEST(InferenceMemory, BackwardAfterAnInferencePassSaysWhy) {
   Model m = dense_chain();
   const int64_t n = 8;
