@@ -313,6 +313,7 @@ TEST(TrainMnist, StepsLimitAndQuiet) {
 }
 
 TEST(TrainMnist, GpuRequestWithoutGpuFallsBackOrFailsWhenStrict) {
+  if (ember::cuda_available()) GTEST_SKIP() << "a GPU is usable here: --device gpu trains on it, no fallback";
   const std::string dir = ember::test::temp_dir("gpu");
   ember::test::write_synthetic_mnist(dir, 64, 16, false);
   const AppRun soft = run("--device gpu --steps 1 --epochs 1 --quiet --data-dir " + dir);
@@ -484,7 +485,8 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // O(|g|) ~ 1e-2 nearly everywhere, and so fails both.
 constexpr double kAppReplicaTolerance = 1e-6, kAppReplicaFlipTolerance = 1e-3, kAppReplicaFlipShare = 1e-3;
 
-void expect_replica_equal(const std::vector<float>& a, const std::vector<float>& b) {
+void expect_replica_equal(const std::vector<float>& a, const std::vector<float>& b,
+                          double flip_share = kAppReplicaFlipShare) {
   ASSERT_EQ(a.size(), b.size());
   double worst = 0;
   size_t beyond = 0;
@@ -494,7 +496,7 @@ void expect_replica_equal(const std::vector<float>& a, const std::vector<float>&
     beyond += !(d <= kAppReplicaTolerance);
   }
   EXPECT_LE(worst, kAppReplicaFlipTolerance);
-  EXPECT_LE(double(beyond), kAppReplicaFlipShare * double(a.size())) << beyond << " of " << a.size() << " values";
+  EXPECT_LE(double(beyond), flip_share * double(a.size())) << beyond << " of " << a.size() << " values";
 }
 
 // Every value within `tolerance`, no flip allowed.
@@ -508,14 +510,17 @@ void expect_replica_within(const std::vector<float>& a, const std::vector<float>
   EXPECT_LE(worst, tolerance);
 }
 
+bool cpu_has_avx512() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
 // Exact's promise: the same bits (where the kernels are thread-invariant, see above).
 void expect_replica_bitwise(const std::vector<float>& a, const std::vector<float>& b) {
-#if defined(__x86_64__)
-  const bool thread_invariant_kernels = __builtin_cpu_supports("avx512f");
-#else
-  const bool thread_invariant_kernels = false;
-#endif
-  if (!thread_invariant_kernels) return expect_replica_equal(a, b);
+  if (!cpu_has_avx512()) return expect_replica_equal(a, b);
   ASSERT_EQ(a.size(), b.size());
   size_t differ = 0;
   double worst = 0;
@@ -587,7 +592,14 @@ TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrint
 // MultiWorker with 2 ranks against the default strategy. Under Exact, 100 steps, bit for bit
 // (before the pairwise slice sums they differed by up to 1.7e-2 after 100 steps). Under Fast, 20
 // steps within 1e-6, every value (measured 3.0e-7; before structural zeros were exact, Mirrored 2
-// ended 1.2e-3 away); 100 steps under Fast are not held: see kAppReplicaTolerance.
+// ended 1.2e-3 away); 100 steps under Fast are not held: see kAppReplicaTolerance. That 20-step
+// figure is an AVX-512 machine's, where Fast runs Ember's Winograd kernels throughout. Without
+// AVX-512 (oneDNN's forward and backward-data, the AVX2 Winograd weight gradient) a decision
+// flips within the 20 steps: measured on a 2-core AMD EPYC, every replica run 3.9e-5 away at
+// worst, 512 of 279,966 values (0.18%) beyond 1e-6; with oneDNN's weight gradient too, 2.3e-4.
+// There Fast is held to the flip rule of kAppReplicaTolerance with a 0.5% share (what a lost or
+// unaveraged gradient, ~1e-2 nearly everywhere, still fails).
+constexpr double kAppReplicaFlipShareAvx2Fast = 5e-3;
 TEST(TrainMnistReplicas, OnRealMnistEqualTheDefaultStrategy) {
   const char* env = std::getenv("EMBER_MNIST_DIR");
   const std::string mnist = env ? env : EMBER_DEFAULT_MNIST_DIR;
@@ -604,8 +616,10 @@ TEST(TrainMnistReplicas, OnRealMnistEqualTheDefaultStrategy) {
     const auto expect = [&](const std::string& path) {
       if (policy == "exact")
         expect_replica_bitwise(all_values(dir + "/default.st"), all_values(path));
-      else
+      else if (cpu_has_avx512())
         expect_replica_within(all_values(dir + "/default.st"), all_values(path), kAppReplicaTolerance);
+      else
+        expect_replica_equal(all_values(dir + "/default.st"), all_values(path), kAppReplicaFlipShareAvx2Fast);
     };
     ASSERT_EQ(run("--save " + dir + "/default.st" + common).code, 0);
     for (const int replicas : {2, 4}) {

@@ -137,6 +137,29 @@ Tolerances tolerances(Model model) {
   return {3e-6, 1e-6, 5e-6, 8e-5, 6e-5, 2e-6};
 }
 
+// Fast on a CPU without AVX-512 is another set of kernels: oneDNN's forward and backward-data,
+// Ember's Winograd weight gradient in its AVX2 form. Its gradients are as close as ever (2.7e-6 of
+// the largest at both of the file's states, within 2.7e-5 of Exact's at each of the ten steps), but
+// bn-cnn's ten-step trajectory lands 1.7e-4 from the float64 one on one conv2d_1 weight (the
+// others within 1.3e-5) and the moving variances 4.7e-6: Adam divides each step by the gradient's
+// own size, so a weight whose gradient passes near zero turns rounding into a part of a step
+// (measured on a 2-core AMD EPYC without AVX-512; with oneDNN's weight gradient instead the same
+// run lands 2.9e-5, Exact's figure). 2x room: 3.5e-4, a third of one step; one disabled
+// structural-zero mask moved the reference CNN's trajectory 1.6e-2, 45 times that.
+Tolerances tolerances(Model model, ConvAlgorithms policy) {
+  Tolerances t = tolerances(model);
+#if defined(__x86_64__) && defined(__GNUC__)
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+#else
+  const bool avx512 = false;
+#endif
+  if (model == Model::BnCnn && policy == ConvAlgorithms::Fast && !avx512) {
+    t.trajectory = 3.5e-4;
+    t.moving_variance = 1e-5;
+  }
+  return t;
+}
+
 class PytorchParity : public ::testing::TestWithParam<std::tuple<Model, ConvAlgorithms>> {
  protected:
   void SetUp() override {
@@ -211,12 +234,12 @@ TEST_P(PytorchParity, TenAdamSteps) {
     // bias's steps are noise: only the moving variances are compared.
     if (!cancelled(model()).empty() && name.ends_with("/moving_mean")) continue;
     const Tensor& want = ref().at("trained_state/" + name);
-    EXPECT_LE(scaled(view, want), tolerances(model()).moving_variance) << name;
+    EXPECT_LE(scaled(view, want), tolerances(model(), policy()).moving_variance) << name;
     worst_state = std::max(worst_state, scaled(view, want));
   }
   std::printf("worst parameter difference after 10 steps (%s): %.3g; moving statistics %.3g\n", to_string(policy()),
               worst, worst_state);
-  EXPECT_LE(worst, tolerances(model()).trajectory);
+  EXPECT_LE(worst, tolerances(model(), policy()).trajectory);
 }
 
 // The biases that BatchNormalization cancels: their gradient is rounding of sums that cancel, so
