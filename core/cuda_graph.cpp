@@ -25,7 +25,7 @@ bool CudaGraph::capturing(Device device) {
 
 CudaGraph CudaGraph::capture(Device device, const std::function<void()>& work) {
   EMBER_CHECK(device.is_cuda(), DeviceError, "CudaGraph: capturing needs a GPU, got " + device.str());
-  const auto& api = detail::require_cuda_module("CUDA graph capture on " + device.str());
+  const auto& api = detail::require_cuda_module([&] { return "CUDA graph capture on " + device.str(); });
   api.open(device.index);
   api.graph_begin(device.index);
   capturing_on(device).fetch_add(1, std::memory_order_relaxed);

@@ -73,6 +73,11 @@ const CudaModuleApi& require_cuda_module(const std::string& what) {
   return *api;
 }
 
+const CudaModuleApi& require_cuda_module(const char* what) {
+  if (const CudaModuleApi* api = cuda_module(nullptr)) return *api;
+  return require_cuda_module(std::string(what));
+}
+
 }  // namespace ember::detail
 
 namespace ember {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "caching_allocator.h"
@@ -21,7 +22,7 @@ namespace ember::detail {
 // 15: the learning rate on the device (optimizers' set_rate, rate pointers); 14: clipping, decay, RMSprop; 13: losses
 // and metrics (issue 33); 12: the elementwise ops of the merge layers; 11: the loss's mean over a whole batch; 10:
 // issue 17's layers; 9: relayout; 8: graphs, device step scalars; 7: open
-inline constexpr uint32_t kCudaModuleAbi = 15;
+inline constexpr uint32_t kCudaModuleAbi = 16;
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op
@@ -75,5 +76,14 @@ struct CudaModuleApi {
 const CudaModuleApi* cuda_module(std::string* why);
 // The module, or DeviceError with the reason it is not there (`what` names the operation).
 const CudaModuleApi& require_cuda_module(const std::string& what);
+const CudaModuleApi& require_cuda_module(const char* what);
+// The same with the message made by `what()` only when it is needed: the GPU's hot paths (every
+// allocation, copy, fill) build no string in the steady state.
+template <class What>
+requires std::is_invocable_r_v<std::string, What>
+const CudaModuleApi& require_cuda_module(What&& what) {
+  if (const CudaModuleApi* api = cuda_module(nullptr)) return *api;
+  return require_cuda_module(std::string(what()));
+}
 
 }  // namespace ember::detail

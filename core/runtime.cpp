@@ -42,7 +42,7 @@ Device resolve_device(Device requested, bool strict) {
     // Opened here, so that a GPU another process holds (exclusive mode) or one this build has no
     // code for falls back (or fails, strict) now, not at the first op.
     try {
-      detail::require_cuda_module("place on " + requested.str()).open(requested.index);
+      detail::require_cuda_module([&] { return "place on " + requested.str(); }).open(requested.index);
       return requested;
     } catch (const DeviceError& e) {
       why = e.what();
@@ -59,8 +59,9 @@ DeviceScope::DeviceScope(Device device, bool strict)
     : device_(resolve_device(device, strict)), previous_(detail::exchange_current_device(device_)) {}
 
 void set_gpu_memory_policy(int device, const MemoryPolicy& policy) {
-  detail::require_cuda_module("cannot set the memory policy of cuda:" + std::to_string(device))
-      .set_memory_policy(device, policy);
+  detail::require_cuda_module([&] {
+    return "cannot set the memory policy of cuda:" + std::to_string(device);
+  }).set_memory_policy(device, policy);
 }
 
 void set_gpu_memory_fraction(int device, double fraction) {
@@ -78,7 +79,8 @@ HostMemoryStats host_memory_stats() {
 void reset_host_memory_peak() { cpu::reset_host_memory_peak(); }
 
 CachingAllocator::Stats gpu_memory_stats(int device) {
-  return detail::require_cuda_module("no memory statistics for cuda:" + std::to_string(device)).memory_stats(device);
+  return detail::require_cuda_module([&] { return "no memory statistics for cuda:" + std::to_string(device); })
+      .memory_stats(device);
 }
 
 namespace {
@@ -92,26 +94,36 @@ std::atomic<ConvAlgorithms> g_conv_algorithms{ConvAlgorithms::Fast};
 
 void synchronize(Device device) {
   if (device.is_cpu()) return;
-  detail::require_cuda_module("synchronize " + device.str()).synchronize(device.index);
+  detail::require_cuda_module([&] { return "synchronize " + device.str(); }).synchronize(device.index);
 }
 
 int64_t gpu_host_syncs(Device device) {
   if (device.is_cpu()) return 0;
-  return detail::require_cuda_module("host syncs of " + device.str()).host_syncs(device.index);
+  return detail::require_cuda_module([&] { return "host syncs of " + device.str(); }).host_syncs(device.index);
 }
 
-void set_allow_tf32(bool on) { g_allow_tf32 = on; }
+namespace {
+std::atomic<uint64_t> g_kernel_settings_version{0};
+// Sets `setting` and counts a change (a setting set to what it was changes nothing).
+template <typename T>
+void set_kernel_setting(std::atomic<T>& setting, T value) {
+  if (setting.exchange(value) != value) g_kernel_settings_version.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+void set_allow_tf32(bool on) { set_kernel_setting(g_allow_tf32, on); }
 bool allow_tf32() { return g_allow_tf32; }
-void set_gpu_deterministic(bool on) { g_gpu_deterministic = on; }
+void set_gpu_deterministic(bool on) { set_kernel_setting(g_gpu_deterministic, on); }
 bool gpu_deterministic() { return g_gpu_deterministic; }
-void set_cudnn_find(bool on) { g_cudnn_find = on; }
+void set_cudnn_find(bool on) { set_kernel_setting(g_cudnn_find, on); }
 bool cudnn_find() { return g_cudnn_find; }
-void set_fused_conv(bool on) { g_fused_conv = on; }
+void set_fused_conv(bool on) { set_kernel_setting(g_fused_conv, on); }
 bool fused_conv() { return g_fused_conv; }
-void set_gpu_nhwc(bool on) { g_gpu_nhwc = on; }
+void set_gpu_nhwc(bool on) { set_kernel_setting(g_gpu_nhwc, on); }
 bool gpu_nhwc() { return g_gpu_nhwc; }
-void set_conv_algorithms(ConvAlgorithms policy) { g_conv_algorithms = policy; }
+void set_conv_algorithms(ConvAlgorithms policy) { set_kernel_setting(g_conv_algorithms, policy); }
 ConvAlgorithms conv_algorithms() { return g_conv_algorithms; }
+uint64_t kernel_settings_version() { return g_kernel_settings_version.load(std::memory_order_relaxed); }
 const char* to_string(ConvAlgorithms policy) { return policy == ConvAlgorithms::Exact ? "exact" : "fast"; }
 ConvAlgorithms parse_conv_algorithms(const std::string& name) {
   if (name == "fast") return ConvAlgorithms::Fast;

@@ -2,6 +2,7 @@
 // why, on a machine with no driver or no GPU. Also the CPU threading and floating-point setup.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,10 @@ bool gpu_nhwc();
 enum class ConvAlgorithms { Fast, Exact };
 void set_conv_algorithms(ConvAlgorithms policy);
 ConvAlgorithms conv_algorithms();
+// A count of changes to the kernel settings above (TF32, deterministic, find, fused, NHWC, the
+// convolution policy): what a cached choice made under them is checked against (a kept cuDNN
+// plan, fit's captured CUDA graph). Setting a value it already has is no change.
+uint64_t kernel_settings_version();
 // "fast" / "exact", and back (ArgumentError naming the choices otherwise).
 const char* to_string(ConvAlgorithms policy);
 ConvAlgorithms parse_conv_algorithms(const std::string& name);

@@ -67,7 +67,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layo
       throw;
     }
   } else {
-    const auto& cuda = detail::require_cuda_module("cannot allocate a tensor on " + device.str());
+    const auto& cuda = detail::require_cuda_module([&] { return "cannot allocate a tensor on " + device.str(); });
     void* p = cuda.allocate(device.index, bytes);
     try {
       t.storage_ = std::make_shared<Storage>(p, bytes, device, &free_cuda);
@@ -84,9 +84,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Layout layo
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  if (!device.is_cpu()) return zeros(shape, dtype, Device::cpu()).to(device);
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.raw(), 0, t.nbytes());
+  t.zero();  // on a GPU a cudaMemsetAsync on its stream: no upload, no host wait
   return t;
 }
 
@@ -189,7 +188,8 @@ Tensor Tensor::relabel(Layout layout) const {
 Tensor Tensor::to(Device device) const {
   EMBER_CHECK(defined(), Error, "to(): undefined tensor");
   if (device == device_ && device.is_cpu()) return clone();
-  const auto& cuda = detail::require_cuda_module("cannot copy a tensor from " + device_.str() + " to " + device.str());
+  const auto& cuda =
+      detail::require_cuda_module([&] { return "cannot copy a tensor from " + device_.str() + " to " + device.str(); });
   Tensor t = empty(shape_, dtype_, device, layout_);
   cuda.copy(t.raw(), device.is_cpu() ? -1 : device.index, raw(), device_.is_cpu() ? -1 : device_.index, nbytes());
   return t;
@@ -219,13 +219,14 @@ void permute_4d(const T* src, T* dst, int64_t n, int64_t c, int64_t h, int64_t w
 void Tensor::copy_from(const Tensor& src) {
   EMBER_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, ShapeError, "copy_from: " + src.str() + " into " + str());
   if (src.layout_ == layout_ && !(device_.is_cpu() && src.device_.is_cpu())) {
-    const auto& cuda = detail::require_cuda_module("copy_from " + src.device_.str() + " to " + device_.str());
+    const auto& cuda =
+        detail::require_cuda_module([&] { return "copy_from " + src.device_.str() + " to " + device_.str(); });
     cuda.copy(raw(), device_.is_cpu() ? -1 : device_.index, src.raw(), src.device_.is_cpu() ? -1 : src.device_.index,
               nbytes());
     return;
   }
   if (device_.is_cuda() && src.device_ == device_) {  // a layout change within one GPU: a kernel there
-    detail::require_cuda_module("copy_from between layouts on " + device_.str()).relayout(*this, src);
+    detail::require_cuda_module([&] { return "copy_from between layouts on " + device_.str(); }).relayout(*this, src);
     return;
   }
   EMBER_CHECK(device_.is_cpu() && src.device_.is_cpu(), DeviceError,
@@ -263,18 +264,23 @@ Tensor Tensor::clone() const { return to_layout(layout_); }
 
 void Tensor::fill(float value) {
   if (device_.is_cuda()) {
-    detail::require_cuda_module("fill a tensor on " + device_.str()).fill(*this, value);
+    detail::require_cuda_module([&] { return "fill a tensor on " + device_.str(); }).fill(*this, value);
+    return;
+  }
+  const int64_t n = numel();
+  if (dtype_ == DType::F64) {  // the f64 sums buffers (MetricSums)
+    double* d = static_cast<double*>(raw());
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<double>(value);
     return;
   }
   float* p = f32();
-  const int64_t n = numel();
   for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
 void Tensor::zero() {
   const size_t bytes = static_cast<size_t>(numel()) * dtype_size(dtype_);
   if (device_.is_cuda()) {
-    detail::require_cuda_module("zero a tensor on " + device_.str()).zero(*this);
+    detail::require_cuda_module([&] { return "zero a tensor on " + device_.str(); }).zero(*this);
     return;
   }
   if (bytes > 0) std::memset(raw(), 0, bytes);

@@ -106,7 +106,7 @@ class Tensor {
   void copy_from(const Tensor& src);
   Tensor clone() const;
 
-  void fill(float value);                // F32 only; on a GPU queued on its stream (no wait)
+  void fill(float value);                // F32 or F64; on a GPU queued on its stream (no wait)
   void zero();                           // every element 0, any dtype; on a GPU queued (no wait)
   std::vector<float> to_vector() const;  // F32, returned in row-major logical order
   std::string str() const;               // "Tensor(f32, (64, 10), row-major, cpu)"

@@ -147,7 +147,9 @@ class HostGroup : public Communicator {
     if (on_gpu) {
       staging_.resize(n);
       for (size_t r = 0; r < n; ++r) {
-        if (!staging_[r].defined() || staging_[r].numel() != len) staging_[r] = Tensor::empty(Shape{len});
+        // Host memory whatever the caller's DeviceScope (a GPU scope would put it on the GPU).
+        if (!staging_[r].defined() || staging_[r].numel() != len)
+          staging_[r] = Tensor::empty(Shape{len}, DType::F32, Device::cpu());
         staging_[r].copy_from(*bufs[r]);
       }
     }

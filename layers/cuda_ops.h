@@ -3,6 +3,7 @@
 // activations row-major (NCHW). Layers reach them with layer_cuda_ops(). Private to the library.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -15,15 +16,28 @@
 
 namespace ember::detail {
 
+// What a GPU op keeps in its layer's op state so that a call in the steady state finds its
+// cuDNN plan without a lock or a map lookup: the plan (owned by the module's process-wide cache,
+// never freed), the cache it came from and the key it was made for (shape, device, settings:
+// plain integers compared on every call). Dropped with the op state (an inference pass releases
+// it); the next call finds the plan in the cache again.
+struct GpuPlanSlot {
+  static constexpr size_t kMaxKey = 24;
+  const void* cache = nullptr;
+  void* plan = nullptr;
+  std::array<int64_t, kMaxKey> key{};
+};
+
 struct LayerCudaOps {
   static constexpr const char* kOwner = "layers";
-  void (*conv2d_forward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+  void (*conv2d_forward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                         GpuPlanSlot& slot);
   void (*conv2d_backward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                          Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked);
+                          Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked, GpuPlanSlot& slot);
   std::string (*conv2d_kernel_info)(int device, const Conv2dShape& g);
-  void (*maxpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices);
+  void (*maxpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices, GpuPlanSlot& slot);
   void (*maxpool2d_backward)(const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
-                             const Tensor* indices, Tensor& dx, bool relu_input);
+                             const Tensor* indices, Tensor& dx, bool relu_input, GpuPlanSlot& slot);
   void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y);
   void (*dense_backward)(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
                          Tensor* dx, Tensor& dw, Tensor& db);
@@ -44,11 +58,13 @@ struct LayerCudaOps {
   void (*dropout_backward)(float scale, const Tensor& mask, const Tensor& dy, Tensor& dx);
   void (*batchnorm_forward_training)(const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor, float eps,
                                      Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
-                                     Tensor& save_invstd);
+                                     Tensor& save_invstd, GpuPlanSlot& slot);
   void (*batchnorm_forward_inference)(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                      const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y);
+                                      const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y,
+                                      GpuPlanSlot& slot);
   void (*batchnorm_backward)(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                             const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+                             const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                             GpuPlanSlot& slot);
   void (*avgpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
   void (*avgpool2d_backward)(const Pool2dShape& g, const Tensor& dy, Tensor& dx);
   // The merge layers' and the model engine's elementwise ops (layers/cpu/elementwise.h).

@@ -20,6 +20,7 @@ class Dropout : public Layer {
   Shape build(const Shape& sample_shape) override { return sample_shape; }
   std::vector<StateSpec> state_specs() const override;
   void set_random_seed(uint64_t seed) override { params_rng_.seed = seed; }
+  uint64_t random_seed() const override { return params_rng_.seed; }
   std::string kernel_info(int64_t, Device device) const override;
   float rate() const { return rate_; }
   LayerConfig config() const override;

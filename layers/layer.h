@@ -131,6 +131,9 @@ class Layer {
   virtual void bind_state(std::vector<Tensor> state);
   // The seed of this layer's random numbers (only layers that draw any use it).
   virtual void set_random_seed(uint64_t /*seed*/) {}
+  // That seed as the layer holds it (0 for a layer that draws none): a captured CUDA graph holds
+  // it as a kernel argument, so fit captures again when it changes.
+  virtual uint64_t random_seed() const { return 0; }
   // Drops every buffer forward/backward keep between calls (the output, saved inputs, scratch,
   // gradients), keeping the parameters, the state and the backends' plans (cached per shape, not
   // here): the model engine's inference passes (evaluate, predict) call it once it holds the

@@ -111,6 +111,17 @@ cudnnHandle_t Context::dnn() {
   return dnn_;
 }
 
+void* Context::workspace(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  std::lock_guard lock(mu_);
+  if (!workspace_.defined() || workspace_.nbytes() < bytes) {
+    const int64_t rounded = static_cast<int64_t>((bytes + 255) / 256 * 256);
+    workspace_ = Tensor();  // the old block first: under a memory cap both may not fit
+    workspace_ = Tensor::empty(Shape{rounded}, DType::U8, Device::cuda(device_));
+  }
+  return workspace_.raw();
+}
+
 Context::~Context() {
   if (dnn_) cudnnDestroy(dnn_);
   if (blas_) cublasDestroy(blas_);
@@ -123,15 +134,20 @@ void Context::synchronize() const {
 }
 
 Context& context(int device) {
+  // Made once per device under a lock, then found by one atomic load: an op's call takes no lock.
+  // Never destroyed (ops may run while the process exits).
   static std::mutex mu;
-  static std::array<std::unique_ptr<Context>, 64>* contexts = new std::array<std::unique_ptr<Context>, 64>();
+  static std::array<std::atomic<Context*>, 64> contexts{};
   EMBER_CHECK(device >= 0 && device < 64, DeviceError, "no cuda:" + std::to_string(device));
-  Context* ctx = nullptr;
-  {
+  auto& slot = contexts[static_cast<size_t>(device)];
+  Context* ctx = slot.load(std::memory_order_acquire);
+  if (!ctx) {
     std::lock_guard lock(mu);
-    auto& c = (*contexts)[static_cast<size_t>(device)];
-    if (!c) c = std::make_unique<Context>(device);
-    ctx = c.get();
+    ctx = slot.load(std::memory_order_relaxed);
+    if (!ctx) {
+      ctx = new Context(device);  // a throw leaves the slot empty: the next call tries again
+      slot.store(ctx, std::memory_order_release);
+    }
   }
   // Every op reaches its stream and handles through here: the device is made current first, or
   // a launch on another device's stream fails (the thread's device may be any: a copy's guard,

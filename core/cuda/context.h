@@ -29,6 +29,12 @@ class Context {
   // or cuDNN cannot start, and report that failure only to the ops that need them.
   cublasHandle_t blas();
   cudnnHandle_t dnn();
+  // A device buffer of at least `bytes` for the library calls queued on this stream (cuDNN's
+  // convolution workspaces), null for 0: one per device, grown to the largest request and kept,
+  // so a call in the steady state allocates nothing and the footprint is the largest workspace,
+  // not the sum. Safe to share: the stream runs one call at a time, and a buffer it grows away
+  // from returns to the caching allocator in stream order (held while a CUDA graph may use it).
+  void* workspace(size_t bytes);
   // Blocks the host until the stream's work is done (and reports an asynchronous error);
   // counted in host_syncs().
   void synchronize() const;
@@ -42,6 +48,7 @@ class Context {
   cublasHandle_t blas_ = nullptr;
   bool blas_tf32_ = false;  // the math mode blas_ is set to
   Tensor blas_workspace_;   // cuBLAS's workspace, ours: it allocates nothing during a capture
+  Tensor workspace_;        // workspace()'s buffer
   cudnnHandle_t dnn_ = nullptr;
   mutable std::atomic<int64_t> host_syncs_{0};
 };

@@ -5,7 +5,8 @@
 namespace ember::cuda {
 
 namespace {
-__global__ void fill_kernel(float* __restrict__ p, int64_t n, float value) {
+template <typename T>
+__global__ void fill_kernel(T* __restrict__ p, int64_t n, T value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     p[i] = value;
 }
@@ -37,6 +38,12 @@ unsigned blocks(int64_t n) {
 }  // namespace
 
 void fill(Context& ctx, float* p, int64_t n, float value) {
+  if (n <= 0) return;
+  fill_kernel<<<blocks(n), 256, 0, ctx.stream()>>>(p, n, value);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill(Context& ctx, double* p, int64_t n, double value) {
   if (n <= 0) return;
   fill_kernel<<<blocks(n), 256, 0, ctx.stream()>>>(p, n, value);
   EMBER_CUDA_CHECK(cudaGetLastError());

@@ -9,6 +9,7 @@
 namespace ember::cuda {
 
 void fill(Context& ctx, float* p, int64_t n, float value);
+void fill(Context& ctx, double* p, int64_t n, double value);  // the f64 sums buffers (MetricSums)
 void scale(Context& ctx, float* p, int64_t n, float factor);  // p *= factor
 // dst = src with the channel axis moved: NCHW -> NHWC (to_nhwc) or NHWC -> NCHW, `bytes` per
 // element (1, 4 or 8); src and dst distinct, both on the context's device.

@@ -251,8 +251,12 @@ void fill_core_entries(::ember::detail::CudaModuleApi& api) {
   api.memory_stats = memory_stats;
   api.copy = copy;
   api.fill = [](Tensor& t, float value) {
-    EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "fill: f32 only, got " + t.str());
-    fill(context_of(t), static_cast<float*>(t.raw()), t.numel(), value);
+    EMBER_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F64, ArgumentError,
+                "fill: f32 or f64 only, got " + t.str());
+    if (t.dtype() == DType::F64)
+      fill(context_of(t), static_cast<double*>(t.raw()), t.numel(), static_cast<double>(value));
+    else
+      fill(context_of(t), static_cast<float*>(t.raw()), t.numel(), value);
   };
   api.scale = [](Tensor& t, float factor) {
     EMBER_CHECK(t.dtype() == DType::F32, ArgumentError, "scale: f32 only, got " + t.str());

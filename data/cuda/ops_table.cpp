@@ -9,7 +9,8 @@ const ::ember::detail::DataCudaOps* data_ops_table() {
     ::ember::detail::DataCudaOps a{};
     a.gather_batch = [](const Tensor& features, const Tensor& targets, float scale, const Tensor& order,
                         int64_t shard_offset, int64_t count, int64_t advance, Tensor& x, Tensor& y) {
-      gather_batch(context_of(features), features, targets, scale, order, shard_offset, count, advance, x, y);
+      // A call for a further target has no features (undefined: on no device): the order's device.
+      gather_batch(context_of(order), features, targets, scale, order, shard_offset, count, advance, x, y);
     };
     return a;
   }();

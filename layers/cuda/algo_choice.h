@@ -8,8 +8,11 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <optional>
+#include <vector>
 
 namespace ember::cuda {
 
@@ -30,17 +33,64 @@ inline bool sums_directly(cudnnConvolutionBwdFilterAlgo_t a) {
          a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
 }
 
-// The first (fastest) entry that ran successfully, sums directly, fits `max_workspace` bytes
-// and, when `deterministic`, is deterministic; nullopt when none does (the caller names the shape).
+// Whether an entry may be used: it ran (or is predicted to run) successfully, sums directly, fits
+// `max_workspace` bytes and, when `deterministic`, is deterministic.
+template <class Perf>
+bool allowed(const Perf& p, bool deterministic, size_t max_workspace) {
+  if (p.status != CUDNN_STATUS_SUCCESS || p.memory > max_workspace || !sums_directly(p.algo)) return false;
+  return !deterministic || p.determinism == CUDNN_DETERMINISTIC;
+}
+
+// The first (fastest) allowed entry; nullopt when none is (the caller names the shape).
 template <class Perf>
 std::optional<Perf> choose_algo(const Perf* perf, int found, bool deterministic, size_t max_workspace) {
-  for (int i = 0; i < found; ++i) {
-    const Perf& p = perf[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > max_workspace || !sums_directly(p.algo)) continue;
-    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-    return p;
-  }
+  for (int i = 0; i < found; ++i)
+    if (allowed(perf[i], deterministic, max_workspace)) return perf[i];
   return std::nullopt;
+}
+
+// Every allowed entry in cuDNN's order (fastest first), each algorithm once: the first is the
+// choice, the others what the op falls back to when one fails at execution.
+template <class Perf>
+std::vector<Perf> choose_candidates(const Perf* perf, int found, bool deterministic, size_t max_workspace) {
+  std::vector<Perf> out;
+  for (int i = 0; i < found; ++i) {
+    if (!allowed(perf[i], deterministic, max_workspace)) continue;
+    if (std::none_of(out.begin(), out.end(), [&](const Perf& o) { return o.algo == perf[i].algo; }))
+      out.push_back(perf[i]);
+  }
+  return out;
+}
+
+// The math type a convolution descriptor gets for an algorithm cuDNN listed with `listed`: FP32
+// FMA math unless TF32 is allowed (core/runtime.h), and never a down-conversion of FP32 data to
+// FP16 (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: the default math instead).
+inline cudnnMathType_t math_type_for(cudnnMathType_t listed, bool allow_tf32) {
+  if (!allow_tf32) return CUDNN_FMA_MATH;
+  return listed == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? CUDNN_DEFAULT_MATH : listed;
+}
+
+// Whether a convolution that failed with `s` when it ran may succeed with another algorithm:
+// "not supported" (of any kind), an internal or execution failure, a pointer alignment the
+// algorithm needs. Not a bad parameter or an uninitialised library: those are Ember's bugs or
+// the machine's, and another algorithm would fail alike.
+inline bool retry_with_next(cudnnStatus_t s) {
+  const int code = static_cast<int>(s);
+  return (code >= 3000 && code < 6000) || s == CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER;
+}
+
+// The fall-back of a direction's `count` candidates: runs attempt(i) for the current one (`at`);
+// when it fails in a way the next may not (retry_with_next), `at` moves on (for every later call
+// too; on_move(i) once per move, a concurrent caller's move counted once) and the next one runs.
+// Returns SUCCESS, or the status of the last one tried (the caller names what failed).
+template <class Attempt, class OnMove>
+cudnnStatus_t run_candidates(std::atomic<size_t>& at, size_t count, Attempt&& attempt, OnMove&& on_move) {
+  for (;;) {
+    size_t i = at.load(std::memory_order_acquire);
+    const cudnnStatus_t status = attempt(i);
+    if (status == CUDNN_STATUS_SUCCESS || !retry_with_next(status) || i + 1 >= count) return status;
+    if (at.compare_exchange_strong(i, i + 1)) on_move(i + 1, status);
+  }
 }
 
 }  // namespace ember::cuda

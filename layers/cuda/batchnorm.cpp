@@ -5,7 +5,6 @@
 #include "batchnorm.h"
 
 #include <memory>
-#include <tuple>
 
 #include "../../core/cuda/check.h"
 #include "cudnn_desc.h"
@@ -37,11 +36,11 @@ std::unique_ptr<Plan> make_plan(const BnShape& s) {
   return p;
 }
 
-Plan& plan_for(const BnShape& s) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>;
-  static auto* cache = new PlanCache<Key, Plan>();
-  const Key key{s.n, s.c, s.h, s.w, s.nhwc, s.per_activation};
-  return cache->get(key, [&] { return make_plan(s); });
+// Found through the op's slot (plan_cache.h): no lock or map lookup in the steady state.
+Plan& plan_for(const BnShape& s, ::ember::detail::GpuPlanSlot& slot) {
+  static auto* cache = new PlanCache<6, Plan>();
+  const PlanCache<6, Plan>::Key key{s.n, s.c, s.h, s.w, s.nhwc, s.per_activation};
+  return cache->get(slot, key, [&] { return make_plan(s); });
 }
 
 // x's shape for cuDNN, after checking that x is f32 (N, C, H, W) NCHW/NHWC or (N, F) row-major
@@ -78,7 +77,7 @@ void check_channels(const Tensor& t, const Tensor& x, const char* what) {
 
 void batchnorm_forward_training(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor,
                                 float eps, Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
-                                Tensor& save_invstd) {
+                                Tensor& save_invstd, ::ember::detail::GpuPlanSlot& slot) {
   const BnShape s = bn_shape(ctx, x);
   check_like_x(y, x, "output");
   check_channels(gamma, x, "gamma");
@@ -88,7 +87,7 @@ void batchnorm_forward_training(Context& ctx, const Tensor& x, const Tensor& gam
   check_channels(save_mean, x, "saved mean");
   check_channels(save_invstd, x, "saved inverse deviation");
   if (x.numel() == 0) return;
-  Plan& p = plan_for(s);
+  Plan& p = plan_for(s, slot);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       ctx.dnn(), p.mode, &one, &zero, p.x, x.raw(), p.x, y.raw(), p.bn, gamma.raw(), beta.raw(),
@@ -97,7 +96,8 @@ void batchnorm_forward_training(Context& ctx, const Tensor& x, const Tensor& gam
 }
 
 void batchnorm_forward_inference(Context& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                 const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y) {
+                                 const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y,
+                                 ::ember::detail::GpuPlanSlot& slot) {
   const BnShape s = bn_shape(ctx, x);
   check_like_x(y, x, "output");
   check_channels(gamma, x, "gamma");
@@ -105,7 +105,7 @@ void batchnorm_forward_inference(Context& ctx, const Tensor& x, const Tensor& ga
   check_channels(running_mean, x, "moving mean");
   check_channels(running_var, x, "moving variance");
   if (x.numel() == 0) return;
-  Plan& p = plan_for(s);
+  Plan& p = plan_for(s, slot);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(ctx.dnn(), p.mode, &one, &zero, p.x, x.raw(), p.x, y.raw(),
                                                             p.bn, gamma.raw(), beta.raw(), running_mean.raw(),
@@ -113,7 +113,8 @@ void batchnorm_forward_inference(Context& ctx, const Tensor& x, const Tensor& ga
 }
 
 void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                        const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                        const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        ::ember::detail::GpuPlanSlot& slot) {
   const BnShape s = bn_shape(ctx, x);
   check_like_x(dy, x, "output gradient");
   check_like_x(dx, x, "input gradient");
@@ -127,7 +128,7 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& dy, const T
     EMBER_CUDA_CHECK(cudaMemsetAsync(dbeta.raw(), 0, dbeta.nbytes(), ctx.stream()));
     return;
   }
-  Plan& p = plan_for(s);
+  Plan& p = plan_for(s, slot);
   // Beta factors 0: dx, dgamma and dbeta are written (=), as the CPU contract says.
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnBatchNormalizationBackward(

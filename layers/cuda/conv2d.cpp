@@ -1,12 +1,20 @@
-// Conv2D on cuDNN (legacy descriptor API, supported through cuDNN 9). One Plan per shape and
-// device: descriptors, the three algorithms and the workspace size.
+// Conv2D on cuDNN (legacy descriptor API, supported through cuDNN 9). One Plan per shape, device
+// and setting: descriptors, each direction's runnable algorithms in order, the fused forward's
+// availability. The op's GpuPlanSlot finds it again without a lock; workspaces come from the
+// device context's shared buffer (Context::workspace).
 #include "conv2d.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <memory>
-#include <tuple>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "../../core/cuda/check.h"
+#include "../../core/log.h"
 #include "../../core/runtime.h"
 #include "algo_choice.h"
 #include "cudnn_desc.h"
@@ -18,24 +26,41 @@ namespace ember::cuda {
 
 namespace {
 
+// One direction's algorithms: every candidate that the rule allows (algo_choice.h) and that
+// cuDNN can size a workspace for with these descriptors, fastest first, and the one in use. A
+// candidate that fails when it runs gives way to the next (run_with_fallback), for every later
+// call too: cuDNN's list is a prediction, and PyTorch likewise tries the next one.
+template <class Perf>
+struct Choice {
+  std::vector<Perf> candidates;
+  std::vector<size_t> workspace;  // bytes, per candidate
+  std::atomic<size_t> at{0};
+  const Perf& current() const { return candidates[at.load(std::memory_order_relaxed)]; }
+  size_t current_workspace() const { return workspace[at.load(std::memory_order_relaxed)]; }
+};
+
 struct Plan {
+  Conv2dShape g;
   TensorDesc x, y, bias;
   // y for the bias add and the bias gradient: y itself in NCHW; in NHWC the same bytes seen as
   // NCHW (N*P*Q, K, 1, 1), which cuDNN's NCHW broadcast and reduction handle best.
   TensorDesc y_bias;
   FilterDesc w;
-  ConvDesc conv;
-  cudnnConvolutionFwdAlgo_t fwd{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-  size_t workspace = 0;
-  bool deterministic = false;  // all three algorithms give the same bits run to run
-  bool found = false;          // chosen from cudnnFind's timings (else the heuristics' guess)
+  // One convolution descriptor per direction: each carries the math type its algorithm was
+  // listed with (cuDNN's perf result says which; TF32 only where allowed).
+  ConvDesc fwd_conv, data_conv, filter_conv;
+  Choice<cudnnConvolutionFwdAlgoPerf_t> fwd;
+  Choice<cudnnConvolutionBwdDataAlgoPerf_t> data;
+  Choice<cudnnConvolutionBwdFilterAlgoPerf_t> filter;
+  bool found = false;  // listed by cudnnFind's timings (else the heuristics' guess)
   // The fused forward (fused_conv()): convolution + bias + activation in one call, with the one
-  // algorithm cuDNN fuses ReLU with, and its workspace.
-  bool fused = false;
+  // algorithm cuDNN fuses ReLU with. Checked when the plan is made (cuDNN must list and size it for
+  // these descriptors); off for good, with a warning, if it fails when it runs.
+  std::atomic<bool> fused{false};
+  std::string fused_note;  // why it is off although asked for ("" otherwise)
   ActivationDesc relu, identity;
   size_t fused_workspace = 0;
+  std::mutex retry_mu;  // moving to the next candidate (the failure path only)
 };
 
 int i32(int64_t v) { return static_cast<int>(v); }
@@ -58,24 +83,88 @@ size_t workspace_budget(int device) {
 // Deterministic algorithms only: set_gpu_deterministic, or the Exact convolution policy.
 bool deterministic_algorithms() { return gpu_deterministic() || conv_algorithms() == ConvAlgorithms::Exact; }
 
-// The fastest algorithm that works, fits and sums directly (algo_choice.h); when deterministic
-// the fastest deterministic one, and an error naming the shape when there is none (never a silent
-// fall back to one that sums with atomics).
+const char* direction_name(const cudnnConvolutionFwdAlgoPerf_t*) { return "forward"; }
+const char* direction_name(const cudnnConvolutionBwdDataAlgoPerf_t*) { return "backward-data"; }
+const char* direction_name(const cudnnConvolutionBwdFilterAlgoPerf_t*) { return "backward-filter"; }
+
+// Sets a direction's descriptor to its algorithm's math type (apply_math_type, algo_choice.h).
 template <class Perf>
-Perf pick_algo(const Perf* perf, int found, const char* what, const Conv2dShape& g, int device) {
+void set_math(ConvDesc& conv, const Perf& perf) {
+  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type_for(perf.mathType, allow_tf32())));
+}
+
+// The workspace `perf`'s algorithm needs with these descriptors, or nullopt when cuDNN says it
+// cannot run it (the up-front check: NHWC activations with KCRS filters, say, rule some out).
+std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvolutionFwdAlgoPerf_t& a) {
+  set_math(p.fwd_conv, a);
+  size_t bytes = 0;
+  if (cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p.x, p.w, p.fwd_conv, p.y, a.algo, &bytes) !=
+      CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
+  return bytes;
+}
+std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvolutionBwdDataAlgoPerf_t& a) {
+  set_math(p.data_conv, a);
+  size_t bytes = 0;
+  if (cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn(), p.w, p.y, p.data_conv, p.x, a.algo, &bytes) !=
+      CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
+  return bytes;
+}
+std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvolutionBwdFilterAlgoPerf_t& a) {
+  set_math(p.filter_conv, a);
+  size_t bytes = 0;
+  if (cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p.x, p.y, p.filter_conv, p.w, a.algo, &bytes) !=
+      CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
+  return bytes;
+}
+ConvDesc& conv_of(Plan& p, const cudnnConvolutionFwdAlgoPerf_t*) { return p.fwd_conv; }
+ConvDesc& conv_of(Plan& p, const cudnnConvolutionBwdDataAlgoPerf_t*) { return p.data_conv; }
+ConvDesc& conv_of(Plan& p, const cudnnConvolutionBwdFilterAlgoPerf_t*) { return p.filter_conv; }
+
+// Fills `c` from cuDNN's list: the rule's candidates (choose_candidates), each sized; an error
+// naming the shape when none is left (never a silent fall back to one that sums with atomics).
+template <class Perf>
+void choose(Context& ctx, Plan& p, Choice<Perf>& c, const Perf* listed, int found, bool nhwc) {
   const bool deterministic = deterministic_algorithms();
-  const auto chosen = choose_algo(perf, found, deterministic, workspace_budget(device));
-  EMBER_CHECK(chosen.has_value(), CudnnError,
-              std::string("conv2d (cuda): no ") + (deterministic ? "deterministic " : "") + what +
+  for (const Perf& perf : choose_candidates(listed, found, deterministic, workspace_budget(ctx.device()))) {
+    const auto bytes = workspace_size(ctx, p, perf);
+    if (!bytes) continue;
+    c.candidates.push_back(perf);
+    c.workspace.push_back(*bytes);
+  }
+  EMBER_CHECK(!c.candidates.empty(), CudnnError,
+              std::string("conv2d (cuda): no ") + (deterministic ? "deterministic " : "") +
+                  direction_name(static_cast<const Perf*>(nullptr)) +
                   " algorithm that cuDNN can run within the workspace budget and that sums directly (not "
                   "Winograd or FFT) for " +
-                  g.str() + " (of " + std::to_string(found) + " listed)");
-  return *chosen;
+                  p.g.str() + " (of " + std::to_string(found) + " listed)" +
+                  (nhwc ? "; NHWC activations: set_gpu_nhwc(false) runs this shape NCHW" : ""));
+  set_math(conv_of(p, static_cast<const Perf*>(nullptr)), c.candidates.front());
 }
+
+// cudnnFind's buffers: inputs and outputs of the plan's shape and a workspace of the budget, all
+// from the caching allocator (counted under a memory cap; cuDNN allocates nothing itself),
+// returned to it once the timings are made.
+struct FindBuffers {
+  Tensor x, w, y, ws;
+  size_t ws_bytes = 0;
+  FindBuffers(const Conv2dShape& g, int device) {
+    const Device d = Device::cuda(device);
+    x = Tensor::zeros(Shape{g.n * g.c * g.h * g.w}, DType::F32, d);
+    w = Tensor::zeros(Shape{g.k * g.c * g.r * g.s}, DType::F32, d);
+    y = Tensor::zeros(Shape{g.n * g.k * g.p * g.q}, DType::F32, d);
+    ws_bytes = workspace_budget(device);
+    if (ws_bytes > 0) ws = Tensor::empty(Shape{static_cast<int64_t>(ws_bytes)}, DType::U8, d);
+  }
+  void* workspace() { return ws_bytes > 0 ? ws.raw() : nullptr; }
+};
 
 std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   EMBER_CHECK(!asymmetric(g), Error, "conv2d (cuda): internal: an asymmetric plan for " + g.str());
   auto p = std::make_unique<Plan>();
+  p->g = g;
   // Activations NCHW or channels-last (gpu_nhwc); weights always KCRS, as the parameters are.
   p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w), nhwc);
   p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q), nhwc);
@@ -85,89 +174,139 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   EMBER_CUDNN_CHECK(
       cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
   // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU
-  // unless TF32 is allowed (core/runtime.h).
-  EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
-                                                    i32(g.stride_w), 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // unless TF32 is allowed (core/runtime.h). The math type asked for while listing; each
+  // direction then takes its algorithm's.
+  for (ConvDesc* conv : {&p->fwd_conv, &p->data_conv, &p->filter_conv}) {
+    EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*conv, i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
+                                                      i32(g.stride_w), 1, 1, CUDNN_CROSS_CORRELATION,
+                                                      CUDNN_DATA_FLOAT));
+    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(*conv, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  }
   int out_n = 0, out_c = 0, out_h = 0, out_w = 0;
-  EMBER_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &out_n, &out_c, &out_h, &out_w));
+  EMBER_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->fwd_conv, p->x, p->w, &out_n, &out_c, &out_h, &out_w));
   EMBER_CHECK(out_h == g.p && out_w == g.q, ShapeError,
               "conv2d (cuda): cuDNN computes a different output size for " + g.str());
 
-  // cuDNN's heuristics, or with cudnn_find() every algorithm timed on this GPU (once per shape:
-  // it allocates its own buffers and waits for the device); either list goes through the same
+  // cuDNN's heuristics, or with cudnn_find() every algorithm timed on this GPU (once per shape,
+  // with a host wait; its buffers from the caching allocator); either list goes through the same
   // rule (algo_choice.h).
   constexpr int kMax = 8;
   const bool find = cudnn_find();
+  std::optional<FindBuffers> fb;
+  if (find) fb.emplace(g, ctx.device());
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
   if (find)
-    EMBER_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
+    EMBER_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(ctx.dnn(), p->x, fb->x.raw(), p->w, fb->w.raw(),
+                                                             p->fwd_conv, p->y, fb->y.raw(), kMax, &found, fwd,
+                                                             fb->workspace(), fb->ws_bytes));
   else
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->conv, p->y, kMax, &found, fwd));
-  const auto f = pick_algo(fwd, found, "forward", g, ctx.device());
-  p->fwd = f.algo;
+    EMBER_CUDNN_CHECK(
+        cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->fwd_conv, p->y, kMax, &found, fwd));
+  const std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd_listed(fwd, fwd + found);
+  choose(ctx, *p, p->fwd, fwd, found, nhwc);
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
   if (find)
-    EMBER_CUDNN_CHECK(
-        cudnnFindConvolutionBackwardDataAlgorithm(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
+    EMBER_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.dnn(), p->w, fb->w.raw(), p->y, fb->y.raw(),
+                                                                  p->data_conv, p->x, fb->x.raw(), kMax, &found, bd,
+                                                                  fb->workspace(), fb->ws_bytes));
   else
     EMBER_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->conv, p->x, kMax, &found, bd));
-  const auto d = pick_algo(bd, found, "backward-data", g, ctx.device());
-  p->bwd_data = d.algo;
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->data_conv, p->x, kMax, &found, bd));
+  choose(ctx, *p, p->data, bd, found, nhwc);
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
   if (find)
-    EMBER_CUDNN_CHECK(
-        cudnnFindConvolutionBackwardFilterAlgorithm(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
+    EMBER_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.dnn(), p->x, fb->x.raw(), p->y, fb->y.raw(),
+                                                                    p->filter_conv, p->w, fb->w.raw(), kMax, &found, bf,
+                                                                    fb->workspace(), fb->ws_bytes));
   else
     EMBER_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->conv, p->w, kMax, &found, bf));
-  const auto w = pick_algo(bf, found, "backward-filter", g, ctx.device());
-  p->bwd_filter = w.algo;
+        cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->filter_conv, p->w, kMax, &found, bf));
+  choose(ctx, *p, p->filter, bf, found, nhwc);
   p->found = find;
-  p->deterministic = f.determinism == CUDNN_DETERMINISTIC && d.determinism == CUDNN_DETERMINISTIC &&
-                     w.determinism == CUDNN_DETERMINISTIC;
-  size_t a = 0, b = 0, c = 0;
-  EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->conv, p->y, p->fwd, &a));
-  EMBER_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn(), p->w, p->y, p->conv, p->x, p->bwd_data, &b));
-  EMBER_CUDNN_CHECK(
-      cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p->x, p->y, p->conv, p->w, p->bwd_filter, &c));
-  p->workspace = std::max({a, b, c});
-  p->fused = fused_conv();
-  if (p->fused) {
-    EMBER_CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    EMBER_CUDNN_CHECK(
-        cudnnSetActivationDescriptor(p->identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-        ctx.dnn(), p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &p->fused_workspace));
+
+  if (fused_conv()) {
+    // cuDNN fuses ReLU with IMPLICIT_PRECOMP_GEMM only: used when cuDNN lists it as runnable for
+    // these descriptors and sizes its workspace within the budget; else the three-call forward,
+    // and kernel_info says why.
+    const auto precomp = std::find_if(fwd_listed.begin(), fwd_listed.end(), [](const auto& a) {
+      return a.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM && a.status == CUDNN_STATUS_SUCCESS;
+    });
+    size_t bytes = 0;
+    if (precomp == fwd_listed.end()) {
+      p->fused_note = "cuDNN does not list implicit precomp GEMM as runnable for these descriptors";
+    } else if (cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->fwd_conv, p->y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                                       &bytes) != CUDNN_STATUS_SUCCESS ||
+               bytes > workspace_budget(ctx.device())) {
+      p->fused_note = "cuDNN cannot size implicit precomp GEMM's workspace within the budget";
+    } else {
+      EMBER_CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+      EMBER_CUDNN_CHECK(
+          cudnnSetActivationDescriptor(p->identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+      p->fused_workspace = bytes;
+      p->fused = true;
+    }
   }
   return p;
 }
 
-Plan& plan_for(Context& ctx, const Conv2dShape& g, bool nhwc) {
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool, bool, bool, bool, bool>;
-  static auto* cache = new PlanCache<Key, Plan>();
-  const Key key{ctx.device(),
-                g.n,
-                g.c,
-                g.h,
-                g.w,
-                g.k,
-                g.r,
-                g.s,
-                g.stride_h,
-                g.stride_w,
-                g.pad_top,
-                g.pad_left,
-                deterministic_algorithms(),
-                allow_tf32(),
-                cudnn_find(),
-                fused_conv(),
-                nhwc};
-  return cache->get(key, [&] { return make_plan(ctx, g, nhwc); });
+// Found through the op's slot (plan_cache.h): no lock or map lookup in the steady state. The key
+// holds everything the plan's choices depend on.
+Plan& plan_for(Context& ctx, const Conv2dShape& g, bool nhwc, ::ember::detail::GpuPlanSlot* slot) {
+  static auto* cache = new PlanCache<17, Plan>();
+  const PlanCache<17, Plan>::Key key{ctx.device(),
+                                     g.n,
+                                     g.c,
+                                     g.h,
+                                     g.w,
+                                     g.k,
+                                     g.r,
+                                     g.s,
+                                     g.stride_h,
+                                     g.stride_w,
+                                     g.pad_top,
+                                     g.pad_left,
+                                     deterministic_algorithms(),
+                                     allow_tf32(),
+                                     cudnn_find(),
+                                     fused_conv(),
+                                     nhwc};
+  const auto make = [&] { return make_plan(ctx, g, nhwc); };
+  return slot ? cache->get(*slot, key, make) : cache->get(key, make);
+}
+
+// Runs `call(perf, workspace, bytes)` with the direction's current algorithm; when it fails in a
+// way another algorithm may not, the next candidate becomes the current one (with a warning; its
+// math type on the descriptor) and runs (run_candidates, algo_choice.h); an error naming the
+// shape, the algorithm and how many were tried when none is left.
+template <class Perf, class Call>
+void run_with_fallback(Context& ctx, Plan& p, Choice<Perf>& c, Call&& call) {
+  const char* dir = direction_name(static_cast<const Perf*>(nullptr));
+  const auto failed = [&](size_t i, cudnnStatus_t status) {
+    return std::string("conv2d (cuda): ") + dir + " algorithm " +
+           std::to_string(static_cast<int>(c.candidates[i].algo)) + " failed for " + p.g.str() + ": " +
+           cudnnGetErrorString(status);
+  };
+  size_t tried = 0;
+  const cudnnStatus_t status = run_candidates(
+      c.at, c.candidates.size(),
+      [&](size_t i) {
+        ++tried;
+        const cudnnStatus_t s = call(c.candidates[i], ctx.workspace(c.workspace[i]), c.workspace[i]);
+        if (s != CUDNN_STATUS_SUCCESS) (void)cudaGetLastError();  // a non-sticky launch error of the failed call
+        return s;
+      },
+      [&](size_t next, cudnnStatus_t why) {
+        std::lock_guard lock(p.retry_mu);
+        set_math(conv_of(p, static_cast<const Perf*>(nullptr)), c.candidates[next]);
+        ::ember::log(LogLevel::warn, failed(next - 1, why) + "; using algorithm " +
+                                         std::to_string(static_cast<int>(c.candidates[next].algo)) + " from now on");
+      });
+  if (status != CUDNN_STATUS_SUCCESS) {
+    const size_t at = c.at.load(std::memory_order_relaxed);
+    throw CudnnError(failed(at, status) + (tried > 1 ? " (" + std::to_string(tried) + " algorithms tried)" : ""));
+  }
 }
 
 // Activations come in the input's layout (NCHW, or NHWC with gpu_nhwc and symmetric padding),
@@ -184,17 +323,12 @@ void check_layout_fits(const Conv2dShape& g, Layout layout) {
               "conv2d (cuda): asymmetric SAME padding runs NCHW only, got NHWC activations for " + g.str());
 }
 
-// Workspace from the caching allocator (reused after the first step); empty when none is needed.
-Tensor workspace(const Plan& p, int device) {
-  return p.workspace
-             ? Tensor::empty(Shape{static_cast<int64_t>((p.workspace + 3) / 4)}, DType::F32, Device::cuda(device))
-             : Tensor();
-}
 const float* cp(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
 }  // namespace
 
-void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    ::ember::detail::GpuPlanSlot& slot) {
   const Layout layout = x.layout();
   check_layout_fits(g, layout);
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
@@ -202,32 +336,39 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   check(ctx, b, {g.k}, "bias", g);
   check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g, layout);
   if (asymmetric(g)) {
-    conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, 0.0f), w, b, y);
+    conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, 0.0f), w, b, y, slot);
     return;
   }
-  Plan& p = plan_for(ctx, g, layout == Layout::NHWC);
+  Plan& p = plan_for(ctx, g, layout == Layout::NHWC, &slot);
   const float one = 1.0f, zero = 0.0f;
-  if (p.fused) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
-    Tensor ws = p.fused_workspace ? Tensor::empty(Shape{static_cast<int64_t>((p.fused_workspace + 3) / 4)}, DType::F32,
-                                                  Device::cuda(ctx.device()))
-                                  : Tensor();
-    EMBER_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
-        ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-        ws.defined() ? ws.raw() : nullptr, p.fused_workspace, &zero, p.y, mp(y), p.bias, cp(b),
-        g.relu ? p.relu : p.identity, p.y, mp(y)));
-    return;
+  if (p.fused.load(std::memory_order_relaxed)) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
+    const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
+        ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+        ctx.workspace(p.fused_workspace), p.fused_workspace, &zero, p.y, mp(y), p.bias, cp(b),
+        g.relu ? p.relu : p.identity, p.y, mp(y));
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    (void)cudaGetLastError();
+    const std::string what =
+        "conv2d (cuda): the fused forward failed for " + g.str() + ": " + cudnnGetErrorString(status);
+    if (!retry_with_next(status)) throw CudnnError(what);
+    // Off for this plan from now on; this call runs the three-call forward below.
+    std::lock_guard lock(p.retry_mu);
+    if (p.fused.exchange(false)) {
+      p.fused_note = "it failed when it ran";
+      ::ember::log(LogLevel::warn, what + "; convolution, bias and ReLU run as three calls from now on");
+    }
   }
-  Tensor ws = workspace(p, ctx.device());
-  EMBER_CUDNN_CHECK(cudnnConvolutionForward(ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.conv, p.fwd,
-                                            ws.defined() ? ws.raw() : nullptr, p.workspace, &zero, p.y, mp(y)));
+  run_with_fallback(ctx, p, p.fwd, [&](const cudnnConvolutionFwdAlgoPerf_t& a, void* ws, size_t bytes) {
+    return cudnnConvolutionForward(ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, a.algo, ws, bytes, &zero, p.y,
+                                   mp(y));
+  });
   EMBER_CUDNN_CHECK(cudnnAddTensor(ctx.dnn(), &one, p.bias, cp(b), &one, p.y_bias, mp(y)));
   if (g.relu) relu_forward(ctx, y, y);
-  // The workspace returns to the allocator's cache now but is reused only by later work on the
-  // same stream, which runs after this convolution: stream order keeps it safe.
 }
 
 void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y,
-                     const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked) {
+                     const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked,
+                     ::ember::detail::GpuPlanSlot& slot) {
   const Layout layout = x.layout();
   check_layout_fits(g, layout);
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
@@ -239,13 +380,13 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
   if (asymmetric(g)) {  // the padded input again (cheap), the gradient of it, then cropped
     const Conv2dShape v = padded_valid(g);
     Tensor dxp = dx ? Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device()) : Tensor();
-    conv2d_backward(ctx, v, pad_input(ctx, g, x, 0.0f), w, y, dy, dx ? &dxp : nullptr, dw, db, dy_premasked);
+    conv2d_backward(ctx, v, pad_input(ctx, g, x, 0.0f), w, y, dy, dx ? &dxp : nullptr, dw, db, dy_premasked, slot);
     if (dx)
       shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx->raw()), g.h, g.w,
               -g.pad_top, -g.pad_left, 0.0f);
     return;
   }
-  Plan& p = plan_for(ctx, g, layout == Layout::NHWC);
+  Plan& p = plan_for(ctx, g, layout == Layout::NHWC, &slot);
   const Tensor* grad = &dy;
   Tensor masked;
   if (g.relu && !dy_premasked) {
@@ -253,27 +394,35 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
     relu_backward(ctx, y, dy, masked);
     grad = &masked;
   }
-  Tensor ws = workspace(p, ctx.device());
-  void* wsp = ws.defined() ? ws.raw() : nullptr;
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y_bias, cp(*grad), &zero, p.bias, mp(db)));
-  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.dnn(), &one, p.x, cp(x), p.y, cp(*grad), p.conv, p.bwd_filter,
-                                                   wsp, p.workspace, &zero, p.w, mp(dw)));
+  run_with_fallback(ctx, p, p.filter, [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, void* ws, size_t bytes) {
+    return cudnnConvolutionBackwardFilter(ctx.dnn(), &one, p.x, cp(x), p.y, cp(*grad), p.filter_conv, a.algo, ws, bytes,
+                                          &zero, p.w, mp(dw));
+  });
   if (dx)
-    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.dnn(), &one, p.w, cp(w), p.y, cp(*grad), p.conv, p.bwd_data, wsp,
-                                                   p.workspace, &zero, p.x, mp(*dx)));
+    run_with_fallback(ctx, p, p.data, [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, void* ws, size_t bytes) {
+      return cudnnConvolutionBackwardData(ctx.dnn(), &one, p.w, cp(w), p.y, cp(*grad), p.data_conv, a.algo, ws, bytes,
+                                          &zero, p.x, mp(*dx));
+    });
 }
 
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
   const bool nhwc = gpu_nhwc() && !asymmetric(g);  // as the dispatch (layers/ops/conv2d.cpp) decides
-  const Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g, nhwc);
+  Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g, nhwc, nullptr);
+  const bool deterministic = p.fwd.current().determinism == CUDNN_DETERMINISTIC &&
+                             p.data.current().determinism == CUDNN_DETERMINISTIC &&
+                             p.filter.current().determinism == CUDNN_DETERMINISTIC;
+  const size_t workspace =
+      std::max({p.fwd.current_workspace(), p.data.current_workspace(), p.filter.current_workspace()});
   return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + (nhwc ? "NHWC, " : "NCHW, ") +
-         "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd)) + ", bwd-data algo " +
-         std::to_string(static_cast<int>(p.bwd_data)) + ", bwd-filter algo " +
-         std::to_string(static_cast<int>(p.bwd_filter)) + ", workspace " + std::to_string(p.workspace) + " bytes" +
-         (p.deterministic ? ", deterministic" : ", not deterministic") +
+         "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd.current().algo)) + ", bwd-data algo " +
+         std::to_string(static_cast<int>(p.data.current().algo)) + ", bwd-filter algo " +
+         std::to_string(static_cast<int>(p.filter.current().algo)) + ", workspace " + std::to_string(workspace) +
+         " bytes" + (deterministic ? ", deterministic" : ", not deterministic") +
          (p.found ? ", timed by cudnnFind" : ", by cuDNN's heuristics") +
-         (p.fused ? ", forward fused (conv + bias + activation, implicit precomp GEMM)" : "");
+         (p.fused ? ", forward fused (conv + bias + activation, implicit precomp GEMM)"
+                  : (p.fused_note.empty() ? "" : ", forward not fused: " + p.fused_note));
 }
 
 }  // namespace ember::cuda

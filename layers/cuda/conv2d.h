@@ -4,20 +4,25 @@
 // of an explicitly padded input (layers/cuda/pad.h); bias and the fused ReLU run as a cuDNN
 // add and a ReLU kernel. Algorithms are chosen once per shape (cuDNN's
 // heuristics; deterministic backward ones under set_gpu_deterministic; TF32 math only under
-// set_allow_tf32, core/runtime.h) and cached per shape and setting.
+// set_allow_tf32, core/runtime.h) and cached per shape and setting; one that fails when it runs
+// gives way to the next cuDNN listed. `slot` (the op state's) finds the plan again without a
+// lock; workspaces come from the device's shared buffer (Context::workspace).
 #pragma once
 
 #include <string>
 
 #include "../../core/cuda/context.h"
 #include "../../core/tensor.h"
+#include "../cuda_ops.h"
 #include "../geometry.h"
 
 namespace ember::cuda {
 
-void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    ::ember::detail::GpuPlanSlot& slot);
 void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y,
-                     const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked);
+                     const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked,
+                     ::ember::detail::GpuPlanSlot& slot);
 // "cuDNN fwd algo 1, bwd-data algo 1, bwd-filter algo 0, workspace N bytes"
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g);
 

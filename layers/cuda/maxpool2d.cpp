@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <memory>
-#include <tuple>
 
 #include "../../core/cuda/check.h"
 #include "cudnn_desc.h"
@@ -44,12 +43,11 @@ std::unique_ptr<Plan> make_plan(const Pool2dShape& g, bool nhwc) {
   return p;
 }
 
-Plan& plan_for(const Pool2dShape& g, bool nhwc) {
-  using Key =
-      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
-  static auto* cache = new PlanCache<Key, Plan>();
-  const Key key{g.n, g.c, g.h, g.w, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left, nhwc};
-  return cache->get(key, [&] { return make_plan(g, nhwc); });
+// Found through the op's slot (plan_cache.h): no lock or map lookup in the steady state.
+Plan& plan_for(const Pool2dShape& g, bool nhwc, ::ember::detail::GpuPlanSlot& slot) {
+  static auto* cache = new PlanCache<11, Plan>();
+  const PlanCache<11, Plan>::Key key{g.n, g.c, g.h, g.w, g.r, g.s, g.stride_h, g.stride_w, g.pad_top, g.pad_left, nhwc};
+  return cache->get(slot, key, [&] { return make_plan(g, nhwc); });
 }
 
 // Every tensor in the input's layout: NCHW, or NHWC (gpu_nhwc) where cuDNN's windows fit.
@@ -62,21 +60,22 @@ void check(const Context& ctx, const Tensor& t, const Shape& s, const char* what
 }
 }  // namespace
 
-void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* /*indices*/) {
+void maxpool2d_forward(Context& ctx, const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* /*indices*/,
+                       ::ember::detail::GpuPlanSlot& slot) {
   const Layout layout = x.layout();
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
   check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g, layout);
   if (!cudnn_fits(g)) {
-    maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, -INFINITY), y, nullptr);
+    maxpool2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, -INFINITY), y, nullptr, slot);
     return;
   }
-  Plan& p = plan_for(g, layout == Layout::NHWC);
+  Plan& p = plan_for(g, layout == Layout::NHWC, slot);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnPoolingForward(ctx.dnn(), p.pool, &one, p.x, x.raw(), &zero, p.y, y.raw()));
 }
 
 void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
-                        const Tensor* /*indices*/, Tensor& dx, bool relu_input) {
+                        const Tensor* /*indices*/, Tensor& dx, bool relu_input, ::ember::detail::GpuPlanSlot& slot) {
   const Layout layout = x.layout();
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
   check(ctx, y, {g.n, g.c, g.p, g.q}, "output", g, layout);
@@ -85,13 +84,13 @@ void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, con
   if (!cudnn_fits(g)) {  // the padded input again, its gradient, cropped back (then the ReLU mask)
     const Pool2dShape v = padded_valid(g);
     Tensor dxp = Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device());
-    maxpool2d_backward(ctx, v, pad_input(ctx, g, x, -INFINITY), y, dy, nullptr, dxp, false);
+    maxpool2d_backward(ctx, v, pad_input(ctx, g, x, -INFINITY), y, dy, nullptr, dxp, false, slot);
     shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx.raw()), g.h, g.w,
             -g.pad_top, -g.pad_left, 0.0f);
     if (relu_input) relu_backward(ctx, x, dx, dx);
     return;
   }
-  Plan& p = plan_for(g, layout == Layout::NHWC);
+  Plan& p = plan_for(g, layout == Layout::NHWC, slot);
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(
       cudnnPoolingBackward(ctx.dnn(), p.pool, &one, p.y, y.raw(), p.y, dy.raw(), p.x, x.raw(), &zero, p.x, dx.raw()));

@@ -21,19 +21,20 @@ namespace ember::cuda {
 const ::ember::detail::LayerCudaOps* layer_ops_table() {
   static const ::ember::detail::LayerCudaOps table = [] {
     ::ember::detail::LayerCudaOps a{};
-    a.conv2d_forward = [](const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-      conv2d_forward(context_of(x), g, x, w, b, y);
-    };
+    a.conv2d_forward = [](const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                          ::ember::detail::GpuPlanSlot& slot) { conv2d_forward(context_of(x), g, x, w, b, y, slot); };
     a.conv2d_backward = [](const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                           Tensor* dx, Tensor& dw, Tensor& db,
-                           bool premasked) { conv2d_backward(context_of(x), g, x, w, y, dy, dx, dw, db, premasked); };
+                           Tensor* dx, Tensor& dw, Tensor& db, bool premasked, ::ember::detail::GpuPlanSlot& slot) {
+      conv2d_backward(context_of(x), g, x, w, y, dy, dx, dw, db, premasked, slot);
+    };
     a.conv2d_kernel_info = [](int device, const Conv2dShape& g) { return conv2d_kernel_info(context(device), g); };
-    a.maxpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices) {
-      maxpool2d_forward(context_of(x), g, x, y, indices);
+    using ::ember::detail::GpuPlanSlot;
+    a.maxpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices, GpuPlanSlot& slot) {
+      maxpool2d_forward(context_of(x), g, x, y, indices, slot);
     };
     a.maxpool2d_backward = [](const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
-                              const Tensor* indices, Tensor& dx, bool relu_input) {
-      maxpool2d_backward(context_of(x), g, x, y, dy, indices, dx, relu_input);
+                              const Tensor* indices, Tensor& dx, bool relu_input, GpuPlanSlot& slot) {
+      maxpool2d_backward(context_of(x), g, x, y, dy, indices, dx, relu_input, slot);
     };
     a.dense_forward = [](const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y) {
       dense_forward(context_of(x), x, w, b, relu, y);
@@ -71,17 +72,19 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     };
     a.batchnorm_forward_training = [](const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor, float eps,
                                       Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
-                                      Tensor& save_invstd) {
+                                      Tensor& save_invstd, GpuPlanSlot& slot) {
       batchnorm_forward_training(context_of(x), x, gamma, beta, factor, eps, y, running_mean, running_var, save_mean,
-                                 save_invstd);
+                                 save_invstd, slot);
     };
     a.batchnorm_forward_inference = [](const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                       const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y) {
-      batchnorm_forward_inference(context_of(x), x, gamma, beta, running_mean, running_var, eps, y);
+                                       const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y,
+                                       GpuPlanSlot& slot) {
+      batchnorm_forward_inference(context_of(x), x, gamma, beta, running_mean, running_var, eps, y, slot);
     };
     a.batchnorm_backward = [](const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                              const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-      batchnorm_backward(context_of(x), x, dy, gamma, save_mean, save_invstd, eps, dx, dgamma, dbeta);
+                              const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                              GpuPlanSlot& slot) {
+      batchnorm_backward(context_of(x), x, dy, gamma, save_mean, save_invstd, eps, dx, dgamma, dbeta, slot);
     };
     a.avgpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y) {
       avgpool2d_forward(context_of(x), g, x, y);

@@ -7,6 +7,7 @@
 
 #include "../../core/cuda_graph.h"
 #include "../../core/error.h"
+#include "../../core/runtime.h"
 #include "../../data/dataloader.h"
 #include "fit_loop.h"
 #include "model.h"
@@ -121,16 +122,23 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
   // With graphs: two eager full-size steps make every lazy choice (cuDNN plans, workspaces, the
   // optimizer's state), the third is captured, the rest replay it. The graph holds the optimizer's
   // buffers: another optimizer or a restored state means a new capture (after two eager steps,
-  // the first uploading the new values). The learning rate is not in the graph but in device
+  // the first uploading the new values); so does a change of what the captured kernels are or take
+  // as arguments: a kernel setting (TF32, NHWC, fused, deterministic, find, the convolution policy:
+  // kernel_settings_version) or a layer's random seed. The learning rate is not in the graph but in device
   // memory (Optimizer::sync_device_rate, written before each replay): a schedule, per epoch or
   // per step, replays the one graph.
   CudaGraph graph;
   struct GraphKey {
     uint64_t optimizer = 0;
     int64_t state_version = -1;
+    uint64_t kernel_settings = 0, seeds = 0;
     bool operator==(const GraphKey&) const = default;
   } graph_key, warm_key;  // the captured graph's; the eager warm-up steps'
-  const auto current_key = [this] { return GraphKey{optimizer_->id(), optimizer_->state_version()}; };
+  const auto current_key = [this] {
+    uint64_t seeds = 0;  // every layer's seed, mixed in order (a swap changes it too)
+    for (const auto& l : layers_) seeds = (seeds ^ l->random_seed()) * 0x100000001B3ull + 0x9E3779B97F4A7C15ull;
+    return GraphKey{optimizer_->id(), optimizer_->state_version(), kernel_settings_version(), seeds};
+  };
   int eager_full_steps = 0;
   constexpr int kWarmupSteps = 2;
   hooks.step = [&](const Batch& b) {

@@ -13,6 +13,7 @@ namespace {
 struct BatchNormState : OpState {
   Tensor x, x_copy, y, save_mean, save_invstd, dy_copy, dx;
   bool trained = false;  // the last forward was a training one
+  GpuPlanSlot gpu;       // the GPU's plan, found once
 };
 }  // namespace
 
@@ -26,7 +27,8 @@ const Tensor& batchnorm_forward(std::unique_ptr<OpState>& state, const BatchNorm
   s.trained = training;
   if (!training) {
     if (on_gpu(x))
-      layer_cuda_ops().batchnorm_forward_inference(s.x, *a.gamma, *a.beta, *a.running_mean, *a.running_var, a.eps, s.y);
+      layer_cuda_ops().batchnorm_forward_inference(s.x, *a.gamma, *a.beta, *a.running_mean, *a.running_var, a.eps, s.y,
+                                                   s.gpu);
     else
       cpu::batchnorm_forward_inference(s.x, *a.gamma, *a.beta, *a.running_mean, *a.running_var, a.eps, s.y);
     return s.y;
@@ -41,7 +43,7 @@ const Tensor& batchnorm_forward(std::unique_ptr<OpState>& state, const BatchNorm
   ensure(s.save_invstd, Shape{c}, DType::F32, s.x.device());
   if (on_gpu(x))
     layer_cuda_ops().batchnorm_forward_training(s.x, *a.gamma, *a.beta, a.factor, a.eps, s.y, *a.running_mean,
-                                                *a.running_var, s.save_mean, s.save_invstd);
+                                                *a.running_var, s.save_mean, s.save_invstd, s.gpu);
   else
     cpu::batchnorm_forward_training(s.x, *a.gamma, *a.beta, a.factor, a.eps, s.y, *a.running_mean, *a.running_var,
                                     s.save_mean, s.save_invstd);
@@ -56,7 +58,8 @@ const Tensor& batchnorm_backward(std::unique_ptr<OpState>& state, const BatchNor
   const Tensor& g = as_layout(dy, s.x.layout(), s.dy_copy);
   ensure(s.dx, s.x.shape(), DType::F32, s.x.device(), s.x.layout());
   if (on_gpu(g))
-    layer_cuda_ops().batchnorm_backward(s.x, g, *a.gamma, s.save_mean, s.save_invstd, a.eps, s.dx, dgamma, dbeta);
+    layer_cuda_ops().batchnorm_backward(s.x, g, *a.gamma, s.save_mean, s.save_invstd, a.eps, s.dx, dgamma, dbeta,
+                                        s.gpu);
   else
     cpu::batchnorm_backward(s.x, g, *a.gamma, s.save_mean, s.save_invstd, s.dx, dgamma, dbeta);
   return s.dx;

@@ -15,6 +15,7 @@ struct Conv2dState : OpState {
   Tensor x;                // the input in the backend's layout (a view when it was already)
   Tensor x_copy, dy_copy;  // layout conversions, reused across steps
   Tensor y, dx;
+  GpuPlanSlot gpu;  // the GPU's plan and workspace, found once
 };
 
 // The CPU kernels (oneDNN) run channels-last; cuDNN NCHW, or NHWC with gpu_nhwc() where the
@@ -33,7 +34,7 @@ const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape&
   s.x = as_layout(x, layout, s.x_copy);
   ensure(s.y, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), layout);
   if (on_gpu(x))
-    layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y);
+    layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y, s.gpu);
   else
     cpu::conv2d_forward(g, s.x, w, b, s.y);
   return s.y;
@@ -51,7 +52,7 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
     dx = &s.dx;
   }
   if (on_gpu(s.x))
-    layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked);
+    layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked, s.gpu);
   else
     cpu::conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked);
   return dx;

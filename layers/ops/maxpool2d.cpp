@@ -15,6 +15,7 @@ struct MaxPool2dState : OpState {
   Tensor x;                // the input in the backend's layout
   Tensor x_copy, dy_copy;  // layout conversions, reused across steps
   Tensor y, indices, dx;   // indices: the CPU's argmax (undefined on a GPU)
+  GpuPlanSlot gpu;         // the GPU's plan, found once
 };
 }  // namespace
 
@@ -30,7 +31,7 @@ const Tensor& maxpool2d_forward(std::unique_ptr<OpState>& state, const Pool2dSha
     const Layout layout = gpu_nhwc() && fits ? Layout::NHWC : Layout::RowMajor;
     s.x = as_layout(x, layout, s.x_copy);
     ensure(s.y, out, DType::F32, x.device(), layout);
-    layer_cuda_ops().maxpool2d_forward(g, s.x, s.y, nullptr);
+    layer_cuda_ops().maxpool2d_forward(g, s.x, s.y, nullptr, s.gpu);
     return s.y;
   }
   s.x = as_layout(x, Layout::NHWC, s.x_copy);
@@ -48,7 +49,7 @@ const Tensor& maxpool2d_backward(std::unique_ptr<OpState>& state, const Pool2dSh
   const Tensor& g_dy = as_layout(dy, layout, s.dy_copy);
   ensure(s.dx, Shape{g.n, g.c, g.h, g.w}, DType::F32, s.y.device(), layout);
   if (on_gpu(s.y))
-    layer_cuda_ops().maxpool2d_backward(g, s.x, s.y, g_dy, nullptr, s.dx, relu_input);
+    layer_cuda_ops().maxpool2d_backward(g, s.x, s.y, g_dy, nullptr, s.dx, relu_input, s.gpu);
   else
     cpu::maxpool2d_backward(g, s.x, s.y, g_dy, &s.indices, s.dx, relu_input);
   return s.dx;

@@ -4,7 +4,9 @@
 // without one (CI here); scripts/gpu_check.sh runs them on a lent GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "test_util.h"
 
@@ -38,6 +40,26 @@ class OnGpu : public ::testing::Test {
     set_allow_tf32(false);  // compared with the CPU: FP32 math (TF32 is on by default)
   }
 };
+
+// zeros and fill are queued on the stream (a memset, a fill kernel): no upload, no host wait; f64
+// (MetricSums' buffer) fills too.
+TEST_F(OnGpu, ZerosAndFillsQueueWithoutAHostWait) {
+  const Device gpu = Device::cuda(0);
+  synchronize(gpu);
+  const int64_t before = gpu_host_syncs(gpu);
+  Tensor z = Tensor::zeros(Shape{1000}, DType::F64, gpu);
+  Tensor f = Tensor::zeros(Shape{3, 333}, DType::F32, gpu);
+  Tensor n = Tensor::empty(Shape{5}, DType::F64, gpu);
+  n.fill(std::numeric_limits<float>::quiet_NaN());
+  f.fill(2.5f);
+  EXPECT_EQ(gpu_host_syncs(gpu), before);
+  const Tensor zh = z.to(Device::cpu()), fh = f.to(Device::cpu()), nh = n.to(Device::cpu());
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(zh.data<double>()[i], 0.0);
+  for (int64_t i = 0; i < 999; ++i) ASSERT_EQ(fh.f32()[i], 2.5f);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_TRUE(std::isnan(nh.data<double>()[i]));
+  Tensor ints = Tensor::zeros(Shape{4}, DType::I32, gpu);
+  EXPECT_THROW(ints.fill(1.0f), ArgumentError);
+}
 
 TEST_F(OnGpu, RoundTripsAreBitExactForEveryDtypeAndLayout) {
   const Tensor f = test::random_tensor(Shape{3, 5, 7, 2}, 1).to_layout(Layout::NHWC);

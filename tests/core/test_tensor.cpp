@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "test_util.h"
 
@@ -48,6 +49,45 @@ TEST(Tensor, ViewsShareStorageAndAreBoundsChecked) {
   EXPECT_THROW(flat.view(5, Shape{2, 3}), ShapeError);
   EXPECT_THROW(flat.view(-1, Shape{2}), ShapeError);
   EXPECT_THROW(flat.reshape(Shape{3, 3}), ShapeError);
+}
+
+TEST(Tensor, FillWritesF32AndF64AndRefusesOtherDtypes) {
+  Tensor sums = Tensor::zeros(Shape{3}, DType::F64);  // MetricSums' buffer type
+  sums.fill(std::numeric_limits<float>::quiet_NaN());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(sums.data<double>()[i]));
+  sums.fill(0.1f);  // the float's value, widened (not 0.1 as a double)
+  EXPECT_EQ(sums.data<double>()[2], static_cast<double>(0.1f));
+  Tensor counts = Tensor::zeros(Shape{2}, DType::I32);
+  EXPECT_THROW(counts.fill(1.0f), ShapeError);
+  EXPECT_EQ(counts.data<int32_t>()[0], 0);
+}
+
+TEST(Runtime, KernelSettingsVersionCountsRealChangesOnly) {
+  const bool tf32 = allow_tf32();
+  const ConvAlgorithms policy = conv_algorithms();
+  const uint64_t v0 = kernel_settings_version();
+  set_allow_tf32(tf32);  // the value it has: no change
+  set_conv_algorithms(policy);
+  EXPECT_EQ(kernel_settings_version(), v0);
+  set_allow_tf32(!tf32);
+  EXPECT_EQ(kernel_settings_version(), v0 + 1);
+  set_allow_tf32(tf32);
+  EXPECT_EQ(kernel_settings_version(), v0 + 2);  // back again is a change too (a plan made between is stale)
+  const std::pair<void (*)(bool), bool (*)()> switches[] = {{set_gpu_deterministic, gpu_deterministic},
+                                                            {set_cudnn_find, cudnn_find},
+                                                            {set_fused_conv, fused_conv},
+                                                            {set_gpu_nhwc, gpu_nhwc}};
+  for (const auto& [set, get] : switches) {
+    const uint64_t before = kernel_settings_version();
+    const bool was = get();
+    set(!was);
+    set(was);
+    EXPECT_EQ(kernel_settings_version(), before + 2);
+  }
+  const uint64_t before = kernel_settings_version();
+  set_conv_algorithms(policy == ConvAlgorithms::Fast ? ConvAlgorithms::Exact : ConvAlgorithms::Fast);
+  set_conv_algorithms(policy);
+  EXPECT_EQ(kernel_settings_version(), before + 2);
 }
 
 TEST(Tensor, TypedAccessChecksTheDtype) {

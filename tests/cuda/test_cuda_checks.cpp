@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <vector>
 
 #include "core/cuda/check.h"
 #include "ember.h"
@@ -102,6 +104,88 @@ TEST(CudnnAlgoChoice, SkipsFailedOversizedTransformingAndNondeterministicEntries
   EXPECT_FALSE(ember::cuda::choose_algo(list, 5, true, budget).has_value());   // none deterministic: refused
   EXPECT_FALSE(ember::cuda::choose_algo(list, 3, false, budget).has_value());  // only transforms: refused
   EXPECT_FALSE(ember::cuda::choose_algo(list, 0, false, budget).has_value());
+}
+
+// The fall-back list: every allowed entry in cuDNN's order, each algorithm once (cudnnFind may list
+// one algorithm twice, with two math types).
+TEST(CudnnAlgoChoice, CandidatesAreTheAllowedEntriesInOrderEachOnce) {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  const auto entry = [](cudnnConvolutionFwdAlgo_t algo, cudnnStatus_t status, cudnnDeterminism_t det) {
+    Perf p{};
+    p.algo = algo;
+    p.status = status;
+    p.determinism = det;
+    return p;
+  };
+  const Perf list[] = {
+      entry(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_STATUS_NOT_SUPPORTED, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_STATUS_SUCCESS, CUDNN_NON_DETERMINISTIC),
+      entry(CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC)};
+  const auto algos = [&](bool deterministic) {
+    std::vector<int> out;
+    for (const Perf& p : ember::cuda::choose_candidates(list, 6, deterministic, size_t{1} << 20))
+      out.push_back(static_cast<int>(p.algo));
+    return out;
+  };
+  EXPECT_EQ(algos(false),
+            (std::vector<int>{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                              CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT}));
+  EXPECT_EQ(algos(true),
+            (std::vector<int>{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT}));
+  EXPECT_EQ(ember::cuda::choose_candidates(list, 0, false, 0).size(), 0u);
+}
+
+// A perf result's math type on the descriptor: FMA without TF32 whatever was listed; with TF32 the
+// listed one, except a down-conversion of FP32 data to FP16.
+TEST(CudnnAlgoChoice, MathTypeFollowsTheListingWithinTheTf32Setting) {
+  using ember::cuda::math_type_for;
+  for (auto listed : {CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, CUDNN_FMA_MATH})
+    EXPECT_EQ(math_type_for(listed, false), CUDNN_FMA_MATH) << listed;
+  EXPECT_EQ(math_type_for(CUDNN_TENSOR_OP_MATH, true), CUDNN_TENSOR_OP_MATH);
+  EXPECT_EQ(math_type_for(CUDNN_FMA_MATH, true), CUDNN_FMA_MATH);
+  EXPECT_EQ(math_type_for(CUDNN_DEFAULT_MATH, true), CUDNN_DEFAULT_MATH);
+  EXPECT_EQ(math_type_for(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, true), CUDNN_DEFAULT_MATH);
+}
+
+// An algorithm that fails when it runs gives way to the next, for later calls too; a failure that
+// another algorithm would share (a bad parameter) does not; the last one's failure is returned.
+TEST(CudnnAlgoChoice, AFailedAlgorithmGivesWayToTheNextForGood) {
+  using ember::cuda::retry_with_next;
+  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_NOT_SUPPORTED));
+  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT));
+  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_EXECUTION_FAILED));
+  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_INTERNAL_ERROR));
+  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER));
+  EXPECT_FALSE(retry_with_next(CUDNN_STATUS_BAD_PARAM));
+  EXPECT_FALSE(retry_with_next(CUDNN_STATUS_NOT_INITIALIZED));
+  EXPECT_FALSE(retry_with_next(CUDNN_STATUS_SUCCESS));
+
+  std::atomic<size_t> at{0};
+  std::vector<cudnnStatus_t> result = {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_EXECUTION_FAILED, CUDNN_STATUS_SUCCESS,
+                                       CUDNN_STATUS_SUCCESS};
+  std::vector<size_t> ran, moved;
+  const auto attempt = [&](size_t i) {
+    ran.push_back(i);
+    return result[i];
+  };
+  const auto on_move = [&](size_t i, cudnnStatus_t) { moved.push_back(i); };
+  EXPECT_EQ(ember::cuda::run_candidates(at, 4, attempt, on_move), CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(ran, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(moved, (std::vector<size_t>{1, 2}));
+  ran.clear();
+  EXPECT_EQ(ember::cuda::run_candidates(at, 4, attempt, on_move), CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(ran, (std::vector<size_t>{2}));  // the next call starts at the one that worked
+  result[2] = CUDNN_STATUS_BAD_PARAM;        // not another algorithm's to mend: returned as is
+  EXPECT_EQ(ember::cuda::run_candidates(at, 4, attempt, on_move), CUDNN_STATUS_BAD_PARAM);
+  EXPECT_EQ(at.load(), 2u);
+  result[2] = CUDNN_STATUS_NOT_SUPPORTED;
+  result[3] = CUDNN_STATUS_NOT_SUPPORTED;  // the last candidate fails too: its status, nothing left
+  EXPECT_EQ(ember::cuda::run_candidates(at, 4, attempt, on_move), CUDNN_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(at.load(), 3u);
+  EXPECT_EQ(moved, (std::vector<size_t>{1, 2, 3}));
 }
 
 // Which algorithms count as direct sums, for each pass.

@@ -47,6 +47,13 @@
 namespace ember {
 namespace {
 
+// The op state's plan slot for the direct calls below: one for the whole file, so that it also
+// meets other shapes and ops (it finds each plan again through the cache).
+detail::GpuPlanSlot& plan_slot() {
+  static detail::GpuPlanSlot slot;
+  return slot;
+}
+
 const Device kGpu = Device::cuda(0);
 
 class Parity : public ::testing::Test {
@@ -378,8 +385,8 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       const Tensor xg = x.to_layout(act).to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to_layout(act).to(kGpu);
       Tensor yg = nan_on_gpu(dy.shape(), act), dxg = nan_on_gpu(x.shape(), act), dwg = nan_on_gpu(w.shape()),
              dbg = nan_on_gpu(b.shape());
-      cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg);
-      cuda::conv2d_backward(ctx(), g, xg, wg, yg, dyg, &dxg, dwg, dbg, false);
+      cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg, plan_slot());
+      cuda::conv2d_backward(ctx(), g, xg, wg, yg, dyg, &dxg, dwg, dbg, false, plan_slot());
       ctx().synchronize();
       // Sums of <= 36 products (forward, dx) or 3*9*8 = 216 (dw, db) in other orders, and cuDNN
       // may pick FFT/Winograd: 1e-4 relative is still 1000x below a wrong index or a lost bias.
@@ -404,7 +411,7 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
   Tensor xa = nan_on_gpu(Shape{asym.n, asym.c, asym.h, asym.w}, Layout::NHWC);
   Tensor ya = nan_on_gpu(Shape{asym.n, asym.k, asym.p, asym.q}, Layout::NHWC);
   EXPECT_THROW(cuda::conv2d_forward(ctx(), asym, xa, nan_on_gpu(Shape{asym.k, asym.c, asym.r, asym.s}),
-                                    nan_on_gpu(Shape{asym.k}), ya),
+                                    nan_on_gpu(Shape{asym.k}), ya, plan_slot()),
                ShapeError);
 }
 
@@ -421,8 +428,8 @@ TEST_F(Parity, DeterministicConvolutionsGiveTheSameBitsTwice) {
   for (int run = 0; run < 2; ++run) {
     Tensor y = nan_on_gpu(dy.shape()), dx = nan_on_gpu(x.shape()), dw = nan_on_gpu(w.shape()),
            db = nan_on_gpu(b.shape());
-    cuda::conv2d_forward(ctx(), g, x, w, b, y);
-    cuda::conv2d_backward(ctx(), g, x, w, y, dy, &dx, dw, db, false);
+    cuda::conv2d_forward(ctx(), g, x, w, b, y, plan_slot());
+    cuda::conv2d_backward(ctx(), g, x, w, y, dy, &dx, dw, db, false, plan_slot());
     std::vector<float> all = y.to_vector(), v = dx.to_vector(), u = dw.to_vector();
     all.insert(all.end(), v.begin(), v.end());
     all.insert(all.end(), u.begin(), u.end());
@@ -459,8 +466,8 @@ TEST_F(Parity, MaxPoolForwardAndBackwardWithFusedRelu) {
 
       const Tensor xg = x.to_layout(act).to(kGpu), dyg = dy.to_layout(act).to(kGpu);
       Tensor yg = nan_on_gpu(dy.shape(), act), dxg = nan_on_gpu(x.shape(), act);
-      cuda::maxpool2d_forward(ctx(), g, xg, yg, nullptr);
-      cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, nullptr, dxg, true);
+      cuda::maxpool2d_forward(ctx(), g, xg, yg, nullptr, plan_slot());
+      cuda::maxpool2d_backward(ctx(), g, xg, yg, dyg, nullptr, dxg, true, plan_slot());
       ctx().synchronize();
       EXPECT_EQ(yg.to_vector(), y.to_vector()) << label << (nhwc ? " (NHWC)" : "");  // a max selects: exact
       // Routing and masking: exact. Overlapping windows (3x3/1) add several dy into one dx in
@@ -710,11 +717,11 @@ TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
     Tensor yg = nan_on_gpu(shape, layout), yig = nan_on_gpu(shape, layout), dxg = nan_on_gpu(shape, layout);
     Tensor rmg = rm0.to(kGpu), rvg = rv0.to(kGpu), smg = nan_on_gpu(Shape{c}), sig = nan_on_gpu(Shape{c});
     Tensor dgg = nan_on_gpu(Shape{c}), dbg = nan_on_gpu(Shape{c});
-    cuda::batchnorm_forward_training(ctx(), xg, gg, bg, factor, eps, yg, rmg, rvg, smg, sig);
+    cuda::batchnorm_forward_training(ctx(), xg, gg, bg, factor, eps, yg, rmg, rvg, smg, sig, plan_slot());
     // Inference from the same running statistics on both (the CPU's, after its step).
-    cuda::batchnorm_forward_inference(ctx(), xg, gg, bg, rm.to(kGpu), rv.to(kGpu), eps, yig);
+    cuda::batchnorm_forward_inference(ctx(), xg, gg, bg, rm.to(kGpu), rv.to(kGpu), eps, yig, plan_slot());
     // Backward from the GPU's own saved statistics, as the layer runs it.
-    cuda::batchnorm_backward(ctx(), xg, dyg, gg, smg, sig, eps, dxg, dgg, dbg);
+    cuda::batchnorm_backward(ctx(), xg, dyg, gg, smg, sig, eps, dxg, dgg, dbg, plan_slot());
     ctx().synchronize();
     EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-5) << label;
     EXPECT_LE(rel_error(rmg.to_vector(), rm.to_vector()), 1e-5) << label << ": moving mean";
