@@ -267,6 +267,7 @@ void Tensor::fill(float value) {
     detail::require_cuda_module([&] { return "fill a tensor on " + device_.str(); }).fill(*this, value);
     return;
   }
+  EMBER_CHECK(dtype_ == DType::F32 || dtype_ == DType::F64, ArgumentError, "fill: f32 or f64 only, got " + str());
   const int64_t n = numel();
   if (dtype_ == DType::F64) {  // the f64 sums buffers (MetricSums)
     double* d = static_cast<double*>(raw());

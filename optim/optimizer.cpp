@@ -24,6 +24,12 @@ void Optimizer::prepare(const Tensor& params, const Tensor& grads, std::vector<T
               ShapeError, name() + ": parameters " + params.str() + " and gradients " + grads.str() + " do not match");
   for (Tensor* s : state) {
     if (!s->defined() || s->numel() != params.numel() || s->device() != params.device()) {
+      // Made inside a CUDA graph capture, the zeroing would be part of the graph: every replay
+      // would reset the state (Adam's moments) to zero, silently.
+      EMBER_CHECK(!params.device().is_cuda() || !CudaGraph::capturing(params.device()), Error,
+                  name() +
+                      ": its state is made by its first step, which cannot be inside a CUDA graph capture "
+                      "(each replay would zero it again): take one step before capturing");
       *s = Tensor::zeros(Shape{params.numel()}, DType::F32, params.device());
     }
   }

@@ -1,6 +1,7 @@
 // Per-device contexts (see context.h).
 #include "context.h"
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <mutex>
@@ -111,15 +112,26 @@ cudnnHandle_t Context::dnn() {
   return dnn_;
 }
 
-void* Context::workspace(size_t bytes) {
-  if (bytes == 0) return nullptr;
+Context::Workspace Context::workspace(size_t bytes) {
+  Workspace w;
+  if (bytes == 0) return w;
   std::lock_guard lock(mu_);
-  if (!workspace_.defined() || workspace_.nbytes() < bytes) {
-    const int64_t rounded = static_cast<int64_t>((bytes + 255) / 256 * 256);
-    workspace_ = Tensor();  // the old block first: under a memory cap both may not fit
-    workspace_ = Tensor::empty(Shape{rounded}, DType::U8, Device::cuda(device_));
+  if (workspace_.defined() && workspace_.nbytes() >= bytes) {
+    w.ptr = workspace_.raw();
+    return w;
   }
-  return workspace_.raw();
+  const auto block = [&](size_t n) {
+    return Tensor::empty(Shape{static_cast<int64_t>((n + 255) / 256 * 256)}, DType::U8, Device::cuda(device_));
+  };
+  if (bytes > std::min(kKeptWorkspace, allocator_headroom(device_) / 4)) {
+    w.transient = block(bytes);  // too large to keep: the caching allocator's for this call
+    w.ptr = w.transient.raw();
+    return w;
+  }
+  workspace_ = Tensor();  // the old block first: under a memory cap both may not fit
+  workspace_ = block(bytes);
+  w.ptr = workspace_.raw();
+  return w;
 }
 
 Context::~Context() {

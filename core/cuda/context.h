@@ -30,11 +30,20 @@ class Context {
   cublasHandle_t blas();
   cudnnHandle_t dnn();
   // A device buffer of at least `bytes` for the library calls queued on this stream (cuDNN's
-  // convolution workspaces), null for 0: one per device, grown to the largest request and kept,
-  // so a call in the steady state allocates nothing and the footprint is the largest workspace,
-  // not the sum. Safe to share: the stream runs one call at a time, and a buffer it grows away
-  // from returns to the caching allocator in stream order (held while a CUDA graph may use it).
-  void* workspace(size_t bytes);
+  // convolution workspaces): a buffer kept per device, grown to the largest request up to
+  // kKeptWorkspace bytes (and a quarter of what a memory cap still allows), so a call in the
+  // steady state allocates nothing and the footprint is the largest workspace, not the sum; a
+  // larger request gets a block of its own from the caching allocator (`transient`, which the
+  // caller keeps until the call is queued). One host thread per device at a time, as the
+  // context's cuDNN handle already requires: the pointer is used after the call returns, and a
+  // buffer it grows away from returns to the caching allocator in stream order (held while a
+  // CUDA graph may use it).
+  static constexpr size_t kKeptWorkspace = size_t{64} << 20;
+  struct Workspace {
+    void* ptr = nullptr;
+    Tensor transient;
+  };
+  Workspace workspace(size_t bytes);
   // Blocks the host until the stream's work is done (and reports an asynchronous error);
   // counted in host_syncs().
   void synchronize() const;

@@ -71,12 +71,14 @@ inline cudnnMathType_t math_type_for(cudnnMathType_t listed, bool allow_tf32) {
 }
 
 // Whether a convolution that failed with `s` when it ran may succeed with another algorithm:
-// "not supported" (of any kind), an internal or execution failure, a pointer alignment the
-// algorithm needs. Not a bad parameter or an uninitialised library: those are Ember's bugs or
-// the machine's, and another algorithm would fail alike.
+// "not supported" (of any kind: shape, layout, shared memory, ...) or a pointer alignment the
+// algorithm needs. Not an execution or internal failure: those are how cuDNN passes on a CUDA
+// error (a sticky fault of an earlier kernel, an invalidated capture, a passing out-of-memory),
+// which another algorithm would meet too and must not be blamed on this one; nor a bad
+// parameter or an uninitialised library (Ember's bugs or the machine's).
 inline bool retry_with_next(cudnnStatus_t s) {
   const int code = static_cast<int>(s);
-  return (code >= 3000 && code < 6000) || s == CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER;
+  return (code >= 3000 && code < 4000) || s == CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER;
 }
 
 // The fall-back of a direction's `count` candidates: runs attempt(i) for the current one (`at`);

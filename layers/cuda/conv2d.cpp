@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../core/cuda/check.h"
+#include "../../core/cuda_graph.h"
 #include "../../core/log.h"
 #include "../../core/runtime.h"
 #include "algo_choice.h"
@@ -126,9 +127,9 @@ ConvDesc& conv_of(Plan& p, const cudnnConvolutionBwdFilterAlgoPerf_t*) { return 
 // Fills `c` from cuDNN's list: the rule's candidates (choose_candidates), each sized; an error
 // naming the shape when none is left (never a silent fall back to one that sums with atomics).
 template <class Perf>
-void choose(Context& ctx, Plan& p, Choice<Perf>& c, const Perf* listed, int found, bool nhwc) {
+void choose(Context& ctx, Plan& p, Choice<Perf>& c, const Perf* listed, int found, bool nhwc, size_t budget) {
   const bool deterministic = deterministic_algorithms();
-  for (const Perf& perf : choose_candidates(listed, found, deterministic, workspace_budget(ctx.device()))) {
+  for (const Perf& perf : choose_candidates(listed, found, deterministic, budget)) {
     const auto bytes = workspace_size(ctx, p, perf);
     if (!bytes) continue;
     c.candidates.push_back(perf);
@@ -150,12 +151,12 @@ void choose(Context& ctx, Plan& p, Choice<Perf>& c, const Perf* listed, int foun
 struct FindBuffers {
   Tensor x, w, y, ws;
   size_t ws_bytes = 0;
-  FindBuffers(const Conv2dShape& g, int device) {
+  FindBuffers(const Conv2dShape& g, int device, size_t budget) {
     const Device d = Device::cuda(device);
     x = Tensor::zeros(Shape{g.n * g.c * g.h * g.w}, DType::F32, d);
     w = Tensor::zeros(Shape{g.k * g.c * g.r * g.s}, DType::F32, d);
     y = Tensor::zeros(Shape{g.n * g.k * g.p * g.q}, DType::F32, d);
-    ws_bytes = workspace_budget(device);
+    ws_bytes = budget;
     if (ws_bytes > 0) ws = Tensor::empty(Shape{static_cast<int64_t>(ws_bytes)}, DType::U8, d);
   }
   void* workspace() { return ws_bytes > 0 ? ws.raw() : nullptr; }
@@ -192,8 +193,11 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   // rule (algo_choice.h).
   constexpr int kMax = 8;
   const bool find = cudnn_find();
+  // One budget for the plan, taken before cudnnFind's own buffers are (they would halve it): what
+  // Find timed is what the rule then allows.
+  const size_t budget = workspace_budget(ctx.device());
   std::optional<FindBuffers> fb;
-  if (find) fb.emplace(g, ctx.device());
+  if (find) fb.emplace(g, ctx.device(), budget);
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
   if (find)
@@ -204,7 +208,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
     EMBER_CUDNN_CHECK(
         cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), p->x, p->w, p->fwd_conv, p->y, kMax, &found, fwd));
   const std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd_listed(fwd, fwd + found);
-  choose(ctx, *p, p->fwd, fwd, found, nhwc);
+  choose(ctx, *p, p->fwd, fwd, found, nhwc, budget);
   cudnnConvolutionBwdDataAlgoPerf_t bd[kMax];
   if (find)
     EMBER_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.dnn(), p->w, fb->w.raw(), p->y, fb->y.raw(),
@@ -213,7 +217,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   else
     EMBER_CUDNN_CHECK(
         cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), p->w, p->y, p->data_conv, p->x, kMax, &found, bd));
-  choose(ctx, *p, p->data, bd, found, nhwc);
+  choose(ctx, *p, p->data, bd, found, nhwc, budget);
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kMax];
   if (find)
     EMBER_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.dnn(), p->x, fb->x.raw(), p->y, fb->y.raw(),
@@ -222,7 +226,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   else
     EMBER_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn(), p->x, p->y, p->filter_conv, p->w, kMax, &found, bf));
-  choose(ctx, *p, p->filter, bf, found, nhwc);
+  choose(ctx, *p, p->filter, bf, found, nhwc, budget);
   p->found = find;
 
   if (fused_conv()) {
@@ -238,7 +242,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
     } else if (cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->fwd_conv, p->y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
                                                        &bytes) != CUDNN_STATUS_SUCCESS ||
-               bytes > workspace_budget(ctx.device())) {
+               bytes > budget) {
       p->fused_note = "cuDNN cannot size implicit precomp GEMM's workspace within the budget";
     } else {
       EMBER_CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
@@ -289,13 +293,16 @@ void run_with_fallback(Context& ctx, Plan& p, Choice<Perf>& c, Call&& call) {
            cudnnGetErrorString(status);
   };
   size_t tried = 0;
+  // Inside a CUDA graph capture nothing moves on: the eager steps before it ran these algorithms,
+  // so a failure here is the capture's, and a choice changed now would outlive it.
+  const bool capturing = CudaGraph::capturing(Device::cuda(ctx.device()));
+  const size_t count = capturing ? c.at.load(std::memory_order_acquire) + 1 : c.candidates.size();
   const cudnnStatus_t status = run_candidates(
-      c.at, c.candidates.size(),
+      c.at, count,
       [&](size_t i) {
         ++tried;
-        const cudnnStatus_t s = call(c.candidates[i], ctx.workspace(c.workspace[i]), c.workspace[i]);
-        if (s != CUDNN_STATUS_SUCCESS) (void)cudaGetLastError();  // a non-sticky launch error of the failed call
-        return s;
+        const Context::Workspace ws = ctx.workspace(c.workspace[i]);
+        return call(c.candidates[i], ws.ptr, c.workspace[i]);
       },
       [&](size_t next, cudnnStatus_t why) {
         std::lock_guard lock(p.retry_mu);
@@ -305,7 +312,8 @@ void run_with_fallback(Context& ctx, Plan& p, Choice<Perf>& c, Call&& call) {
       });
   if (status != CUDNN_STATUS_SUCCESS) {
     const size_t at = c.at.load(std::memory_order_relaxed);
-    throw CudnnError(failed(at, status) + (tried > 1 ? " (" + std::to_string(tried) + " algorithms tried)" : ""));
+    throw CudnnError(failed(at, status) + (tried > 1 ? " (" + std::to_string(tried) + " algorithms tried)" : "") +
+                     (capturing ? " (inside a CUDA graph capture)" : ""));
   }
 }
 
@@ -342,15 +350,15 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   Plan& p = plan_for(ctx, g, layout == Layout::NHWC, &slot);
   const float one = 1.0f, zero = 0.0f;
   if (p.fused.load(std::memory_order_relaxed)) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
+    const Context::Workspace ws = ctx.workspace(p.fused_workspace);
     const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
-        ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-        ctx.workspace(p.fused_workspace), p.fused_workspace, &zero, p.y, mp(y), p.bias, cp(b),
-        g.relu ? p.relu : p.identity, p.y, mp(y));
+        ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws.ptr,
+        p.fused_workspace, &zero, p.y, mp(y), p.bias, cp(b), g.relu ? p.relu : p.identity, p.y, mp(y));
     if (status == CUDNN_STATUS_SUCCESS) return;
-    (void)cudaGetLastError();
     const std::string what =
         "conv2d (cuda): the fused forward failed for " + g.str() + ": " + cudnnGetErrorString(status);
-    if (!retry_with_next(status)) throw CudnnError(what);
+    // Not switched off for a failure that is not its own, nor inside a capture (see run_with_fallback).
+    if (!retry_with_next(status) || CudaGraph::capturing(Device::cuda(ctx.device()))) throw CudnnError(what);
     // Off for this plan from now on; this call runs the three-call forward below.
     std::lock_guard lock(p.retry_mu);
     if (p.fused.exchange(false)) {
@@ -415,6 +423,11 @@ std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
                              p.filter.current().determinism == CUDNN_DETERMINISTIC;
   const size_t workspace =
       std::max({p.fwd.current_workspace(), p.data.current_workspace(), p.filter.current_workspace()});
+  std::string fused_note;
+  {
+    std::lock_guard lock(p.retry_mu);  // written there when the fused forward fails
+    fused_note = p.fused_note;
+  }
   return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + (nhwc ? "NHWC, " : "NCHW, ") +
          "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd.current().algo)) + ", bwd-data algo " +
          std::to_string(static_cast<int>(p.data.current().algo)) + ", bwd-filter algo " +
@@ -422,7 +435,7 @@ std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
          " bytes" + (deterministic ? ", deterministic" : ", not deterministic") +
          (p.found ? ", timed by cudnnFind" : ", by cuDNN's heuristics") +
          (p.fused ? ", forward fused (conv + bias + activation, implicit precomp GEMM)"
-                  : (p.fused_note.empty() ? "" : ", forward not fused: " + p.fused_note));
+                  : (fused_note.empty() ? "" : ", forward not fused: " + fused_note));
 }
 
 }  // namespace ember::cuda

@@ -159,8 +159,8 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
             train_step(b.inputs, b.targets, sums);  // queued into the graph, not run
           });
           graph_key = key;
-          graph.launch();  // this step: its host part (the optimizer's count) ran in the capture
-        } catch (const CudaError& e) {
+          graph.launch();                  // this step: its host part (the optimizer's count) ran in the capture
+        } catch (const BackendError& e) {  // CUDA's, or cuDNN's / cuBLAS's inside the capture
           optimizer_->set_iterations(iterations);  // nothing ran: the device's count is uploaded again
           throw CudaError(std::string("cuda graphs: capturing the training step failed (train without graphs): ") +
                           e.what());

@@ -156,16 +156,21 @@ TEST(CudnnAlgoChoice, AFailedAlgorithmGivesWayToTheNextForGood) {
   using ember::cuda::retry_with_next;
   EXPECT_TRUE(retry_with_next(CUDNN_STATUS_NOT_SUPPORTED));
   EXPECT_TRUE(retry_with_next(CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT));
-  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_EXECUTION_FAILED));
-  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_INTERNAL_ERROR));
+  EXPECT_TRUE(retry_with_next(CUDNN_STATUS_NOT_SUPPORTED_LAYOUT));
   EXPECT_TRUE(retry_with_next(CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER));
+  // How cuDNN passes on a CUDA error (a sticky fault, an invalidated capture) or a passing
+  // out-of-memory: not the algorithm's fault, so never a reason to give it up.
+  EXPECT_FALSE(retry_with_next(CUDNN_STATUS_EXECUTION_FAILED));
+  EXPECT_FALSE(retry_with_next(CUDNN_STATUS_EXECUTION_FAILED_CUDART));
+  EXPECT_FALSE(retry_with_next(CUDNN_STATUS_INTERNAL_ERROR));
+  EXPECT_FALSE(retry_with_next(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED));
   EXPECT_FALSE(retry_with_next(CUDNN_STATUS_BAD_PARAM));
   EXPECT_FALSE(retry_with_next(CUDNN_STATUS_NOT_INITIALIZED));
   EXPECT_FALSE(retry_with_next(CUDNN_STATUS_SUCCESS));
 
   std::atomic<size_t> at{0};
-  std::vector<cudnnStatus_t> result = {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_EXECUTION_FAILED, CUDNN_STATUS_SUCCESS,
-                                       CUDNN_STATUS_SUCCESS};
+  std::vector<cudnnStatus_t> result = {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
+                                       CUDNN_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS};
   std::vector<size_t> ran, moved;
   const auto attempt = [&](size_t i) {
     ran.push_back(i);
@@ -180,6 +185,9 @@ TEST(CudnnAlgoChoice, AFailedAlgorithmGivesWayToTheNextForGood) {
   EXPECT_EQ(ran, (std::vector<size_t>{2}));  // the next call starts at the one that worked
   result[2] = CUDNN_STATUS_BAD_PARAM;        // not another algorithm's to mend: returned as is
   EXPECT_EQ(ember::cuda::run_candidates(at, 4, attempt, on_move), CUDNN_STATUS_BAD_PARAM);
+  EXPECT_EQ(at.load(), 2u);
+  result[2] = CUDNN_STATUS_EXECUTION_FAILED_CUDART;  // an earlier kernel's fault, passed on: the same
+  EXPECT_EQ(ember::cuda::run_candidates(at, 4, attempt, on_move), CUDNN_STATUS_EXECUTION_FAILED_CUDART);
   EXPECT_EQ(at.load(), 2u);
   result[2] = CUDNN_STATUS_NOT_SUPPORTED;
   result[3] = CUDNN_STATUS_NOT_SUPPORTED;  // the last candidate fails too: its status, nothing left
