@@ -223,8 +223,8 @@ void save_checkpoint(const Model& model, const std::string& path, const Training
   if (const Optimizer* o = model.optimizer()) {
     opt = {{"name", o->name()}, {"iterations", o->iterations()}};
     for (const auto& [k, v] : o->hyperparameters()) opt[k] = v;
-    for (const auto& [name, t] : o->state())
-      if (t.defined()) st.tensors.emplace_back("optimizer/" + name, host(t));
+    for (const auto& [name, t] : o->state())  // without the flat buffers' padding: one value per parameter
+      if (t.defined()) st.tensors.emplace_back("optimizer/" + name, model.pack_params_layout(host(t)));
   }
   st.metadata = state.extra;
   for (const char* written_if_any : {"batches_done", "weight_decay_switches"})  // never a caller's extra
@@ -292,7 +292,7 @@ TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
     if (t.numel() != model.num_params() || t.dtype() != DType::F32)
       bad(path, "optimizer state '" + name + "' has " + std::to_string(t.numel()) + " values for " +
                     std::to_string(model.num_params()) + " parameters");
-    saved.tensors.emplace_back(name.substr(10), t);
+    saved.tensors.emplace_back(name.substr(10), model.unpack_params_layout(t));  // into params()' layout
   }
   const bool restore_now = opt && saved_name && saved.name == opt->name();
   if (restore_now) detail::check_optimizer_state(*opt, saved);

@@ -350,17 +350,26 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
                     " must output per-sample values (features,), got " + s.str());
   }
   int64_t total = 0;  // twins own nothing: their first call's parameters and state are theirs
+  num_params_ = 0;
   for (size_t i = 0; i < layers_.size(); ++i)
-    if (shares_[i] < 0) total += layers_[i]->num_params();
+    if (shares_[i] < 0)
+      for (const auto& spec : layers_[i]->param_specs()) {
+        total += aligned_view(spec.shape.numel());
+        num_params_ += spec.shape.numel();
+      }
   params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
   grads_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());
   int64_t state_total = 0;
   averaged_state_numel_ = 0;
+  num_non_trainable_ = 0;
   for (size_t i = 0; i < layers_.size(); ++i)
     for (const auto& spec : layers_[i]->state_specs()) {
       if (shares_[i] >= 0) break;
-      state_total += spec.shape.numel();
-      if (spec.averaged) averaged_state_numel_ += spec.shape.numel();
+      state_total += aligned_view(spec.shape.numel());
+      if (spec.averaged) {
+        averaged_state_numel_ += aligned_view(spec.shape.numel());
+        num_non_trainable_ += spec.shape.numel();
+      }
     }
   state_ = Tensor::zeros(Shape{state_total}, DType::F32, Device::cpu());
   bind_layers();
@@ -427,13 +436,13 @@ void Model::bind_layers() {
     for (const auto& spec : l.param_specs()) {
       p.push_back(params_.view(offset, spec.shape));
       g.push_back(grads_.view(offset, spec.shape));
-      offset += spec.shape.numel();
+      offset += aligned_view(spec.shape.numel());
     }
     l.bind(std::move(p), std::move(g));
     for (const auto& spec : l.state_specs()) {
       int64_t& at = spec.averaged ? averaged : other;
       st.push_back(state_.view(at, spec.shape));
-      at += spec.shape.numel();
+      at += aligned_view(spec.shape.numel());
     }
     l.bind_state(std::move(st));
   }
@@ -441,7 +450,8 @@ void Model::bind_layers() {
   // call's after every backward pass).
   int64_t twin_total = 0;
   for (size_t i = 0; i < layers_.size(); ++i)
-    if (shares_[i] >= 0) twin_total += layers_[i]->num_params();
+    if (shares_[i] >= 0)
+      for (const auto& spec : layers_[i]->param_specs()) twin_total += aligned_view(spec.shape.numel());
   twin_grads_ = twin_total > 0 ? Tensor::zeros(Shape{twin_total}, DType::F32, params_.device()) : Tensor();
   int64_t at = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -450,7 +460,7 @@ void Model::bind_layers() {
     std::vector<Tensor> g;
     for (const auto& spec : layers_[i]->param_specs()) {
       g.push_back(twin_grads_.view(at, spec.shape));
-      at += spec.shape.numel();
+      at += aligned_view(spec.shape.numel());
     }
     layers_[i]->bind(first.params(), std::move(g));
     layers_[i]->bind_state(first.state());
@@ -471,6 +481,48 @@ void Model::set_random_seed(uint64_t seed) {
 void Model::set_random_stream(uint64_t stream) {
   random_stream_ = stream;
   if (built()) seed_random_layers();
+}
+
+// Calls `f(padded_offset, packed_offset, n)` for every parameter view of the flat buffers, in order.
+template <class F>
+static void for_each_param_view(const std::vector<std::shared_ptr<Layer>>& layers, const std::vector<int>& shares,
+                                F&& f) {
+  int64_t padded = 0, packed = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (shares[i] >= 0) continue;
+    for (const auto& spec : layers[i]->param_specs()) {
+      const int64_t n = spec.shape.numel();
+      f(padded, packed, n);
+      padded += Model::aligned_view(n);
+      packed += n;
+    }
+  }
+}
+
+Tensor Model::pack_params_layout(const Tensor& padded) const {
+  require_built("pack_params_layout");
+  EMBER_CHECK(padded.numel() == params_.numel() && padded.dtype() == DType::F32, ShapeError,
+              "Model::pack_params_layout: expects an f32 buffer of " + std::to_string(params_.numel()) +
+                  " values (params()' layout), got " + padded.str());
+  Tensor packed = Tensor::empty(Shape{num_params_}, DType::F32, padded.device());
+  Tensor src = padded.reshape(Shape{padded.numel()});
+  for_each_param_view(layers_, shares_, [&](int64_t from, int64_t to, int64_t n) {
+    packed.view(to, Shape{n}).copy_from(src.view(from, Shape{n}));
+  });
+  return packed;
+}
+
+Tensor Model::unpack_params_layout(const Tensor& packed) const {
+  require_built("unpack_params_layout");
+  EMBER_CHECK(packed.numel() == num_params_ && packed.dtype() == DType::F32, ShapeError,
+              "Model::unpack_params_layout: expects an f32 buffer of " + std::to_string(num_params_) +
+                  " values (one per parameter), got " + packed.str());
+  Tensor padded = Tensor::zeros(Shape{params_.numel()}, DType::F32, packed.device());
+  Tensor src = packed.reshape(Shape{packed.numel()});
+  for_each_param_view(layers_, shares_, [&](int64_t to, int64_t from, int64_t n) {
+    padded.view(to, Shape{n}).copy_from(src.view(from, Shape{n}));
+  });
+  return padded;
 }
 
 Tensor Model::averaged_state() const {
@@ -1141,7 +1193,7 @@ Tensor Model::decay_mask() const {
       for (const auto& [name, on] : decay_overrides_)
         if (name == l->name() + "/" + spec.name) decay = on;
       if (decay) mask.view(offset, Shape{n}).fill(1.0f);
-      offset += n;
+      offset += aligned_view(n);  // the padding: 0, never decayed
     }
   }
   EMBER_CHECK(offset == params_.numel(), Error, "Model::decay_mask: the layers' parameters do not fill the buffer");

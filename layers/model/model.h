@@ -405,9 +405,23 @@ class Model {
   const Tensor& forward_layers(const Tensor& x, bool training, size_t begin, size_t end);
   const Tensor& backward_layers(const Tensor& dy, size_t begin, size_t end);
 
+  // The flat buffers. Every view in them (a parameter, its gradient, a state tensor) starts on a
+  // kViewAlignment-byte boundary of the buffer (cuDNN's and cuBLAS's vectorised kernels want
+  // aligned pointers; the buffers' own starts are 256-byte aligned on a GPU, 64 on the CPU), so
+  // the buffers hold zero padding between views: params().numel() >= num_params(). The padding
+  // stays zero (no layer writes it, its gradient is zero, so every optimizer leaves it at zero).
+  static constexpr int64_t kViewAlignment = 256;
+  static constexpr int64_t aligned_view(int64_t n) {  // floats a view of n values takes, padding included
+    constexpr int64_t per = kViewAlignment / static_cast<int64_t>(sizeof(float));
+    return (n + per - 1) / per * per;
+  }
   Tensor& params() { return params_; }
   const Tensor& params() const { return params_; }
   Tensor& grads() { return grads_; }
+  // A flat buffer of params()' layout (the optimizers' state) without its padding (num_params()
+  // values, the layers' parameters in order: what a checkpoint stores), and back.
+  Tensor pack_params_layout(const Tensor& padded) const;
+  Tensor unpack_params_layout(const Tensor& packed) const;
   Optimizer* optimizer() { return optimizer_.get(); }
   // The layers in the order they run (a graph model's topological order; no Input).
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
@@ -437,14 +451,14 @@ class Model {
   std::vector<std::string> output_names() const;
   const std::vector<int>& output_layers() const { return outputs_; }
   const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  // per sample
-  int64_t num_params() const { return params_.defined() ? params_.numel() : 0; }
+  int64_t num_params() const { return num_params_; }  // trainable values (the padding not counted)
   // The flat non-trainable state (see StateSpec): every layer's, averaged statistics first.
   Tensor& state() { return state_; }
   const Tensor& state() const { return state_; }
   // The part of state() that replicas average after every step (a view; may be empty).
   Tensor averaged_state() const;
   // Elements of averaged state: summary()'s "Non-trainable params".
-  int64_t num_non_trainable() const { return averaged_state_numel_; }
+  int64_t num_non_trainable() const { return num_non_trainable_; }
   // "<layer>/<state>" views ("batch_normalization/moving_mean"), in layer order (the buffer
   // holds every layer's averaged statistics first).
   std::vector<std::pair<std::string, Tensor>> named_state() const;
@@ -540,7 +554,8 @@ class Model {
   void check_range(size_t begin, size_t end, const char* what) const;  // ArgumentError unless [begin, end) are layers
 
   Tensor params_, grads_, state_;
-  int64_t averaged_state_numel_ = 0;
+  int64_t averaged_state_numel_ = 0;                // the averaged region of state_, padding included
+  int64_t num_params_ = 0, num_non_trainable_ = 0;  // values, padding not included
   uint64_t seed_ = 0, random_stream_ = 0;
   Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;

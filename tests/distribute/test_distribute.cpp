@@ -412,11 +412,13 @@ TEST(DataParallel, MovingStatisticsAreAveragedAndEqualOnEveryRank) {
       mean += 0.5 * mu;
       var_sum += 0.5 * s2 / (m - 1);
     }
-    // state: [moving_mean, moving_variance] of the BN (averaged region), then Dropout's counter.
-    ASSERT_EQ(state[0].size(), 4u);
+    // state: [moving_mean, moving_variance] of the BN (averaged region), then Dropout's counter,
+    // each view on a 256-byte boundary of the buffer (a view of 1 or 2 values takes 64 floats).
+    const size_t view = static_cast<size_t>(Model::aligned_view(1));
+    ASSERT_EQ(state[0].size(), 3 * view);
     EXPECT_NEAR(state[0][0], 0.01 * mean, 1e-6);
-    EXPECT_NEAR(state[0][1], 0.99 + 0.01 * var_sum, 1e-6);
-    EXPECT_EQ(state[0][2], 1.0f);  // Dropout's step counter: one step, not averaged
+    EXPECT_NEAR(state[0][view], 0.99 + 0.01 * var_sum, 1e-6);
+    EXPECT_EQ(state[0][2 * view], 1.0f);  // Dropout's step counter: one step, not averaged
   }
   set_num_threads(0);
 }

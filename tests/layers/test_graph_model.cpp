@@ -86,7 +86,7 @@ TEST(GraphModel, GradientsOfABranchingGraphMatchFiniteDifferences) {
   opt.step = 1e-3;  // as the Sequential's model check: smooth between kinks
   const test::GradCheckResult r = test::check_gradient(
       [&] { return double(loss.forward(m.forward(x, true), labels)); },
-      std::span<float>(m.params().f32(), static_cast<size_t>(m.num_params())), analytic, "branching", opt);
+      std::span<float>(m.params().f32(), static_cast<size_t>(m.params().numel())), analytic, "branching", opt);
   EXPECT_GT(r.checked, m.num_params() * 3 / 4);
 }
 
@@ -101,16 +101,16 @@ TEST(GraphModel, ATensorReadTwiceByOneLayerGetsBothGradients) {
   Model once(x2, layer<Dense>(2)(layer<Dense>(3)(x2)));
   once.build(1);
   // once's first kernel and bias = twice's, doubled (exact in float): the same logits.
-  Tensor p = once.params();
-  std::vector<float> v = twice.params().to_vector();
-  for (size_t i = 0; i < 15; ++i) v[i] *= 2.0f;
-  std::copy(v.begin(), v.end(), p.f32());
+  Tensor packed = twice.pack_params_layout(twice.params());  // one value per parameter, in order
+  for (int64_t i = 0; i < 15; ++i) packed.f32()[i] *= 2.0f;
+  once.params().copy_from(once.unpack_params_layout(packed));
   const Tensor in = test::random_tensor(Shape{6, 4}, 3);
   Tensor labels = Tensor::zeros(Shape{6}, DType::I32);
   labels.data<int32_t>()[2] = 1;
   const float l_twice = twice.compute_gradients(in, labels), l_once = once.compute_gradients(in, labels);
   EXPECT_EQ(l_twice, l_once);
-  const auto g2 = twice.grads().to_vector(), g1 = once.grads().to_vector();
+  const auto g2 = twice.pack_params_layout(twice.grads()).to_vector(),
+             g1 = once.pack_params_layout(once.grads()).to_vector();
   // d/dW of twice = 2 * d/dW' of once (chain rule through the doubling): the input gradient of h
   // is the sum dy + dy = 2 dy, exactly.
   for (size_t i = 0; i < 15; ++i) EXPECT_EQ(g2[i], 2.0f * g1[i]) << i;

@@ -39,7 +39,7 @@ std::vector<float> values_of(const Model& m, const std::string& name, bool grads
   int64_t offset = 0;
   for (const auto& [n, p] : m.named_params()) {
     if (n.rfind(name + "/", 0) == 0) out.insert(out.end(), all.begin() + offset, all.begin() + offset + p.numel());
-    offset += p.numel();
+    offset += Model::aligned_view(p.numel());  // views start on 256-byte boundaries of the buffer
   }
   return out;
 }
@@ -60,7 +60,7 @@ TEST(SharedLayers, ASharedTowerIsTwoTiedTowersWhoseGradientsAreSummed) {
   p.insert(p.end(), tower.begin(), tower.end());
   p.insert(p.end(), head.begin(), head.end());
   ASSERT_EQ(p.size(), static_cast<size_t>(tied.num_params()));
-  std::copy(p.begin(), p.end(), tied.params().f32());
+  tied.params().copy_from(tied.unpack_params_layout(Tensor::from_vector(Shape{static_cast<int64_t>(p.size())}, p)));
   const std::vector<Tensor> xs{test::random_tensor(Shape{6, 4}, 1), test::random_tensor(Shape{6, 4}, 2)};
   const Tensor labels = labels_of(6, 2);
   MetricSums s1 = shared.make_sums(), s2 = tied.make_sums();
@@ -98,7 +98,7 @@ TEST(SharedLayers, GradientsMatchFiniteDifferences) {
   opt.step = 1e-3;
   const test::GradCheckResult r = test::check_gradient(
       [&] { return double(loss.value(m.forward(xs, true), labels)); },
-      std::span<float>(m.params().f32(), static_cast<size_t>(m.num_params())), analytic, "shared", opt);
+      std::span<float>(m.params().f32(), static_cast<size_t>(m.params().numel())), analytic, "shared", opt);
   EXPECT_GT(r.checked, m.num_params() * 3 / 4);
 }
 
@@ -300,7 +300,7 @@ TEST(Nesting, AGraphBlockInsideAModelTrainsAndRoundTrips) {
   go.step = 1e-3;
   const test::GradCheckResult r = test::check_gradient(
       [&] { return double(ce.value(chain.forward(x2, true), labels_of(4, 2))); },
-      std::span<float>(chain.params().f32(), static_cast<size_t>(chain.num_params())), analytic, "chain", go);
+      std::span<float>(chain.params().f32(), static_cast<size_t>(chain.params().numel())), analytic, "chain", go);
   EXPECT_GT(r.checked, chain.num_params() * 3 / 4);
   // Refusals: a built model; inputs of another shape; a block whose layers another model owns.
   SymbolicTensor in = Input(Shape{6});
@@ -331,7 +331,7 @@ TEST(Nesting, SharingAcrossNestingAndNamingLate) {
   go.step = 1e-3;
   const test::GradCheckResult r = test::check_gradient(
       [&] { return double(ce.value(o.forward(xs, true), labels_of(3, 2))); },
-      std::span<float>(o.params().f32(), static_cast<size_t>(o.num_params())), analytic, "three calls", go);
+      std::span<float>(o.params().f32(), static_cast<size_t>(o.params().numel())), analytic, "three calls", go);
   EXPECT_GT(r.checked, o.num_params() * 3 / 4);
   // A shared layer named after its model was made (before build): the name holds, though a
   // registry twin owns the parameters (its call runs first).
