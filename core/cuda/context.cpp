@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "../cuda_graph.h"
 #include "../runtime.h"
 #include "check.h"
 
@@ -123,7 +124,10 @@ Context::Workspace Context::workspace(size_t bytes) {
   const auto block = [&](size_t n) {
     return Tensor::empty(Shape{static_cast<int64_t>((n + 255) / 256 * 256)}, DType::U8, Device::cuda(device_));
   };
-  if (bytes > std::min(kKeptWorkspace, allocator_headroom(device_) / 4)) {
+  // Inside a CUDA graph capture a block of the call's own would be held for the graph after the
+  // call (never reused in it: one per call of the step), so the kept buffer grows instead.
+  if (!CudaGraph::capturing(Device::cuda(device_)) &&
+      bytes > std::min(kKeptWorkspace, allocator_headroom(device_) / 4)) {
     w.transient = block(bytes);  // too large to keep: the caching allocator's for this call
     w.ptr = w.transient.raw();
     return w;

@@ -34,10 +34,10 @@ class Context {
   // kKeptWorkspace bytes (and a quarter of what a memory cap still allows), so a call in the
   // steady state allocates nothing and the footprint is the largest workspace, not the sum; a
   // larger request gets a block of its own from the caching allocator (`transient`, which the
-  // caller keeps until the call is queued). One host thread per device at a time, as the
-  // context's cuDNN handle already requires: the pointer is used after the call returns, and a
-  // buffer it grows away from returns to the caching allocator in stream order (held while a
-  // CUDA graph may use it).
+  // caller keeps until the call is queued), except inside a CUDA graph capture, where the kept
+  // buffer grows (a block of its own would be held for the graph, one per call). One host thread per device at a time,
+  // as the context's cuDNN handle already requires: the pointer is used after the call returns, and a buffer it grows
+  // away from returns to the caching allocator in stream order (held while a CUDA graph may use it).
   static constexpr size_t kKeptWorkspace = size_t{64} << 20;
   struct Workspace {
     void* ptr = nullptr;

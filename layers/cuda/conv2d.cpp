@@ -156,7 +156,8 @@ struct FindBuffers {
     x = Tensor::zeros(Shape{g.n * g.c * g.h * g.w}, DType::F32, d);
     w = Tensor::zeros(Shape{g.k * g.c * g.r * g.s}, DType::F32, d);
     y = Tensor::zeros(Shape{g.n * g.k * g.p * g.q}, DType::F32, d);
-    ws_bytes = budget;
+    // The plan's budget, or less when x, w and y took what a memory cap had left.
+    ws_bytes = std::min(budget, allocator_headroom(device) / 2);
     if (ws_bytes > 0) ws = Tensor::empty(Shape{static_cast<int64_t>(ws_bytes)}, DType::U8, d);
   }
   void* workspace() { return ws_bytes > 0 ? ws.raw() : nullptr; }
@@ -302,7 +303,9 @@ void run_with_fallback(Context& ctx, Plan& p, Choice<Perf>& c, Call&& call) {
       [&](size_t i) {
         ++tried;
         const Context::Workspace ws = ctx.workspace(c.workspace[i]);
-        return call(c.candidates[i], ws.ptr, c.workspace[i]);
+        const cudnnStatus_t s = call(c.candidates[i], ws.ptr, c.workspace[i]);
+        if (s != CUDNN_STATUS_SUCCESS) (void)cudaGetLastError();  // a non-sticky error the failed call left
+        return s;
       },
       [&](size_t next, cudnnStatus_t why) {
         std::lock_guard lock(p.retry_mu);
@@ -355,6 +358,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
         ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws.ptr,
         p.fused_workspace, &zero, p.y, mp(y), p.bias, cp(b), g.relu ? p.relu : p.identity, p.y, mp(y));
     if (status == CUDNN_STATUS_SUCCESS) return;
+    (void)cudaGetLastError();  // a non-sticky error the failed call left
     const std::string what =
         "conv2d (cuda): the fused forward failed for " + g.str() + ": " + cudnnGetErrorString(status);
     // Not switched off for a failure that is not its own, nor inside a capture (see run_with_fallback).
