@@ -351,12 +351,17 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
   }
   int64_t total = 0;  // twins own nothing: their first call's parameters and state are theirs
   num_params_ = 0;
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (shares_[i] < 0)
-      for (const auto& spec : layers_[i]->param_specs()) {
-        total += aligned_view(spec.shape.numel());
-        num_params_ += spec.shape.numel();
-      }
+  param_views_.clear();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (shares_[i] >= 0) continue;
+    const auto specs = layers_[i]->param_specs();
+    for (size_t k = 0; k < specs.size(); ++k) {
+      const int64_t n = specs[k].shape.numel();
+      param_views_.push_back({i, k, total, num_params_, n});
+      total += aligned_view(n);
+      num_params_ += n;
+    }
+  }
   params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
   grads_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());
   int64_t state_total = 0;
@@ -426,17 +431,19 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
 }
 
 void Model::bind_layers() {
-  int64_t offset = 0;
   // State: the averaged specs of every layer first, then the others (one averaged region).
   int64_t averaged = 0, other = averaged_state_numel_;
+  auto view = param_views_.begin();
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (shares_[i] >= 0) continue;
     Layer& l = *layers_[i];
     std::vector<Tensor> p, g, st;
     for (const auto& spec : l.param_specs()) {
-      p.push_back(params_.view(offset, spec.shape));
-      g.push_back(grads_.view(offset, spec.shape));
-      offset += aligned_view(spec.shape.numel());
+      EMBER_CHECK(view != param_views_.end() && view->layer == i, Error,
+                  "Model::bind_layers: the parameter views do not match the layers (build() again)");
+      p.push_back(params_.view(view->padded, spec.shape));
+      g.push_back(grads_.view(view->padded, spec.shape));
+      ++view;
     }
     l.bind(std::move(p), std::move(g));
     for (const auto& spec : l.state_specs()) {
@@ -483,22 +490,6 @@ void Model::set_random_stream(uint64_t stream) {
   if (built()) seed_random_layers();
 }
 
-// Calls `f(padded_offset, packed_offset, n)` for every parameter view of the flat buffers, in order.
-template <class F>
-static void for_each_param_view(const std::vector<std::shared_ptr<Layer>>& layers, const std::vector<int>& shares,
-                                F&& f) {
-  int64_t padded = 0, packed = 0;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (shares[i] >= 0) continue;
-    for (const auto& spec : layers[i]->param_specs()) {
-      const int64_t n = spec.shape.numel();
-      f(padded, packed, n);
-      padded += Model::aligned_view(n);
-      packed += n;
-    }
-  }
-}
-
 Tensor Model::pack_params_layout(const Tensor& padded) const {
   require_built("pack_params_layout");
   EMBER_CHECK(padded.numel() == params_.numel() && padded.dtype() == DType::F32, ShapeError,
@@ -506,9 +497,7 @@ Tensor Model::pack_params_layout(const Tensor& padded) const {
                   " values (params()' layout), got " + padded.str());
   Tensor packed = Tensor::empty(Shape{num_params_}, DType::F32, padded.device());
   Tensor src = padded.reshape(Shape{padded.numel()});
-  for_each_param_view(layers_, shares_, [&](int64_t from, int64_t to, int64_t n) {
-    packed.view(to, Shape{n}).copy_from(src.view(from, Shape{n}));
-  });
+  for (const ParamView& v : param_views_) packed.view(v.packed, Shape{v.n}).copy_from(src.view(v.padded, Shape{v.n}));
   return packed;
 }
 
@@ -519,9 +508,7 @@ Tensor Model::unpack_params_layout(const Tensor& packed) const {
                   " values (one per parameter), got " + packed.str());
   Tensor padded = Tensor::zeros(Shape{params_.numel()}, DType::F32, packed.device());
   Tensor src = packed.reshape(Shape{packed.numel()});
-  for_each_param_view(layers_, shares_, [&](int64_t to, int64_t from, int64_t n) {
-    padded.view(to, Shape{n}).copy_from(src.view(from, Shape{n}));
-  });
+  for (const ParamView& v : param_views_) padded.view(v.padded, Shape{v.n}).copy_from(src.view(v.packed, Shape{v.n}));
   return padded;
 }
 
@@ -1182,21 +1169,15 @@ void Model::apply_gradients() {
 
 Tensor Model::decay_mask() const {
   require_built("decay_mask");
-  Tensor mask = Tensor::zeros(Shape{params_.numel()}, DType::F32, Device::cpu());
-  int64_t offset = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (is_twin(i)) continue;  // its parameters are its first call's
-    const auto& l = layers_[i];
-    for (const ParamSpec& spec : l->param_specs()) {
-      const int64_t n = spec.shape.numel();
-      bool decay = spec.name == "kernel";
-      for (const auto& [name, on] : decay_overrides_)
-        if (name == l->name() + "/" + spec.name) decay = on;
-      if (decay) mask.view(offset, Shape{n}).fill(1.0f);
-      offset += aligned_view(n);  // the padding: 0, never decayed
-    }
+  Tensor mask = Tensor::zeros(Shape{params_.numel()}, DType::F32, Device::cpu());  // the padding: 0, never decayed
+  for (const ParamView& v : param_views_) {  // twins own no view: their parameters are their first call's
+    const Layer& l = *layers_[v.layer];
+    const std::string spec = l.param_specs()[v.spec].name;
+    bool decay = spec == "kernel";
+    for (const auto& [name, on] : decay_overrides_)
+      if (name == l.name() + "/" + spec) decay = on;
+    if (decay) mask.view(v.padded, Shape{v.n}).fill(1.0f);
   }
-  EMBER_CHECK(offset == params_.numel(), Error, "Model::decay_mask: the layers' parameters do not fill the buffer");
   return device_.is_cpu() ? mask : mask.to(device_);
 }
 

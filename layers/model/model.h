@@ -517,6 +517,15 @@ class Model {
   Tensor twin_grads_;           // the twins' own gradients, added to their first calls' after backward
   std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
   void bind_layers();                        // (re)binds every layer's views into params_ / grads_
+  // Where each owned parameter view lies, in buffer order (twins own none): made once by build(),
+  // read by bind_layers, decay_mask and the packed-layout conversions.
+  struct ParamView {
+    size_t layer, spec;  // layers_[layer]->param_specs()[spec]
+    int64_t padded;      // offset in params_ / grads_ (kViewAlignment-aligned)
+    int64_t packed;      // offset in the packed layout (checkpoints: one value after another)
+    int64_t n;           // values
+  };
+  std::vector<ParamView> param_views_;
 
   void seed_random_layers();
   size_t logit_layers() const;  // layers before the loss: all but a final Softmax
