@@ -134,6 +134,9 @@ int run(const Args& a) {
   set_conv_algorithms(parse_conv_algorithms(a.conv_algorithms));
   set_cudnn_find(a.cudnn_find);
   set_fused_conv(a.fused_conv);
+  set_fused_dense(a.fused_dense);
+  set_fused_loss(a.fused_loss);
+  set_fused_advance(a.fused_advance);
   set_gpu_nhwc(a.nhwc);
   if (a.cuda_graphs && !device.is_cuda())
     detail::logger().warn("--cuda-graphs has no effect: training runs on the CPU");

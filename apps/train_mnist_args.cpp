@@ -211,6 +211,13 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
                "cudnn.benchmark) instead of cuDNN's heuristic choice");
   app.add_flag("--fused-conv", a.fused_conv,
                "GPU: each convolution's forward as one cuDNN call (convolution + bias + ReLU; unverified on a GPU)");
+  app.add_flag("--fused-dense", a.fused_dense,
+               "GPU: Dense's bias (+ ReLU) and bias gradient as cuBLASLt GEMM epilogues (unverified on a GPU)");
+  app.add_flag("--fused-loss", a.fused_loss,
+               "GPU: the loss's forward, sums and gradient as one kernel (the same bits; unverified on a GPU)");
+  app.add_flag("--fused-advance", a.fused_advance,
+               "GPU: the loader's cursor, Adam's step and Dropout's counter advanced by the kernels that read them "
+               "instead of one-thread kernels (the same bits; unverified on a GPU)");
   app.add_flag("--nhwc", a.nhwc, "GPU: Conv2D and MaxPool2D activations channels-last for cuDNN (unverified on a GPU)");
   app.add_flag("--cuda-graphs", a.cuda_graphs,
                "GPU: capture the training step once as a CUDA graph and replay it (one launch per step instead of "

@@ -44,6 +44,9 @@ struct Args {
   std::string conv_algorithms = "fast";
   bool cudnn_find = false;
   bool fused_conv = false;
+  bool fused_dense = false;
+  bool fused_loss = false;
+  bool fused_advance = false;
   bool cuda_graphs = false;
   bool nhwc = false;
   bool overwrite = false;  // let --checkpoint-dir replace another run's checkpoints

@@ -61,7 +61,7 @@ set_source_files_properties(layers/cpu/conv2d_direct.cpp layers/cpu/conv2d_maxpo
 if(EMBER_HAVE_CUDA)
   add_library(ember_cuda SHARED ${EMBER_CUDA_SOURCES})
   set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
-  target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDNN::cudnn PRIVATE ember_warnings)
+  target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDA::cublasLt CUDNN::cudnn PRIVATE ember_warnings)
   # The architectures this module has code for: the status probe decides from them, without a
   # context on every GPU (core/cuda_arch.h).
   string(REPLACE ";" "," _ember_archs "${CMAKE_CUDA_ARCHITECTURES}")

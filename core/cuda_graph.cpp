@@ -63,6 +63,11 @@ void CudaGraph::launch() {
   detail::require_cuda_module("CUDA graph launch").graph_launch(graph_);
 }
 
+int64_t CudaGraph::node_count() const {
+  if (!graph_) return 0;
+  return detail::require_cuda_module("CUDA graph nodes").graph_nodes(graph_);
+}
+
 void CudaGraph::reset() {
   if (!graph_) return;
   // A graph exists only where the module was loaded, so this lookup cannot fail.

@@ -36,6 +36,10 @@ class CudaGraph {
 
   bool captured() const { return graph_ != nullptr; }
   Device device() const { return device_; }
+  // The nodes of the captured work (each kernel, library kernel, copy and memset is one): the
+  // launches one eager run of the same work makes. 0 when nothing is captured, -1 when CUDA
+  // could not say.
+  int64_t node_count() const;
   // Queues one replay on the device's stream; returns without waiting.
   void launch();
   // Graphs captured so far in this process (a diagnostic, as gpu_host_syncs: fit captures its

@@ -22,7 +22,7 @@ namespace ember::detail {
 // 15: the learning rate on the device (optimizers' set_rate, rate pointers); 14: clipping, decay, RMSprop; 13: losses
 // and metrics (issue 33); 12: the elementwise ops of the merge layers; 11: the loss's mean over a whole batch; 10:
 // issue 17's layers; 9: relayout; 8: graphs, device step scalars; 7: open
-inline constexpr uint32_t kCudaModuleAbi = 16;
+inline constexpr uint32_t kCudaModuleAbi = 17;
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op
@@ -67,6 +67,7 @@ struct CudaModuleApi {
   void (*graph_abort)(int device) noexcept;
   void (*graph_launch)(void* graph);
   void (*graph_destroy)(void* graph) noexcept;
+  int64_t (*graph_nodes)(const void* graph);  // the captured graph's nodes (-1: unknown)
   // The op table of the folder `owner` ("layers", "optim", "data", "nccl"); null when the
   // module has none of that name (e.g. "nccl" in a build without NCCL).
   const void* (*ops)(const char* owner);

@@ -89,6 +89,9 @@ std::atomic<bool> g_gpu_deterministic{false};
 std::atomic<bool> g_cudnn_find{false};
 std::atomic<bool> g_fused_conv{false};
 std::atomic<bool> g_gpu_nhwc{false};
+std::atomic<bool> g_fused_dense{false};
+std::atomic<bool> g_fused_loss{false};
+std::atomic<bool> g_fused_advance{false};
 std::atomic<ConvAlgorithms> g_conv_algorithms{ConvAlgorithms::Fast};
 }  // namespace
 
@@ -121,6 +124,12 @@ void set_fused_conv(bool on) { set_kernel_setting(g_fused_conv, on); }
 bool fused_conv() { return g_fused_conv; }
 void set_gpu_nhwc(bool on) { set_kernel_setting(g_gpu_nhwc, on); }
 bool gpu_nhwc() { return g_gpu_nhwc; }
+void set_fused_dense(bool on) { set_kernel_setting(g_fused_dense, on); }
+bool fused_dense() { return g_fused_dense; }
+void set_fused_loss(bool on) { set_kernel_setting(g_fused_loss, on); }
+bool fused_loss() { return g_fused_loss; }
+void set_fused_advance(bool on) { set_kernel_setting(g_fused_advance, on); }
+bool fused_advance() { return g_fused_advance; }
 void set_conv_algorithms(ConvAlgorithms policy) { set_kernel_setting(g_conv_algorithms, policy); }
 ConvAlgorithms conv_algorithms() { return g_conv_algorithms; }
 uint64_t kernel_settings_version() { return g_kernel_settings_version.load(std::memory_order_relaxed); }

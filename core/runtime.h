@@ -103,6 +103,25 @@ bool fused_conv();
 //    asymmetric SAME padding stay NCHW.
 void set_gpu_nhwc(bool on);
 bool gpu_nhwc();
+//  - Fewer launches (each off by default until a GPU has shown it equal to the path it replaces;
+//    docs/plans/gpu-fewer-launches.md):
+//    * fused dense: Dense's forward as one cuBLASLt call with the bias (+ ReLU) epilogue instead
+//      of a GEMM and a bias kernel, and its weight gradient with the bias-gradient epilogue
+//      instead of a GEMM and a column-sum kernel, where cuBLASLt offers them (else the unfused
+//      calls, for good, with a warning); not bit-equal to the unfused path (cuBLASLt may order
+//      the sums otherwise), within the parity tests' tolerances of it.
+//    * fused loss: SparseCategoricalCrossentropy's training step (softmax, the loss and hit sums,
+//      the gradient) as one single-block kernel for batches of up to 4096 rows instead of three
+//      launches; the same bits as the three kernels (same row order, same sums, same tree).
+//    * fused advance: the one-thread kernels that advance a device-side counter (the data loader's
+//      cursor, Adam's step and step size, each Dropout layer's counter) folded into the kernel that
+//      reads the counter, whose last block advances it; the same bits.
+void set_fused_dense(bool on);
+bool fused_dense();
+void set_fused_loss(bool on);
+bool fused_loss();
+void set_fused_advance(bool on);
+bool fused_advance();
 
 // Convolution algorithms on both backends (as PyTorch's torch.backends.cudnn.deterministic or
 // TensorFlow's op determinism), read when a convolution shape's plan is made and by Sequential on
@@ -123,9 +142,9 @@ bool gpu_nhwc();
 enum class ConvAlgorithms { Fast, Exact };
 void set_conv_algorithms(ConvAlgorithms policy);
 ConvAlgorithms conv_algorithms();
-// A count of changes to the kernel settings above (TF32, deterministic, find, fused, NHWC, the
-// convolution policy): what a cached choice made under them is checked against (a kept cuDNN
-// plan, fit's captured CUDA graph). Setting a value it already has is no change.
+// A count of changes to the kernel settings above (TF32, deterministic, find, fused convolutions,
+// NHWC, fused dense, fused loss, fused advance, the convolution policy): what a cached choice made under them is
+// checked against (a kept cuDNN plan, fit's captured CUDA graph). Setting a value it already has is no change.
 uint64_t kernel_settings_version();
 // "fast" / "exact", and back (ArgumentError naming the choices otherwise).
 const char* to_string(ConvAlgorithms policy);

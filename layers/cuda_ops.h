@@ -38,22 +38,28 @@ struct LayerCudaOps {
   void (*maxpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices, GpuPlanSlot& slot);
   void (*maxpool2d_backward)(const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
                              const Tensor* indices, Tensor& dx, bool relu_input, GpuPlanSlot& slot);
-  void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y);
+  void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y, GpuPlanSlot& slot);
   void (*dense_backward)(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
-                         Tensor* dx, Tensor& dw, Tensor& db);
+                         Tensor* dx, Tensor& dw, Tensor& db, GpuPlanSlot& slot);
   void (*matmul)(const Tensor& a, const Tensor& b, Tensor& c);
   void (*relu_forward)(const Tensor& x, Tensor& y);
   void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
   void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
   int64_t (*count_correct)(const Tensor& logits, const Tensor& labels);
   void (*softmax_xent_accumulate)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
+  // The two above in one single-block kernel where the batch is small enough (set_fused_loss);
+  // the same bits as the two calls.
+  void (*softmax_xent_accumulate_backward)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                                           Tensor& dlogits, int64_t mean_rows);
   // Issue 17's layers; contracts of the CPU twins in layers/cpu/{pointwise,softmax,dropout,
   // batchnorm,avgpool2d}.h, except that 4-D activations may be NCHW or NHWC here.
   void (*pointwise_forward)(Pointwise f, float alpha, const Tensor& x, Tensor& y);
   void (*pointwise_backward)(Pointwise f, float alpha, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx);
   void (*softmax_forward)(const Tensor& x, Tensor& y);
   void (*softmax_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
-  void (*dropout_forward)(const DropoutParams& p, const Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask);
+  // advance: the forward's last block also advances the counter (fused_advance(); dropout_advance's bits).
+  void (*dropout_forward)(const DropoutParams& p, Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask,
+                          bool advance);
   void (*dropout_advance)(Tensor& counter);
   void (*dropout_backward)(float scale, const Tensor& mask, const Tensor& dy, Tensor& dx);
   void (*batchnorm_forward_training)(const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor, float eps,

@@ -30,6 +30,12 @@ float Loss::value(const Tensor& outputs, const Tensor& targets) {
   return static_cast<float>(sums.read().loss_sum / static_cast<double>(std::max<int64_t>(outputs.dim(0), 1)));
 }
 
+const Tensor& Loss::forward_backward(const Tensor& outputs, const Tensor& targets, MetricSums& sums,
+                                     int64_t mean_rows) {
+  forward(outputs, targets, sums);
+  return backward(mean_rows);
+}
+
 int64_t Loss::rows_for_mean(int64_t mean_rows, const Tensor& outputs) {
   return mean_rows == 0 ? std::max<int64_t>(outputs.dim(0), 1) : mean_rows;
 }
@@ -81,6 +87,19 @@ const Tensor& SparseCategoricalCrossentropy::backward(int64_t mean_rows) {
   EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
   ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
   detail::softmax_xent_backward(probs_, labels_, dlogits_, rows_for_mean(mean_rows, probs_));
+  return dlogits_;
+}
+
+const Tensor& SparseCategoricalCrossentropy::forward_backward(const Tensor& logits, const Tensor& labels,
+                                                              MetricSums& sums, int64_t mean_rows) {
+  EMBER_CHECK(sums.device() == logits.device(), DeviceError,
+              "SoftmaxCrossEntropy: the metric sums are on " + sums.device().str() + " but the logits on " +
+                  logits.device().str());
+  ensure(probs_, logits.shape(), DType::F32, logits.device());
+  ensure(dlogits_, logits.shape(), DType::F32, logits.device());
+  labels_ = labels;
+  detail::softmax_xent_accumulate_backward(logits, labels, probs_, sums.buffer(), dlogits_,
+                                           rows_for_mean(mean_rows, logits));
   return dlogits_;
 }
 

@@ -49,6 +49,10 @@ class Loss {
   // valid until the next forward. mean_rows: the whole batch's rows when the last forward was a
   // slice of it; 0: the last forward's rows.
   virtual const Tensor& backward(int64_t mean_rows = 0) = 0;
+  // forward() then backward(mean_rows), what a training step runs: a loss may do both at once
+  // (SparseCategoricalCrossentropy on a GPU under set_fused_loss: one kernel, the same bits).
+  virtual const Tensor& forward_backward(const Tensor& outputs, const Tensor& targets, MetricSums& sums,
+                                         int64_t mean_rows = 0);
   // The mean loss of one batch through sums of its own (synchronises with a GPU).
   float value(const Tensor& outputs, const Tensor& targets);
 
@@ -79,6 +83,8 @@ class SparseCategoricalCrossentropy : public Loss {
   // The batch's mean loss (and, when `correct` is given, its correct count). Synchronises.
   float forward(const Tensor& logits, const Tensor& labels, int64_t* correct = nullptr);
   const Tensor& backward(int64_t mean_rows = 0) override;
+  const Tensor& forward_backward(const Tensor& logits, const Tensor& labels, MetricSums& sums,
+                                 int64_t mean_rows = 0) override;
   // Softmax probabilities of the last forward.
   const Tensor& probabilities() const { return probs_; }
 

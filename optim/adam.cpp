@@ -6,6 +6,7 @@
 
 #include "../core/dispatch.h"
 #include "../core/error.h"
+#include "../core/runtime.h"
 #include "cpu/adam.h"
 #include "cuda_ops.h"
 
@@ -56,10 +57,16 @@ void Adam::step(Tensor& params, const Tensor& grads) {
     const auto& ops = detail::optim_cuda_ops();
     const int d = params.device().index;
     auto* scalars = static_cast<double*>(device_scalars_.raw());
-    ops.adam_advance(d, scalars, device_rate(params), opt_.beta1, opt_.beta2);
-    ops.adam_update(d, static_cast<float*>(params.raw()), static_cast<const float*>(grads.raw()),
-                    static_cast<float*>(m_.raw()), static_cast<float*>(v_.raw()), params.numel(), scalars, opt_.beta1,
-                    opt_.beta2, opt_.epsilon);
+    if (fused_advance()) {  // one launch: the update's last block advances {t, lr_t} (the same bits)
+      ops.adam_update_advance(d, static_cast<float*>(params.raw()), static_cast<const float*>(grads.raw()),
+                              static_cast<float*>(m_.raw()), static_cast<float*>(v_.raw()), params.numel(), scalars,
+                              device_rate(params), opt_.beta1, opt_.beta2, opt_.epsilon);
+    } else {
+      ops.adam_advance(d, scalars, device_rate(params), opt_.beta1, opt_.beta2);
+      ops.adam_update(d, static_cast<float*>(params.raw()), static_cast<const float*>(grads.raw()),
+                      static_cast<float*>(m_.raw()), static_cast<float*>(v_.raw()), params.numel(), scalars, opt_.beta1,
+                      opt_.beta2, opt_.epsilon);
+    }
     device_t_ = ++iterations_;
     return;
   }

@@ -26,6 +26,10 @@ struct OptimCudaOps {
   void (*clip_by_value)(int device, float* g, int64_t n, float c);
   void (*clip_by_global_norm)(int device, float* g, int64_t n, float c, double* scratch);
   void (*decay)(int device, float* p, const float* mask, int64_t n, const float* lr, float weight_decay);
+  // adam_advance then adam_update as one launch whose last block advances {t, lr_t} (fused_advance();
+  // the same bits as the two calls).
+  void (*adam_update_advance)(int device, float* p, const float* g, float* m, float* v, int64_t n, double* scalars,
+                              const float* lr, float beta1, float beta2, float epsilon);
   int64_t norm_scratch_doubles;
 };
 

@@ -34,6 +34,8 @@
 #   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); every unit test
 #   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
 #   test_cuda_parity: every GPU op against the CPU, the device gather, metric sums, SGD;
+#   test_cuda_fused_loss / test_cuda_folded_advances: issue 34's C2 kernels (set_fused_loss,
+#   set_fused_advance) against the kernels they replace, bit for bit;
 #   test_cuda_losses: the losses, metrics and the gather of f32 data against the CPU;
 #   test_cuda_training: training steps and fit() on the GPU vs the CPU, no allocation in the
 #   steady state; test_distribute: NCCL all-reduce/broadcast over every local GPU, communicators
@@ -118,7 +120,8 @@ part_tests() {  # every test binary whole (CPU tests too: slow, for a machine wi
 part_gputests() {  # the tests that need a GPU (the CPU ones run in CI)
   local t
   test_data
-  for t in test_cuda_checks test_cuda_tensor test_cuda_parity test_cuda_losses test_cuda_training; do
+  for t in test_cuda_checks test_cuda_tensor test_cuda_parity test_cuda_fused_loss test_cuda_fused_dense \
+           test_cuda_folded_advances test_cuda_losses test_cuda_training; do
     echo "== $t"; lb "$B/$t" --gtest_brief=1 || status=1
   done
   echo "== test_device (placement)"; lb "$B"/test_device --gtest_brief=1 || status=1
@@ -149,8 +152,11 @@ part_sanitize() {
   local skip='-CudaGraphs.CapturingWorkThatWaitsForTheHostFailsAndLeavesTheGpuUsable:CudaGraphs.ALearningRateWriteInsideACaptureIsRefused'
   local tool t san rc
   for tool in memcheck racecheck; do
-    for t in test_cuda_parity test_cuda_losses test_cuda_training; do
-      [[ $tool == racecheck && $t != test_cuda_parity ]] && continue  # racecheck is slow: the kernels' own tests
+    for t in test_cuda_parity test_cuda_fused_loss test_cuda_fused_dense test_cuda_folded_advances test_cuda_losses \
+             test_cuda_training; do
+      # racecheck is slow: the own kernels' tests only (not cuBLASLt's, not training)
+      [[ $tool == racecheck && ( $t == test_cuda_fused_dense || $t == test_cuda_losses || $t == test_cuda_training ) ]] \
+        && continue
       echo "== compute-sanitizer --tool $tool $t"
       rc=0
       san=$(lb "$san_bin" --tool "$tool" --error-exitcode 9 "$B/$t" --gtest_brief=1 --gtest_filter="$skip" 2>&1) || rc=$?
@@ -217,8 +223,9 @@ a=j["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' "$out/hi
     "$out/history_gpu_resnet.json" || { echo "FAIL: below 98.5%"; status=1; }
   lb "$B"/train_mnist --device gpu --strict-placement --evaluate-only --load "$out/resnet.safetensors" \
     --data-dir "$BUNDLE/mnist" || status=1
-  echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv --nhwc, 1 epoch"
-  lb "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv --nhwc \
+  echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv --fused-dense --fused-loss --fused-advance --nhwc, 1 epoch"
+  lb "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv \
+    --fused-dense --fused-loss --fused-advance --nhwc \
     --data-dir "$BUNDLE/mnist" || status=1
   echo "== train_mnist --conv-algorithms exact, 1 epoch: FP32, deterministic direct/GEMM cuDNN algorithms (placement shows them)"
   lb "$B"/train_mnist --device gpu --strict-placement --conv-algorithms exact --epochs 1 --seed 1 --log-device-placement \

@@ -102,6 +102,21 @@ cublasHandle_t Context::blas() {
   return blas_;
 }
 
+cublasLtHandle_t Context::blas_lt() {
+  std::lock_guard lock(mu_);
+  if (!blas_lt_) {
+    EMBER_CUDA_CHECK(cudaSetDevice(device_));
+    EMBER_CUBLAS_CHECK(cublasLtCreate(&blas_lt_));
+  }
+  return blas_lt_;
+}
+
+Context::BlasWorkspace Context::blas_workspace() {
+  (void)blas();  // makes the workspace with the handle
+  std::lock_guard lock(mu_);
+  return {blas_workspace_.raw(), blas_workspace_.nbytes()};
+}
+
 cudnnHandle_t Context::dnn() {
   std::lock_guard lock(mu_);
   if (!dnn_) {
@@ -141,6 +156,7 @@ Context::Workspace Context::workspace(size_t bytes) {
 Context::~Context() {
   if (dnn_) cudnnDestroy(dnn_);
   if (blas_) cublasDestroy(blas_);
+  if (blas_lt_) cublasLtDestroy(blas_lt_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

@@ -3,6 +3,7 @@
 // Part of the CUDA module (libember_cuda); never included by public headers.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -29,6 +30,16 @@ class Context {
   // or cuDNN cannot start, and report that failure only to the ops that need them.
   cublasHandle_t blas();
   cudnnHandle_t dnn();
+  // cuBLASLt (Dense's epilogue-fused GEMMs, set_fused_dense): its own handle (cuBLASLt takes the
+  // stream and the workspace per call, and its math is fixed per descriptor, so the cuBLAS
+  // handle's math mode does not apply), and the cuBLAS workspace, shared: both libraries queue
+  // on this one stream, so their calls never overlap. Make both outside a CUDA graph capture.
+  cublasLtHandle_t blas_lt();
+  struct BlasWorkspace {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  BlasWorkspace blas_workspace();
   // A device buffer of at least `bytes` for the library calls queued on this stream (cuDNN's
   // convolution workspaces): a buffer kept per device, grown to the largest request up to
   // kKeptWorkspace bytes (and a quarter of what a memory cap still allows), so a call in the
@@ -59,6 +70,7 @@ class Context {
   Tensor blas_workspace_;   // cuBLAS's workspace, ours: it allocates nothing during a capture
   Tensor workspace_;        // workspace()'s buffer
   cudnnHandle_t dnn_ = nullptr;
+  cublasLtHandle_t blas_lt_ = nullptr;
   mutable std::atomic<int64_t> host_syncs_{0};
 };
 

@@ -143,6 +143,7 @@ void copy(void* dst, int dst_device, const void* src, int src_device, size_t byt
 struct Graph {
   int device;
   cudaGraphExec_t exec;
+  int64_t nodes;  // kernels, copies, memsets... as captured (-1: cudaGraphGetNodes failed)
 };
 
 void graph_begin(int device) {
@@ -182,6 +183,11 @@ void* graph_end(int device) {
                     ": " + cudaGetErrorString(end) +
                     " (the captured work waited for the host, freed memory or used another stream)");
   }
+  // The node count is a diagnostic (CudaGraph::node_count): a failure to read it is reported as
+  // -1 there, not as a failed capture.
+  size_t nodes = 0;
+  const bool counted = cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess;
+  if (!counted) (void)cudaGetLastError();
   cudaGraphExec_t exec = nullptr;
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -199,7 +205,7 @@ void* graph_end(int device) {
     throw;
   }
   try {
-    return new Graph{device, exec};
+    return new Graph{device, exec, counted ? static_cast<int64_t>(nodes) : -1};
   } catch (...) {
     cudaGraphExecDestroy(exec);
     alloc.release_graph();
@@ -281,6 +287,7 @@ void fill_core_entries(::ember::detail::CudaModuleApi& api) {
   api.graph_abort = graph_abort;
   api.graph_launch = graph_launch;
   api.graph_destroy = graph_destroy;
+  api.graph_nodes = [](const void* g) { return static_cast<const Graph*>(g)->nodes; };
 }
 
 }  // namespace ember::cuda

@@ -1,17 +1,27 @@
 // Batch gather from a device-resident dataset (see gather.h).
 #include "../../core/cuda/check.h"
+#include "../../core/cuda/last_block.cuh"
+#include "../../core/runtime.h"
 #include "gather.h"
 
 namespace ember::cuda {
 
 namespace {
+// With fused_advance(), the last kernel of a gather advances the cursor itself (no one-thread
+// launch), by the last-block ticket (core/cuda/last_block.cuh).
+__device__ unsigned advance_ticket;
+
 // One thread per output element; consecutive threads read consecutive elements of one sample.
-// Targets are 32-bit words (i32 labels or f32 values): copied as they are.
+// Targets are 32-bit words (i32 labels or f32 values): copied as they are. The cursor (order[m])
+// comes in as its own pointer, not through `order`: `order` stays __restrict__ because the rows
+// read, all below m, never alias the cursor. advance != 0: this launch moves the cursor on by it.
 template <typename T>
 __global__ void gather_kernel(const T* __restrict__ features, const uint32_t* __restrict__ targets,
-                              const int32_t* __restrict__ order, int64_t m, int64_t shard_offset, int64_t count,
-                              int64_t per, int64_t tper, float scale, float* __restrict__ x, uint32_t* __restrict__ y) {
-  const int64_t first = order[m] + shard_offset;  // the cursor
+                              const int32_t* __restrict__ order, int32_t* cursor, int64_t m, int64_t shard_offset,
+                              int64_t count, int64_t per, int64_t tper, float scale, float* __restrict__ x,
+                              uint32_t* __restrict__ y, int32_t advance) {
+  const int32_t c = *cursor;  // read by every thread before its block's ticket
+  const int64_t first = c + shard_offset;
   const int64_t total = count * per;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = e / per, j = e - b * per;
@@ -20,13 +30,15 @@ __global__ void gather_kernel(const T* __restrict__ features, const uint32_t* __
     x[e] = static_cast<float>(features[idx * per + j]) * scale;  // as Dataset::gather
     if (j < tper) y[b * tper + j] = targets[idx * tper + j];
   }
+  if (advance != 0 && last_block_to_read(advance_ticket)) *cursor = c + advance;  // advance_kernel's int32 sum
 }
 
 // Targets wider than the features (rare: an autoencoder's are as wide): a thread per target word.
-__global__ void gather_targets(const uint32_t* __restrict__ targets, const int32_t* __restrict__ order, int64_t m,
-                               int64_t shard_offset, int64_t count, int64_t tper, int64_t from,
-                               uint32_t* __restrict__ y) {
-  const int64_t first = order[m] + shard_offset;
+__global__ void gather_targets(const uint32_t* __restrict__ targets, const int32_t* __restrict__ order, int32_t* cursor,
+                               int64_t m, int64_t shard_offset, int64_t count, int64_t tper, int64_t from,
+                               uint32_t* __restrict__ y, int32_t advance) {
+  const int32_t c = *cursor;
+  const int64_t first = c + shard_offset;
   const int64_t width = tper - from;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count * width;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -34,6 +46,7 @@ __global__ void gather_targets(const uint32_t* __restrict__ targets, const int32
     if (first + b >= m) continue;
     y[b * tper + j] = targets[order[first + b] * tper + j];
   }
+  if (advance != 0 && last_block_to_read(advance_ticket)) *cursor = c + advance;
 }
 
 __global__ void advance_kernel(int32_t* cursor, int32_t by) { *cursor += by; }
@@ -79,26 +92,36 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
                   targets.shape().without_batch().with_batch(count).str() + " on " + d.str() + ", got " + y.str());
   const int64_t m = order.numel() - 1;
   auto* o = static_cast<int32_t*>(const_cast<void*>(order.raw()));
+  int32_t* cursor = o + m;
   const auto* t = with_targets ? static_cast<const uint32_t*>(targets.raw()) : nullptr;
   auto* yw = with_targets ? static_cast<uint32_t*>(y.raw()) : nullptr;
-  if (count > 0 && with_features) {
+  const bool feature_kernel = count > 0 && with_features;
+  const bool target_kernel = count > 0 && tper > per;  // the target words past the features' (all without features)
+  // With fused_advance(), the last kernel launched advances the cursor (the target kernel reads it
+  // after the feature kernel, so only the later of the two may move it); with no kernel to launch,
+  // or the switch off, the one-thread kernel does.
+  const bool fold = ::ember::fused_advance() && advance > 0 && (feature_kernel || target_kernel);
+  const int32_t by = static_cast<int32_t>(advance);
+  if (feature_kernel) {
     const int64_t total = count * per;
+    const int32_t here = fold && !target_kernel ? by : 0;
     if (features.dtype() == DType::U8)
-      gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const uint8_t*>(features.raw()), t, o, m,
-                                                             shard_offset, count, per, tper, scale,
-                                                             static_cast<float*>(x.raw()), yw);
+      gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const uint8_t*>(features.raw()), t, o, cursor,
+                                                             m, shard_offset, count, per, tper, scale,
+                                                             static_cast<float*>(x.raw()), yw, here);
     else
-      gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const float*>(features.raw()), t, o, m,
+      gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const float*>(features.raw()), t, o, cursor, m,
                                                              shard_offset, count, per, tper, scale,
-                                                             static_cast<float*>(x.raw()), yw);
+                                                             static_cast<float*>(x.raw()), yw, here);
     EMBER_CUDA_CHECK(cudaGetLastError());
   }
-  if (count > 0 && tper > per) {  // the target words past the features' (all of them without features)
-    gather_targets<<<blocks(count * (tper - per)), 256, 0, ctx.stream()>>>(t, o, m, shard_offset, count, tper, per, yw);
+  if (target_kernel) {
+    gather_targets<<<blocks(count * (tper - per)), 256, 0, ctx.stream()>>>(t, o, cursor, m, shard_offset, count, tper,
+                                                                           per, yw, fold ? by : 0);
     EMBER_CUDA_CHECK(cudaGetLastError());
   }
-  if (advance > 0) {
-    advance_kernel<<<1, 1, 0, ctx.stream()>>>(o + m, static_cast<int32_t>(advance));
+  if (advance > 0 && !fold) {
+    advance_kernel<<<1, 1, 0, ctx.stream()>>>(cursor, by);
     EMBER_CUDA_CHECK(cudaGetLastError());
   }
 }

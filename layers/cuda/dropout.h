@@ -15,6 +15,11 @@ namespace ember::cuda {
 // shape and layout (row-major, or NHWC 4-D). In place (y == x) allowed.
 void dropout_forward(Context& ctx, const ::ember::detail::DropoutParams& p, const Tensor& counter, const Tensor& x,
                      Tensor& y, Tensor& mask);
+// The same, then, with `advance` (fused_advance()), the counter plus one as dropout_advance does
+// it, by the forward kernel's last block (by dropout_advance itself when x is empty): one launch
+// instead of two, the same bits.
+void dropout_forward(Context& ctx, const ::ember::detail::DropoutParams& p, Tensor& counter, const Tensor& x, Tensor& y,
+                     Tensor& mask, bool advance);
 // The step counter plus one (one thread on the stream).
 void dropout_advance(Context& ctx, Tensor& counter);
 // dx = dy * mask * scale; in place (dx == dy) allowed.

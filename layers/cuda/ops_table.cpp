@@ -36,12 +36,13 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
                               const Tensor* indices, Tensor& dx, bool relu_input, GpuPlanSlot& slot) {
       maxpool2d_backward(context_of(x), g, x, y, dy, indices, dx, relu_input, slot);
     };
-    a.dense_forward = [](const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y) {
-      dense_forward(context_of(x), x, w, b, relu, y);
+    a.dense_forward = [](const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y, GpuPlanSlot& slot) {
+      dense_forward(context_of(x), x, w, b, relu, y, &slot);
     };
     a.dense_backward = [](const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
-                          Tensor* dx, Tensor& dw,
-                          Tensor& db) { dense_backward(context_of(x), x, w, y, dy, relu, dz, dx, dw, db); };
+                          Tensor* dx, Tensor& dw, Tensor& db, GpuPlanSlot& slot) {
+      dense_backward(context_of(x), x, w, y, dy, relu, dz, dx, dw, db, &slot);
+    };
     a.matmul = [](const Tensor& x, const Tensor& w, Tensor& y) { matmul(context_of(x), x, w, y); };
     a.relu_forward = [](const Tensor& x, Tensor& y) { relu_forward(context_of(x), x, y); };
     a.relu_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) { relu_backward(context_of(y), y, dy, dx); };
@@ -51,6 +52,10 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.count_correct = [](const Tensor& z, const Tensor& y) { return count_correct(context_of(z), z, y); };
     a.softmax_xent_accumulate = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums) {
       softmax_xent_accumulate(context_of(z), z, y, p, sums);
+    };
+    a.softmax_xent_accumulate_backward = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums, Tensor& d,
+                                            int64_t mean_rows) {
+      softmax_xent_accumulate_backward(context_of(z), z, y, p, sums, d, mean_rows);
     };
     using ::ember::detail::DropoutParams;
     using ::ember::detail::Pointwise;
@@ -63,9 +68,8 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.softmax_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) {
       softmax_backward(context_of(y), y, dy, dx);
     };
-    a.dropout_forward = [](const DropoutParams& p, const Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask) {
-      dropout_forward(context_of(x), p, counter, x, y, mask);
-    };
+    a.dropout_forward = [](const DropoutParams& p, Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask,
+                           bool advance) { dropout_forward(context_of(x), p, counter, x, y, mask, advance); };
     a.dropout_advance = [](Tensor& counter) { dropout_advance(context_of(counter), counter); };
     a.dropout_backward = [](float scale, const Tensor& mask, const Tensor& dy, Tensor& dx) {
       dropout_backward(context_of(dy), scale, mask, dy, dx);

@@ -26,21 +26,35 @@ __device__ double softmax_row(const float* __restrict__ zi, float* __restrict__ 
   return sum;
 }
 
+// One row: its softmax into pi, its loss (0 for a label outside [0, k), which sets *bad = 1:
+// every writer writes the same value, no atomic needed) and whether its argmax is the label.
+// The three-kernel path and the fused kernel both call it: the same bits.
+__device__ __forceinline__ double xent_row(const float* __restrict__ zi, int32_t label, float* __restrict__ pi,
+                                           int64_t k, double* __restrict__ bad, double* ok) {
+  int64_t best = 0;
+  const double sum = softmax_row(zi, pi, k, &best);
+  const bool valid = label >= 0 && label < k;
+  if (!valid) *bad = 1.0;
+  *ok = valid && best == label ? 1.0 : 0.0;
+  // __dsub_rn: no contraction with the last operation of log, whichever kernel inlines it.
+  return valid ? __dsub_rn(log(sum), static_cast<double>(zi[label] - zi[best])) : 0.0;
+}
+
+// d(loss / mean_rows)/dz of one element: p scale - [hit] scale, each operation rounded on its own
+// (no FMA contraction, in either kernel that calls it; the CPU path rounds the same way).
+__device__ __forceinline__ float xent_grad(float p, float scale, bool hit) {
+  return __fsub_rn(__fmul_rn(p, scale), hit ? scale : 0.0f);
+}
+
 // Per row: the softmax, the loss and (when row_ok is given) whether the argmax is the label.
-// A label outside [0, k) sets *bad = 1 (every writer writes the same value: no atomic needed).
 __global__ void xent_rows(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ probs,
                           double* __restrict__ row_loss, double* __restrict__ row_ok, double* __restrict__ bad,
                           int64_t n, int64_t k) {
   // Grid-stride: the grid is capped (blocks()), so one thread may own several rows.
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float* zi = z + i * k;
-    const int32_t label = y[i];
-    int64_t best = 0;
-    const double sum = softmax_row(zi, probs + i * k, k, &best);
-    const bool valid = label >= 0 && label < k;
-    if (!valid) *bad = 1.0;
-    row_loss[i] = valid ? log(sum) - static_cast<double>(zi[label] - zi[best]) : 0.0;
-    if (row_ok) row_ok[i] = valid && best == label ? 1.0 : 0.0;
+    double ok = 0.0;
+    row_loss[i] = xent_row(z + i * k, y[i], probs + i * k, k, bad, &ok);
+    if (row_ok) row_ok[i] = ok;
   }
 }
 
@@ -57,16 +71,10 @@ __global__ void reduce_mean(const double* __restrict__ row_loss, int64_t n, doub
   if (threadIdx.x == 0) *out = partial[0] / static_cast<double>(n);
 }
 
-// The accumulating forward's reduction: one block adds the row losses and the row hits, in a
-// fixed order, to acc[0] and acc[1].
-__global__ void reduce_add2(const double* __restrict__ a, const double* __restrict__ b, int64_t n,
-                            double* __restrict__ acc) {
+// Adds one block's per-thread sums sa, sb as a fixed tree to acc[0] and acc[1] (thread 0), and
+// counts the batch in acc[3] while acc[0] is finite. Every thread of the block calls it.
+__device__ __forceinline__ void block_add2(double sa, double sb, double* __restrict__ acc) {
   __shared__ double pa[kThreads], pb[kThreads];
-  double sa = 0.0, sb = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    sa += a[i];
-    sb += b[i];
-  }
   pa[threadIdx.x] = sa;
   pb[threadIdx.x] = sb;
   __syncthreads();
@@ -84,12 +92,43 @@ __global__ void reduce_add2(const double* __restrict__ a, const double* __restri
   }
 }
 
+// The accumulating forward's reduction: one block adds the row losses and the row hits, in a
+// fixed order (thread t: rows t, t + 256, ...; then the tree), to acc[0] and acc[1].
+__global__ void reduce_add2(const double* __restrict__ a, const double* __restrict__ b, int64_t n,
+                            double* __restrict__ acc) {
+  double sa = 0.0, sb = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    sa += a[i];
+    sb += b[i];
+  }
+  block_add2(sa, sb, acc);
+}
+
+// xent_rows, reduce_add2 and xent_backward in one block (set_fused_loss): thread t takes rows t,
+// t + 256, ... in ascending order, as reduce_add2's loop reads them, and adds each row's loss and
+// hit as it goes; the same tree follows. So the sums, the probabilities and the gradient are
+// the three kernels' bits, with no per-row scratch.
+__global__ void xent_fused(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ probs,
+                           float* __restrict__ d, double* __restrict__ acc, int64_t n, int64_t k, int64_t mean_rows) {
+  const float scale = 1.0f / static_cast<float>(mean_rows);
+  double sa = 0.0, sb = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int32_t label = y[i];
+    float* pi = probs + i * k;
+    double ok = 0.0;
+    sa += xent_row(z + i * k, label, pi, k, acc + 2, &ok);
+    sb += ok;
+    for (int64_t j = 0; j < k; ++j) d[i * k + j] = xent_grad(pi[j], scale, j == label);
+  }
+  block_add2(sa, sb, acc);
+}
+
 __global__ void xent_backward(const float* __restrict__ p, const int32_t* __restrict__ y, float* __restrict__ d,
                               int64_t n, int64_t k, int64_t mean_rows) {
   const float scale = 1.0f / static_cast<float>(mean_rows);
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n * k; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e / k, j = e % k;
-    d[e] = p[e] * scale - (j == y[i] ? scale : 0.0f);
+    d[e] = xent_grad(p[e], scale, j == y[i]);
   }
 }
 
@@ -179,6 +218,29 @@ void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labe
   xent_backward<<<blocks(n * k), kThreads, 0, ctx.stream()>>>(static_cast<const float*>(probs.raw()),
                                                               static_cast<const int32_t*>(labels.raw()),
                                                               static_cast<float*>(dlogits.raw()), n, k, mean_rows);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void softmax_xent_accumulate_backward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs,
+                                      Tensor& sums, Tensor& dlogits, int64_t mean_rows) {
+  check(logits, labels, ctx);
+  const int64_t n = logits.dim(0), k = logits.dim(1);
+  if (n == 0 || n > kFusedXentRows) {  // nothing to do, or too many rows for one block
+    softmax_xent_accumulate(ctx, logits, labels, probs, sums);
+    softmax_xent_backward(ctx, probs, labels, dlogits, mean_rows);
+    return;
+  }
+  EMBER_CHECK(probs.shape() == logits.shape() && probs.device() == logits.device(), ShapeError,
+              "softmax cross-entropy (cuda): probs must match logits");
+  EMBER_CHECK(dlogits.shape() == logits.shape() && dlogits.device() == logits.device(), ShapeError,
+              "softmax cross-entropy (cuda): dlogits must match logits");
+  EMBER_CHECK(sums.numel() >= 4 && sums.dtype() == DType::F64 && sums.device() == logits.device(), ShapeError,
+              "softmax cross-entropy (cuda): the metric sums must be >= 4 f64 on " + logits.device().str() + ", got " +
+                  sums.str());
+  xent_fused<<<1, kThreads, 0, ctx.stream()>>>(static_cast<const float*>(logits.raw()),
+                                               static_cast<const int32_t*>(labels.raw()),
+                                               static_cast<float*>(probs.raw()), static_cast<float*>(dlogits.raw()),
+                                               static_cast<double*>(sums.raw()), n, k, mean_rows);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -16,6 +16,11 @@ float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& lab
 // (MetricSums in layers/metrics.h).
 void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
 void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
+// softmax_xent_accumulate then softmax_xent_backward, the same bits: one single-block kernel for
+// up to kFusedXentRows rows (no scratch either), the two calls' three kernels above that.
+inline constexpr int64_t kFusedXentRows = 4096;
+void softmax_xent_accumulate_backward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs,
+                                      Tensor& sums, Tensor& dlogits, int64_t mean_rows);
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels);
 
 }  // namespace ember::cuda

@@ -1049,10 +1049,14 @@ void Model::run_heads(const Tensor& last, std::span<const Tensor> ys, MetricSums
     // One output: what the loss reads, the last layer run (a final Softmax's input when the loss
     // takes logits; the input itself for a model that is only that Softmax).
     const Tensor& out = heads_.size() == 1 ? last : *acts_[static_cast<size_t>(outputs_[k])];
-    (training ? h.loss : h.eval_loss)->forward(out, ys[k], sums.block(k));
-    accumulate_metrics(k, out, ys[k], sums, !training);  // evaluate frees as it goes (run_layers)
-    if (!training) continue;
-    const Tensor& d = h.loss->backward(mean_rows);
+    if (!training) {
+      h.eval_loss->forward(out, ys[k], sums.block(k));
+      accumulate_metrics(k, out, ys[k], sums, true);  // evaluate frees as it goes (run_layers)
+      continue;
+    }
+    // Metrics read the outputs only, never the loss's buffers: after the loss's backward is as good.
+    const Tensor& d = h.loss->forward_backward(out, ys[k], sums.block(k), mean_rows);
+    accumulate_metrics(k, out, ys[k], sums, false);
     if (h.weight == 1.0) {
       head_grads_[k] = &d;
     } else {

@@ -14,6 +14,7 @@ struct DenseState : OpState {
   Tensor x, y;
   Tensor dz;  // dy * (y > 0), when the ReLU's mask is applied here
   Tensor dx;
+  GpuPlanSlot forward_slot, backward_slot;  // the cuBLASLt plans under set_fused_dense (one each)
 };
 }  // namespace
 
@@ -23,7 +24,7 @@ const Tensor& dense_forward(std::unique_ptr<OpState>& state, const Tensor& x, co
   s.x = x;
   ensure(s.y, Shape{x.dim(0), w.dim(0)}, DType::F32, x.device());
   if (on_gpu(x))
-    layer_cuda_ops().dense_forward(s.x, w, b, relu, s.y);
+    layer_cuda_ops().dense_forward(s.x, w, b, relu, s.y, s.forward_slot);
   else
     cpu::dense_forward(s.x, w, b, relu, s.y);
   return s.y;
@@ -40,7 +41,7 @@ const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, c
     dx = &s.dx;
   }
   if (on_gpu(s.x))
-    layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db);
+    layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, s.backward_slot);
   else
     cpu::dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db);
   return dx;

@@ -3,6 +3,7 @@
 
 #include "../../core/dispatch.h"
 #include "../../core/error.h"
+#include "../../core/runtime.h"
 #include "../cpu/dropout.h"
 #include "../cuda_ops.h"
 #include "op_state.h"
@@ -21,8 +22,10 @@ const Tensor& dropout_forward(std::unique_ptr<OpState>& state, const DropoutPara
   ensure(s.y, x.shape(), DType::F32, x.device(), x.layout());
   ensure(s.mask, x.shape(), DType::U8, x.device(), x.layout());
   if (on_gpu(x)) {
-    layer_cuda_ops().dropout_forward(p, counter, x, s.y, s.mask);
-    layer_cuda_ops().dropout_advance(counter);
+    // With fused_advance(), the forward's last block advances the counter: one launch, not two.
+    const bool fold = fused_advance();
+    layer_cuda_ops().dropout_forward(p, counter, x, s.y, s.mask, fold);
+    if (!fold) layer_cuda_ops().dropout_advance(counter);
   } else {
     cpu::dropout_forward(p, counter, x, s.y, s.mask);
     cpu::dropout_advance(counter);

@@ -2,6 +2,7 @@
 #include "softmax_xent.h"
 
 #include "../../core/dispatch.h"
+#include "../../core/runtime.h"
 #include "../cpu/softmax_xent.h"
 #include "../cuda_ops.h"
 
@@ -14,14 +15,31 @@ void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor&
     cpu::softmax_xent_accumulate(logits, labels, probs, sums);
 }
 
-void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows) {
-  EMBER_CHECK(mean_rows >= probs.dim(0) && mean_rows > 0, ArgumentError,
+namespace {
+void check_mean_rows(int64_t mean_rows, const Tensor& rows) {
+  EMBER_CHECK(mean_rows >= rows.dim(0) && mean_rows > 0, ArgumentError,
               "softmax cross-entropy: the mean is over " + std::to_string(mean_rows) + " rows but " +
-                  std::to_string(probs.dim(0)) + " are given");
+                  std::to_string(rows.dim(0)) + " are given");
+}
+}  // namespace
+
+void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows) {
+  check_mean_rows(mean_rows, probs);
   if (on_gpu(probs))
     layer_cuda_ops().softmax_xent_backward(probs, labels, dlogits, mean_rows);
   else
     cpu::softmax_xent_backward(probs, labels, dlogits, mean_rows);
+}
+
+void softmax_xent_accumulate_backward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                                      Tensor& dlogits, int64_t mean_rows) {
+  if (on_gpu(logits) && fused_loss()) {
+    check_mean_rows(mean_rows, logits);
+    layer_cuda_ops().softmax_xent_accumulate_backward(logits, labels, probs, sums, dlogits, mean_rows);
+    return;
+  }
+  softmax_xent_accumulate(logits, labels, probs, sums);
+  softmax_xent_backward(probs, labels, dlogits, mean_rows);
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {

@@ -14,6 +14,9 @@ void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor&
 // dlogits = (probs - onehot(labels)) / mean_rows, written (=): mean_rows is the batch's N, or
 // the whole batch's N when these rows are one slice of it.
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
+// The two above, on a GPU under set_fused_loss as one kernel (the same bits).
+void softmax_xent_accumulate_backward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                                      Tensor& dlogits, int64_t mean_rows);
 // Rows of `logits` whose argmax equals the label (synchronises with a GPU).
 int64_t count_correct(const Tensor& logits, const Tensor& labels);
 

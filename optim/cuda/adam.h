@@ -16,5 +16,11 @@ void set_rate(Context& ctx, float* rate, float value);
 // The update with the step size scalars[1] read on the device.
 void adam_update(Context& ctx, float* params, const float* grads, float* m, float* v, int64_t n, const double* scalars,
                  float beta1, float beta2, float epsilon);
+// adam_advance then adam_update in one launch (fused_advance()): each block computes the step's
+// {t, lr_t} from scalars[0] and *lr as adam_advance does (beta1, beta2 widened to double), updates
+// its elements with that lr_t, and the last block to finish stores {t, lr_t} into scalars. The
+// same bits as the two calls. With n == 0, adam_advance alone.
+void adam_update_advance(Context& ctx, float* params, const float* grads, float* m, float* v, int64_t n,
+                         double* scalars, const float* lr, float beta1, float beta2, float epsilon);
 
 }  // namespace ember::cuda

@@ -28,6 +28,10 @@ const ::ember::detail::OptimCudaOps* optim_ops_table() {
     a.decay = [](int device, float* p, const float* mask, int64_t n, const float* lr, float weight_decay) {
       decay(context(device), p, mask, n, lr, weight_decay);
     };
+    a.adam_update_advance = [](int device, float* p, const float* g, float* m, float* v, int64_t n, double* scalars,
+                               const float* lr, float b1, float b2, float eps) {
+      adam_update_advance(context(device), p, g, m, v, n, scalars, lr, b1, b2, eps);
+    };
     a.norm_scratch_doubles = kNormScratch;
     return a;
   }();

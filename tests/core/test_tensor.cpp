@@ -76,7 +76,10 @@ TEST(Runtime, KernelSettingsVersionCountsRealChangesOnly) {
   const std::pair<void (*)(bool), bool (*)()> switches[] = {{set_gpu_deterministic, gpu_deterministic},
                                                             {set_cudnn_find, cudnn_find},
                                                             {set_fused_conv, fused_conv},
-                                                            {set_gpu_nhwc, gpu_nhwc}};
+                                                            {set_gpu_nhwc, gpu_nhwc},
+                                                            {set_fused_dense, fused_dense},
+                                                            {set_fused_loss, fused_loss},
+                                                            {set_fused_advance, fused_advance}};
   for (const auto& [set, get] : switches) {
     const uint64_t before = kernel_settings_version();
     const bool was = get();

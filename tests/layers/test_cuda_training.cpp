@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -628,6 +629,123 @@ TEST(CudaTraining, ASharedLayerOnTheGpuMatchesTheCpu) {
   double worst = 0;
   for (size_t i = 0; i < pc.size(); ++i) worst = std::max(worst, std::abs(double(pg[i]) - pc[i]));
   EXPECT_LE(worst, 1e-4);
+}
+
+// Issue 34's C2 switches (fused loss, folded advances) change the launches, never the bits: fit of
+// a model with BatchNormalization and Dropout (its counter folded too) with both switches on,
+// eager and under CUDA graphs (the advancing blocks' tickets must read 0 at every replay), equals
+// fit with both off: parameters, Adam's moments, the moving statistics, the Dropout counter and
+// the history. And a captured step of the reference CNN has fewer nodes with them: the loss's
+// three kernels become one and Adam's advance kernel goes (3; the loader's advance is not in this
+// step). Unmeasured on a GPU: the first GPU session records both node counts.
+TEST(CudaGraphs, FusedLossAndFoldedAdvancesGiveTheSameBitsInFewerNodes) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  set_gpu_deterministic(true);
+  struct Restore {
+    ~Restore() {
+      set_fused_loss(false);
+      set_fused_advance(false);
+      set_gpu_deterministic(false);
+    }
+  } restore;
+  const std::string dir = test::temp_dir("gpu_fused_switches");
+  test::write_synthetic_mnist(dir, 330, 96, false);  // 10 batches of 32 and one of 10
+  const MnistData data = load_mnist(dir);
+  auto train = [&](bool fused, bool graphs) {
+    set_fused_loss(fused);
+    set_fused_advance(fused);
+    Sequential m;
+    apps::add_bn_cnn(m);
+    m.build(Shape{1, 28, 28}, 5);
+    m.compile(std::make_unique<Adam>());
+    m.to(Device::cuda(0));
+    FitOptions opt{.epochs = 2, .batch_size = 32, .seed = 7, .verbose = 0};
+    opt.cuda_graphs = graphs;
+    History h = m.fit(data.train, opt, &data.test);
+    return std::make_pair(std::move(m), std::move(h));
+  };
+  auto [plain, hp] = train(false, false);
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "fused, CUDA graphs" : "fused, eager");
+    auto [fused, hf] = train(true, graphs);
+    EXPECT_EQ(fused.params().to_vector(), plain.params().to_vector());
+    EXPECT_EQ(fused.state().to_vector(), plain.state().to_vector());
+    for (size_t k = 0; k < 2; ++k)
+      EXPECT_EQ(fused.optimizer()->state()[k].second.to_vector(), plain.optimizer()->state()[k].second.to_vector());
+    EXPECT_EQ(fused.optimizer()->iterations(), 22);
+    ASSERT_EQ(hf.epochs.size(), 2u);
+    for (size_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(hf.epochs[e].loss, hp.epochs[e].loss) << "epoch " << e;
+      EXPECT_EQ(hf.epochs[e].accuracy, hp.epochs[e].accuracy) << "epoch " << e;
+      EXPECT_EQ(*hf.epochs[e].val_loss, *hp.epochs[e].val_loss) << "epoch " << e;
+    }
+  }
+  const Tensor x = test::random_tensor(Shape{32, 1, 28, 28}, 8, 0.0f, 1.0f).to(Device::cuda(0));
+  Tensor labels = Tensor::zeros(Shape{32}, DType::I32);
+  for (int i = 0; i < 32; ++i) labels.data<int32_t>()[i] = (i * 7) % 10;
+  const Tensor y = labels.to(Device::cuda(0));
+  auto nodes = [&](bool fused) {
+    set_fused_loss(fused);
+    set_fused_advance(fused);
+    Sequential m;
+    apps::add_reference_cnn(m);
+    m.build(Shape{1, 28, 28}, 5);
+    m.compile(std::make_unique<Adam>());
+    m.to(Device::cuda(0));
+    MetricSums sums = m.make_sums();
+    auto step = [&] {
+      m.compute_gradients(x, y, sums);
+      m.apply_gradients();
+    };
+    for (int i = 0; i < 2; ++i) step();  // plans, workspaces and the optimizer's state made eagerly
+    synchronize(Device::cuda(0));
+    return CudaGraph::capture(Device::cuda(0), step).node_count();
+  };
+  const int64_t off = nodes(false), on = nodes(true);
+  std::printf("captured reference-CNN step: %lld nodes, %lld with the fused loss and folded advances\n",
+              static_cast<long long>(off), static_cast<long long>(on));
+  EXPECT_GT(on, 0);
+  EXPECT_GE(off - on, 3);
+  std::filesystem::remove_all(dir);
+}
+
+// Dense through cuBLASLt's epilogues (set_fused_dense) trains the reference CNN as the unfused
+// Dense does: not bit for bit (cuBLASLt may sum in another order: ~1e-6 relative per GEMM), so
+// within what 22 Adam steps of ~1e-3 each make of such differences (the plan's 1e-4; a lost bias
+// or bias gradient moves a parameter by ~1e-3 per step). Unmeasured on a GPU.
+TEST(CudaTraining, FusedDenseTrainsAsTheUnfusedDense) {
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  set_allow_tf32(false);
+  set_gpu_deterministic(true);
+  struct Restore {
+    ~Restore() {
+      set_fused_dense(false);
+      set_gpu_deterministic(false);
+    }
+  } restore;
+  const std::string dir = test::temp_dir("gpu_fused_dense");
+  test::write_synthetic_mnist(dir, 330, 96, false);
+  const MnistData data = load_mnist(dir);
+  auto train = [&](bool fused) {
+    set_fused_dense(fused);
+    Sequential m;
+    apps::add_reference_cnn(m);
+    m.build(Shape{1, 28, 28}, 5);
+    m.compile(std::make_unique<Adam>());
+    m.to(Device::cuda(0));
+    FitOptions opt{.epochs = 2, .batch_size = 32, .seed = 7, .verbose = 0};
+    History h = m.fit(data.train, opt, &data.test);
+    return std::make_pair(m.params().to_vector(), h.epochs.back().loss);
+  };
+  const auto [plain, plain_loss] = train(false);
+  const auto [fused, fused_loss] = train(true);
+  double worst = 0;
+  for (size_t i = 0; i < plain.size(); ++i) worst = std::max(worst, std::abs(double(fused[i]) - plain[i]));
+  std::printf("fused vs unfused Dense after 22 steps: max |param difference| %.3g\n", worst);
+  EXPECT_LE(worst, 1e-4);
+  EXPECT_NEAR(fused_loss, plain_loss, 1e-4 * std::max(1.0, plain_loss));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -77,5 +77,34 @@ TEST(MetricSums, AccumulateTheSameLossAndAccuracyAsTheReturningForward) {
   EXPECT_THROW(acc.forward(a, labels_of({0, 1, 2, 9, 0, 1}), sums), ArgumentError);
 }
 
+// What a training step calls: forward then backward in one call. On the CPU the fused-loss switch
+// changes nothing (it selects a GPU kernel); for every loss the result is forward + backward's.
+TEST(SoftmaxCrossEntropy, ForwardBackwardIsForwardThenBackwardWhateverTheSwitch) {
+  const Tensor z = test::random_tensor(Shape{37, 10}, 12, -5.0f, 5.0f);
+  Tensor y = Tensor::empty(Shape{37}, DType::I32);
+  for (int i = 0; i < 37; ++i) y.data<int32_t>()[i] = (i * 3) % 10;
+  SoftmaxCrossEntropy two;
+  MetricSums s2;
+  two.forward(z, y, s2);
+  const std::vector<float> d2 = two.backward(90).to_vector();
+  for (const bool fused : {false, true}) {
+    set_fused_loss(fused);
+    SoftmaxCrossEntropy one;
+    MetricSums s1;
+    const std::vector<float> d1 = one.forward_backward(z, y, s1, 90).to_vector();
+    EXPECT_EQ(d1, d2);
+    EXPECT_EQ(one.probabilities().to_vector(), two.probabilities().to_vector());
+    EXPECT_EQ(s1.read().loss_sum, s2.read().loss_sum);
+    EXPECT_EQ(s1.read().correct, s2.read().correct);
+  }
+  set_fused_loss(false);
+  losses::MeanSquaredError mse, mse2;
+  const Tensor t = test::random_tensor(Shape{37, 10}, 13);
+  MetricSums a, b;
+  mse2.forward(z, t, b);
+  EXPECT_EQ(mse.forward_backward(z, t, a, 74).to_vector(), mse2.backward(74).to_vector());
+  EXPECT_EQ(a.read().loss_sum, b.read().loss_sum);
+}
+
 }  // namespace
 }  // namespace ember

@@ -1,0 +1,42 @@
+// Helpers of the GPU tests that compare a GPU path with the CPU or with another GPU path.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "test_util.h"
+
+namespace ember::test {
+
+// A device tensor full of NaN: whatever an op does not write stays NaN.
+inline Tensor nan_on_gpu(const Shape& s, int device = 0) {
+  Tensor t = Tensor::empty(s, DType::F32, Device::cpu());
+  t.fill(std::numeric_limits<float>::quiet_NaN());
+  return t.to(Device::cuda(device));
+}
+
+// Max |a - b| / max(1, |b|); NaN anywhere counts as infinite.
+inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+  }
+  return worst;
+}
+
+// An f32 tensor's bits (from either device), for comparisons that NaN payloads and signed zeros
+// must pass too.
+inline std::vector<uint32_t> bits(const Tensor& t) {
+  const std::vector<float> v = t.to_vector();
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+}  // namespace ember::test
