@@ -17,7 +17,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-from pytorch_reference import read_idx  # noqa: E402
+from pytorch_reference import keep_heap, read_idx  # noqa: E402
 
 
 def autoencoder(glorot):
@@ -38,7 +38,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--init", choices=["glorot", "torch"], default="glorot",
                     help="glorot: Keras' and Ember's (the same recipe); torch: nn.Linear's own (kaiming-uniform)")
+    ap.add_argument("--malloc", choices=["keep", "trim"], default="keep",
+                    help="keep glibc's heap between steps (default) or trim it as glibc does (pytorch_reference.py)")
     a = ap.parse_args()
+    if a.malloc == "keep":
+        keep_heap()
     torch.set_num_threads(a.threads)
     torch.set_flush_denormal(True)
     torch.manual_seed(a.seed)

@@ -30,6 +30,17 @@ alternately, leaving out the spells when both OpenMP threads shared one core, se
     the timed steps. Without gain (same method): Adam(foreach=True) 1.02x, zero_grad to zeros 0.99x,
     no flush of denormals 1.00x over these short runs, oneDNN off (NCHW) 2.0x slower; fused Adam is
     CUDA-only in 1.13.
+  - glibc's heap kept (--malloc keep, the default; measured 2026-11-26 on a 2-core Intel Xeon with
+    AVX-512, issue 31): PyTorch 1.13 has no caching allocator on the CPU, so every step allocates
+    and frees its activations and gradients (~20-35 MB) through glibc malloc, which hands the heap
+    top back to the kernel whenever a free leaves more than its trim threshold there and maps the
+    largest buffers with mmap; the next step then faults all of it in again: about 4,100 minor
+    page faults per channels_last step (5,400 NCHW). mallopt (keep_heap below: 64 MiB of top
+    padding, no trimming below 1 GiB, buffers up to 32 MiB on the heap) leaves none in the steady
+    state (6 in 300 steps), and the step takes 0.75x the time (median of 6 alternating rounds of
+    processes: 11.2 vs 16.3 ms, per round 0.47-0.77; NCHW 0.73x, 15.1 vs 20.3 ms). Ember allocates
+    nothing in its steady state, so only the peer paid this. --malloc trim keeps glibc's defaults
+    (the peer before 2026-11-26).
   - libgomp's defaults are left alone, as for Ember: under load both OpenMP threads can land on one
     core and spin out each other's time slices (steps of ~400 ms, Ember's too, for seconds at a
     time); OMP_WAIT_POLICY=passive avoids that (25-32 ms there) but costs 1.15-1.2x when quiet.
@@ -84,6 +95,19 @@ def to_batch(images_u8, fmt, device):
     return x.contiguous(memory_format=torch.channels_last) if fmt == "channels_last" else x
 
 
+def keep_heap():
+    """glibc: keep freed memory in the process instead of returning it to the kernel after every step
+    (see the docstring). mallopt's parameters from malloc.h; setting any of them also stops glibc's
+    dynamic thresholds, so the mmap threshold is set too (32 MiB: its maximum on 64-bit)."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
+    ok = (libc.mallopt(m_mmap_threshold, 32 << 20) == 1 and libc.mallopt(m_trim_threshold, 1 << 30) == 1
+          and libc.mallopt(m_top_pad, 64 << 20) == 1)
+    if not ok:
+        print("pytorch_reference: mallopt failed: glibc's default heap trimming stays", file=sys.stderr)
+
+
 def warn_if_reference_blas():
     """Debian's torch takes its BLAS (Linear layers) from libblas.so.3: say so if it is the reference one."""
     try:
@@ -112,10 +136,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-dir", default="data/mnist")
     ap.add_argument("--no-header", action="store_true")
+    ap.add_argument("--malloc", choices=["keep", "trim"], default="keep",
+                    help="CPU: keep glibc's heap between steps (default; see the docstring) or trim it as glibc does")
     ap.add_argument("--cuda-graph", action="store_true",
                     help="GPU: capture the training step (forward, backward, Adam) in a CUDA graph "
                          "(torch.cuda.graphs) and replay it; each batch is copied into the graph's input first")
     a = ap.parse_args()
+    if a.malloc == "keep":
+        keep_heap()
     torch.set_num_threads(a.threads)  # Debian's build defaults to 1 thread here
     warn_if_reference_blas()
     # Flush denormals to zero, as Ember does: without it, repeated steps on one batch drive

@@ -33,7 +33,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-from pytorch_reference import read_idx  # noqa: E402
+from pytorch_reference import keep_heap, read_idx  # noqa: E402
 
 
 def bn(c):
@@ -81,7 +81,11 @@ def main():
     ap.add_argument("--evaluate-only", action="store_true",
                     help="no training: evaluate the initial model on the test set under no_grad (batch 256) "
                          "and print the time and the peak RSS before and after (bench/inference_memory.sh)")
+    ap.add_argument("--malloc", choices=["keep", "trim"], default="keep",
+                    help="keep glibc's heap between steps (default) or trim it as glibc does (pytorch_reference.py)")
     a = ap.parse_args()
+    if a.malloc == "keep":
+        keep_heap()
     torch.set_num_threads(a.threads)
     torch.set_flush_denormal(True)
     torch.manual_seed(a.seed)
