@@ -12,7 +12,8 @@
 //
 // A loss of your own subclasses Loss (docs/usage.md shows one): check() the shapes, forward()
 // adds the batch's sum of per-sample losses to sums.buffer()'s slot 0 (and counts the finite
-// batches, MetricSums::add_loss does both on the CPU), backward() returns d(mean loss)/d(outputs).
+// batches, MetricSums::add_loss does both on the CPU), backward() returns d(mean loss)/d(outputs);
+// training calls forward_backward(), forward() then backward() unless overridden to fuse both.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +51,9 @@ class Loss {
   // slice of it; 0: the last forward's rows.
   virtual const Tensor& backward(int64_t mean_rows = 0) = 0;
   // forward() then backward(mean_rows), what a training step runs: a loss may do both at once
-  // (SparseCategoricalCrossentropy on a GPU under set_fused_loss: one kernel, the same bits).
+  // (SparseCategoricalCrossentropy on a GPU under set_fused_loss: one kernel, the same bits; a
+  // subclass of it that overrides forward() or backward() still gets them called). A loss of
+  // your own need not override it.
   virtual const Tensor& forward_backward(const Tensor& outputs, const Tensor& targets, MetricSums& sums,
                                          int64_t mean_rows = 0);
   // The mean loss of one batch through sums of its own (synchronises with a GPU).

@@ -106,5 +106,28 @@ TEST(SoftmaxCrossEntropy, ForwardBackwardIsForwardThenBackwardWhateverTheSwitch)
   EXPECT_EQ(a.read().loss_sum, b.read().loss_sum);
 }
 
+// A subclass of the built-in loss that overrides forward() still sees it called in training
+// (forward_backward's one-pass path is the built-in class's own).
+TEST(SoftmaxCrossEntropy, ASubclassOverridingForwardIsCalledByForwardBackward) {
+  struct Counting : SoftmaxCrossEntropy {
+    int forwards = 0;
+    using SoftmaxCrossEntropy::forward;
+    void forward(const Tensor& z, const Tensor& y, MetricSums& sums) override {
+      ++forwards;
+      SoftmaxCrossEntropy::forward(z, y, sums);
+    }
+  };
+  const Tensor z = test::random_tensor(Shape{8, 10}, 3);
+  Tensor y = Tensor::zeros(Shape{8}, DType::I32);
+  Counting loss;
+  MetricSums sums;
+  for (const bool fused : {false, true}) {
+    set_fused_loss(fused);
+    (void)loss.forward_backward(z, y, sums, 8);
+  }
+  set_fused_loss(false);
+  EXPECT_EQ(loss.forwards, 2);
+}
+
 }  // namespace
 }  // namespace ember
