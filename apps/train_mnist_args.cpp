@@ -221,7 +221,7 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_flag("--nhwc", a.nhwc, "GPU: Conv2D and MaxPool2D activations channels-last for cuDNN (unverified on a GPU)");
   app.add_flag("--cuda-graphs", a.cuda_graphs,
                "GPU: capture the training step once as a CUDA graph and replay it (one launch per step instead of "
-               "~20; the same bits; unverified on a GPU)");
+               "about 45; the same bits; unverified on a GPU)");
   app.add_option("--inject-fault", a.inject_fault,
                  "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden

@@ -22,11 +22,11 @@
 # measured ones):
 #   call 1: run info gputests    ~4 min   the GPU unit tests (test_cuda_*, the GPU tests of
 #                                         test_distribute, test_device and test_train_mnist)
-#   call 2: run sanitize         ~6 min   compute-sanitizer memcheck (parity, losses, training)
-#                                         and racecheck (parity)
+#   call 2: run sanitize         ~7 min   compute-sanitizer memcheck (parity, the C2 tests, losses,
+#                                         training) and racecheck (parity, fused loss, folded advances)
 #   call 3: run placement train  ~7 min   soft placement, OOM, train_mnist on MNIST
 #   call 4: run bench            ~5 min   bench_train next to PyTorch, bench_conv, bench_matmul
-# With the machine's start (~3 min) about 25 minutes. Each call carries gpu-bundle.tar.xz (the
+# With the machine's start (~3 min) about 26 minutes. Each call carries gpu-bundle.tar.xz (the
 # binaries, libember*, oneDNN/spdlog/fmt/OpenCL/libgomp, MNIST gzipped) and needs on the device
 # machine: the NVIDIA driver, python3 with PyTorch's CUDA 13 wheels (their nvidia/ libraries:
 # cudart, cuBLAS, cuDNN, NCCL), and for call 2 compute-sanitizer (the toolkit's bin folder).
@@ -35,13 +35,13 @@
 #   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
 #   test_cuda_parity: every GPU op against the CPU, the device gather, metric sums, SGD;
 #   test_cuda_fused_loss / test_cuda_folded_advances: issue 34's C2 kernels (set_fused_loss,
-#   set_fused_advance) against the kernels they replace, bit for bit;
+#   set_fused_advance) against the kernels they replace, bit for bit; test_cuda_fused_dense: Dense
+#   through cuBLASLt epilogues (set_fused_dense) against the CPU and the unfused path;
 #   test_cuda_losses: the losses, metrics and the gather of f32 data against the CPU;
 #   test_cuda_training: training steps and fit() on the GPU vs the CPU, no allocation in the
 #   steady state; test_distribute: NCCL all-reduce/broadcast over every local GPU, communicators
 #   from a unique id, Mirrored on 1 GPU == Default bit for bit, on 2 GPUs == 1 GPU;
-#   test_train_mnist: the same through the app); compute-sanitizer memcheck and racecheck over
-#   the parity and training tests; soft placement (a missing gpu:99) and an out-of-memory error
+#   test_train_mnist: the same through the app); compute-sanitizer memcheck and racecheck (call 2); soft placement (a missing gpu:99) and an out-of-memory error
 #   on purpose (a 4 MiB cap); train_mnist --device gpu --epochs 5 on MNIST (>= 99.0%) in TF32
 #   (the default) and FP32 (--no-tf32), --strategy mirrored with two replicas on one GPU and on
 #   every GPU. Issue 15's unit tests: fit's host waits do not grow with its steps
@@ -49,7 +49,8 @@
 #   rows beyond 2^20, deterministic cuDNN choice, three replicas on one GPU vs one, the NCCL
 #   clique abort (2 GPUs); CUDA graphs (CudaGraphs.*: graph == eager bit for bit, replay, a failed
 #   capture) and train_mnist --cuda-graphs (5 epochs, >= 99.0%, the epoch time against the goal
-#   of 0.1 s), with --cudnn-find --fused-conv. bench_train (its 'graph' row on the GPU) alternating with PyTorch on the
+#   of 0.1 s), and the speed switches together for one epoch (--cuda-graphs --cudnn-find --fused-conv
+#   --fused-dense --fused-loss --fused-advance --nhwc). bench_train (its 'graph' row on the GPU) alternating with PyTorch on the
 #   same GPU, FP32 against FP32 and TF32 against TF32; bench_conv on CPU and GPU;
 #   bench_matmul's cuBLAS columns.
 #   Not here: MultiWorker over MPI (the bundle carries no MPI; its NCCL part is covered by the

@@ -14,7 +14,8 @@
 # layering and formatting checks: release = configuration 1, sanitize = configuration 2, fuzz =
 # the fuzzers. CI's host run takes "release" only, because the fresh root then runs this whole
 # command again and its configuration 2 and fuzzers are the host's, bit for bit (no CUDA, no
-# MPI in either): each part runs once per CI.
+# MPI in either): those run once per CI (configuration 1 twice: with CUDA on the host, CPU-only
+# in the root).
 # Exit status: non-zero if any step or test fails, 2 for an unknown part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
