@@ -75,12 +75,16 @@ float SparseCategoricalCrossentropy::forward(const Tensor& logits, const Tensor&
   return static_cast<float>(v.loss_sum / static_cast<double>(std::max<int64_t>(logits.dim(0), 1)));
 }
 
-void SparseCategoricalCrossentropy::forward(const Tensor& logits, const Tensor& labels, MetricSums& sums) {
+void SparseCategoricalCrossentropy::prepare(const Tensor& logits, const Tensor& labels, const MetricSums& sums) {
   EMBER_CHECK(sums.device() == logits.device(), DeviceError,
               "SoftmaxCrossEntropy: the metric sums are on " + sums.device().str() + " but the logits on " +
                   logits.device().str());
   ensure(probs_, logits.shape(), DType::F32, logits.device());
   labels_ = labels;
+}
+
+void SparseCategoricalCrossentropy::forward(const Tensor& logits, const Tensor& labels, MetricSums& sums) {
+  prepare(logits, labels, sums);
   detail::softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
 }
 
@@ -96,12 +100,8 @@ const Tensor& SparseCategoricalCrossentropy::forward_backward(const Tensor& logi
   // A subclass that overrides forward() or backward() gets them called, as the default does.
   if (typeid(*this) != typeid(SparseCategoricalCrossentropy))
     return Loss::forward_backward(logits, labels, sums, mean_rows);
-  EMBER_CHECK(sums.device() == logits.device(), DeviceError,
-              "SoftmaxCrossEntropy: the metric sums are on " + sums.device().str() + " but the logits on " +
-                  logits.device().str());
-  ensure(probs_, logits.shape(), DType::F32, logits.device());
+  prepare(logits, labels, sums);
   ensure(dlogits_, logits.shape(), DType::F32, logits.device());
-  labels_ = labels;
   detail::softmax_xent_accumulate_backward(logits, labels, probs_, sums.buffer(), dlogits_,
                                            rows_for_mean(mean_rows, logits));
   return dlogits_;

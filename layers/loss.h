@@ -92,6 +92,8 @@ class SparseCategoricalCrossentropy : public Loss {
   const Tensor& probabilities() const { return probs_; }
 
  private:
+  // Checks the sums' device, sizes probs_ and keeps the labels: what both forwards do first.
+  void prepare(const Tensor& logits, const Tensor& labels, const MetricSums& sums);
   Tensor probs_, labels_, dlogits_;
 };
 

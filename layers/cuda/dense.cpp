@@ -178,11 +178,7 @@ LtPlan* find_lt_plan(Context& ctx, ::ember::detail::GpuPlanSlot* slot, LtGemm ge
                   alignment(bias)};
   // Inside a CUDA graph capture no plan is made (cuBLASLt's handle and heuristic belong to eager
   // steps): the call runs fused only with the plan its op state found before the capture.
-  if (CudaGraph::capturing(Device::cuda(ctx.device()))) {
-    if (!slot || slot->cache != &lt_cache() || !slot->plan || !std::equal(key.begin(), key.end(), slot->key.begin()))
-      return nullptr;
-    return static_cast<LtPlan*>(slot->plan);
-  }
+  if (CudaGraph::capturing(Device::cuda(ctx.device()))) return slot ? lt_cache().in_slot(*slot, key) : nullptr;
   const auto make = [&] { return make_lt_plan(ctx, key, bias); };
   return slot ? &lt_cache().get(*slot, key, make) : &lt_cache().get(key, make);
 }

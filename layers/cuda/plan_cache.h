@@ -38,13 +38,20 @@ class PlanCache {
   // else get() (and the slot remembers it).
   template <typename Make>
   Plan& get(::ember::detail::GpuPlanSlot& slot, const Key& key, Make&& make) {
-    if (slot.cache == this && slot.plan && std::equal(key.begin(), key.end(), slot.key.begin()))
-      return *static_cast<Plan*>(slot.plan);
+    if (Plan* p = in_slot(slot, key)) return *p;
     Plan& p = get(key, std::forward<Make>(make));
     slot.cache = this;
     slot.plan = &p;
     std::copy(key.begin(), key.end(), slot.key.begin());
     return p;
+  }
+
+  // The slot's plan when this cache made it for `key`, else null (makes nothing: what a call
+  // inside a CUDA graph capture may use).
+  Plan* in_slot(const ::ember::detail::GpuPlanSlot& slot, const Key& key) const {
+    if (slot.cache == this && slot.plan && std::equal(key.begin(), key.end(), slot.key.begin()))
+      return static_cast<Plan*>(slot.plan);
+    return nullptr;
   }
 
  private:

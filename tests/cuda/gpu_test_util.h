@@ -39,4 +39,20 @@ inline std::vector<uint32_t> bits(const Tensor& t) {
   return b;
 }
 
+// ReLU decisions of a GPU run (its post-ReLU y > 0) that differ from the CPU's pre-activation
+// z > 0: all of them, and those where |z| >= 1e-5, i.e. not within rounding of 0 (a bug).
+struct ReluFlips {
+  int64_t all = 0, far = 0;
+};
+inline ReluFlips relu_flips(const Tensor& y_gpu, const Tensor& z_cpu) {
+  const std::vector<float> y = y_gpu.to_vector(), z = z_cpu.to_vector();
+  ReluFlips f;
+  for (size_t i = 0; i < y.size() && i < z.size(); ++i)
+    if ((y[i] > 0) != (z[i] > 0)) {
+      ++f.all;
+      if (std::abs(z[i]) >= 1e-5f) ++f.far;
+    }
+  return f;
+}
+
 }  // namespace ember::test

@@ -92,7 +92,6 @@ void check_shape(cuda::Context& ctx, int64_t n, int64_t in, int64_t out) {
     for (const auto& [second, first] : twice)
       EXPECT_EQ(bits(*second), bits(*first)) << "fused twice";  // deterministic on one GPU
     EXPECT_LE(rel_error(fused.y.to_vector(), plain.y.to_vector()), 1e-5) << "fused against unfused";
-    const std::vector<float> zv = z.to_vector();
     for (const DenseRun* r : {&plain, &fused}) {
       const char* which = r == &plain ? "unfused" : "fused";
       EXPECT_LE(rel_error(r->y.to_vector(), y.to_vector()), 1e-5) << which;
@@ -102,15 +101,9 @@ void check_shape(cuda::Context& ctx, int64_t n, int64_t in, int64_t out) {
       cpu::dense_backward(x, w, ref.y, dy, relu, ref.dz, &ref.dx, ref.dw, ref.db);
       if (relu) {
         EXPECT_EQ(r->dz.to_vector(), ref.dz.to_vector()) << which;  // the same mask: exact
-        const std::vector<float> yv = ref.y.to_vector();
-        int64_t flips = 0, far = 0;
-        for (size_t i = 0; i < yv.size(); ++i)
-          if ((yv[i] > 0) != (zv[i] > 0)) {
-            ++flips;
-            if (std::abs(zv[i]) >= 1e-5f) ++far;
-          }
-        EXPECT_EQ(far, 0) << which << ": " << flips << " ReLU decisions differ from the CPU's";
-        EXPECT_LE(flips, n * out / 1000) << which;
+        const test::ReluFlips flips = test::relu_flips(ref.y, z);
+        EXPECT_EQ(flips.far, 0) << which << ": " << flips.all << " ReLU decisions differ from the CPU's";
+        EXPECT_LE(flips.all, n * out / 1000) << which;
       }
       EXPECT_LE(rel_error(r->dx.to_vector(), ref.dx.to_vector()), 1e-5) << which;
       EXPECT_LE(rel_error(r->dw.to_vector(), ref.dw.to_vector()), tol) << which;

@@ -14,6 +14,7 @@
 #include "core/cuda/elementwise.h"
 #include "data/cuda/gather.h"
 #include "data/dataset.h"
+#include "gpu_test_util.h"
 #include "layers/activation.h"
 #include "layers/cpu/avgpool2d.h"
 #include "layers/cpu/batchnorm.h"
@@ -338,15 +339,9 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
     EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), tol) << n;
     EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), tol) << n;
     EXPECT_EQ(dzg.to_vector(), dz.to_vector()) << n;  // the same mask: exact
-    const std::vector<float> yv = y_gpu.to_vector(), zv = z.to_vector();
-    int64_t flips = 0, far = 0;
-    for (size_t i = 0; i < yv.size(); ++i)
-      if ((yv[i] > 0) != (zv[i] > 0)) {
-        ++flips;
-        if (std::abs(zv[i]) >= 1e-5f) ++far;
-      }
-    EXPECT_EQ(far, 0) << n << ": " << flips << " ReLU decisions differ from the CPU's";
-    EXPECT_LE(flips, n * out / 1000) << n;
+    const test::ReluFlips flips = test::relu_flips(y_gpu, z);
+    EXPECT_EQ(flips.far, 0) << n << ": " << flips.all << " ReLU decisions differ from the CPU's";
+    EXPECT_LE(flips.all, n * out / 1000) << n;
     EXPECT_EQ(dyg.to_vector(), dy.to_vector()) << n;  // dy is read only
   }
 }
