@@ -744,6 +744,9 @@ TEST(CudaTraining, FusedDenseTrainsAsTheUnfusedDense) {
   for (size_t i = 0; i < plain.size(); ++i) worst = std::max(worst, std::abs(double(fused[i]) - plain[i]));
   std::printf("fused vs unfused Dense after 22 steps: max |param difference| %.3g\n", worst);
   EXPECT_LE(worst, 1e-4);
+  // The epoch's mean loss, at parameters that differ by the bound above: StepsOnTheGpuMatchTheCpu's
+  // bound, not measured on a GPU yet (the first GPU session records the difference and tightens
+  // both); the parameter check is the one a lost bias or bias gradient cannot pass.
   EXPECT_NEAR(fused_loss, plain_loss, 1e-4 * std::max(1.0, plain_loss));
   std::filesystem::remove_all(dir);
 }
