@@ -4,18 +4,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../core/pairwise_sum.h"
+
 namespace ember {
 
 namespace {
-// Element i's sum over n members' buffers as a pairwise tree by doubling strides ((b0 + b1) +
-// (b2 + b3), ...; for 3: (b0 + b1) + b2): the order a Model sums its slices' gradients in
-// (compute_gradients). With a power-of-two number of replicas, each holding an aligned
-// power-of-two run of the batch's slices, the replicas' sum is then the one model's bit for bit.
-float pairwise_sum(float* const* b, int n, int64_t i) {
-  if (n <= 1) return n == 1 ? b[0][i] : 0.0f;  // groups have size >= 1 (LocalGroup's check)
-  int left = 1;                                // the largest power of two below n: the doubling strides' split
-  while (left * 2 < n) left *= 2;
-  return pairwise_sum(b, left, i) + pairwise_sum(b + left, n - left, i);
+// Element i's sum over n members' buffers in the batch's sum order (core/pairwise_sum.h): with a
+// power-of-two number of replicas, each holding an aligned power-of-two run of the batch's groups,
+// the replicas' sum is the one model's bit for bit.
+float pairwise_sum(float* const* b, int64_t n, int64_t i) {
+  return ember::pairwise_sum(0, n, i, [b](int64_t j, int64_t e) { return b[j][e]; });
 }
 }  // namespace
 
@@ -159,7 +157,7 @@ class HostGroup : public Communicator {
       // split over the OpenMP threads.
 #pragma omp parallel for schedule(static) if (len > 65536)
     for (int64_t i = 0; i < len; ++i) {
-      const float s = pairwise_sum(b.data(), static_cast<int>(n), i);
+      const float s = pairwise_sum(b.data(), static_cast<int64_t>(n), i);
       for (size_t r = 0; r < n; ++r) b[r][i] = s;
     }
     if (on_gpu)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/pairwise_sum.h"
 #include "layers/cpu/conv2d.h"
 
 namespace ember::test {
@@ -82,6 +83,14 @@ double max_rel_error(std::span<const float> a, std::span<const float> b, double 
     worst = std::max(worst, err);
   }
   return worst;
+}
+
+std::vector<float> pairwise_tree_of(const std::vector<std::vector<float>>& shares) {
+  std::vector<float> out(shares.empty() ? 0 : shares[0].size());
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = pairwise_sum(0, int64_t(shares.size()), int64_t(i),
+                          [&](int64_t j, int64_t e) { return shares[size_t(j)][size_t(e)]; });
+  return out;
 }
 
 double scaled_error(std::span<const float> a, std::span<const float> b) {

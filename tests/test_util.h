@@ -31,6 +31,10 @@ Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed);
 // Max |a - b| / max(floor, |b|) over two equal-length sequences (relative above the floor,
 // absolute below it); a NaN on one side only counts as infinite.
 double max_rel_error(std::span<const float> a, std::span<const float> b, double floor = 1.0);
+// Element by element, the shares' values added in the batch's pairwise tree (core/pairwise_sum.h):
+// what an all-reduce over replicas computes from their gradients.
+std::vector<float> pairwise_tree_of(const std::vector<std::vector<float>>& shares);
+
 // Max |a - b| over max |b|: the error of reordered float sums relative to the tensor's scale.
 double scaled_error(std::span<const float> a, std::span<const float> b);
 // n i32 labels in [0, classes), (7 i + 3) mod classes: every class, no pattern a layer could exploit.

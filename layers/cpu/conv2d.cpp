@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../../core/cpu/dnnl_context.h"
+#include "../../core/pairwise_sum.h"
 #include "../../core/runtime.h"
 #include "conv2d_direct.h"
 #include "conv2d_winograd.h"
@@ -57,7 +58,8 @@ struct Plan {
   bool direct_bwd_w = false;  // else by conv2d_direct.h where it fits
   std::vector<float> direct_scratch;
   std::optional<dnnl::reorder> wei_to_bwd, diff_wei_to_user;
-  Tensor masked_dy;  // dy * (y > 0) when ReLU is fused
+  Tensor masked_dy;               // dy * (y > 0) when ReLU is fused
+  std::vector<float> group_sums;  // oneDNN's weight gradient per group of the batch (conv2d_backward)
 };
 
 memory::dims dims4(int64_t a, int64_t b, int64_t c, int64_t d) { return {a, b, c, d}; }
@@ -199,6 +201,23 @@ void ensure_backward(Plan& plan, const Conv2dShape& g) {
   plan.bwd_ready = true;
 }
 
+// oneDNN's weight gradient of one plan's batch: dw (K, C, R, S) and db (K), written (=).
+void onednn_weight_gradient(Plan& plan, const float* x, const float* dy, float* dw, float* db) {
+  auto& strm = dnnl_stream();
+  plan.src.set_data_handle(const_cast<float*>(x));
+  plan.diff_dst.set_data_handle(const_cast<float*>(dy));
+  plan.diff_bias.set_data_handle(db);
+  plan.diff_wei_user.set_data_handle(dw);
+  if (plan.bwd_src_to_blk) plan.bwd_src_to_blk->execute(strm, plan.src, plan.bwd_src_blk);
+  if (plan.bwd_diff_dst_to_blk) plan.bwd_diff_dst_to_blk->execute(strm, plan.diff_dst, plan.bwd_diff_dst_blk);
+  plan.bwd_w.execute(strm, {{DNNL_ARG_SRC, plan.bwd_src_to_blk ? plan.bwd_src_blk : plan.src},
+                            {DNNL_ARG_DIFF_DST, plan.bwd_diff_dst_to_blk ? plan.bwd_diff_dst_blk : plan.diff_dst},
+                            {DNNL_ARG_DIFF_WEIGHTS, plan.diff_wei_bwd},
+                            {DNNL_ARG_DIFF_BIAS, plan.diff_bias}});
+  if (plan.diff_wei_to_user) plan.diff_wei_to_user->execute(strm, plan.diff_wei_bwd, plan.diff_wei_user);
+  strm.wait();
+}
+
 void check_tensor(const Tensor& t, int64_t n, int64_t c, int64_t h, int64_t w, const char* what, const Conv2dShape& g) {
   const Shape want{n, c, h, w};
   EMBER_CHECK(t.shape() == want && t.layout() == Layout::NHWC && t.dtype() == DType::F32 && t.device().is_cpu(),
@@ -266,16 +285,25 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
     conv2d_winograd_weight_gradient(g, x.f32(), grad->f32(), dw.f32(), db.f32(), plan.winograd_scratch);
   } else if (plan.direct_bwd_w) {
     conv2d_direct_weight_gradient(g, x.f32(), grad->f32(), dw.f32(), db.f32(), plan.direct_scratch);
+  } else if (batch_groups(g.n) <= 1) {
+    onednn_weight_gradient(plan, x.f32(), grad->f32(), dw.f32(), db.f32());
   } else {
-    plan.diff_bias.set_data_handle(db.f32());
-    plan.diff_wei_user.set_data_handle(dw.f32());
-    if (plan.bwd_src_to_blk) plan.bwd_src_to_blk->execute(strm, plan.src, plan.bwd_src_blk);
-    if (plan.bwd_diff_dst_to_blk) plan.bwd_diff_dst_to_blk->execute(strm, plan.diff_dst, plan.bwd_diff_dst_blk);
-    plan.bwd_w.execute(strm, {{DNNL_ARG_SRC, plan.bwd_src_to_blk ? plan.bwd_src_blk : plan.src},
-                              {DNNL_ARG_DIFF_DST, plan.bwd_diff_dst_to_blk ? plan.bwd_diff_dst_blk : plan.diff_dst},
-                              {DNNL_ARG_DIFF_WEIGHTS, plan.diff_wei_bwd},
-                              {DNNL_ARG_DIFF_BIAS, plan.diff_bias}});
-    if (plan.diff_wei_to_user) plan.diff_wei_to_user->execute(strm, plan.diff_wei_bwd, plan.diff_wei_user);
+    // The batch's sum order (core/pairwise_sum.h): each group of 16 images by its own plan (the
+    // shape with the group's rows), the groups' dw and db added as the pairwise tree.
+    const int64_t groups = batch_groups(g.n), wsize = dw.numel(), part = wsize + g.k;
+    plan.group_sums.resize(size_t(groups * part));
+    for (int64_t j = 0; j < groups; ++j) {
+      Conv2dShape gs = g;
+      gs.n = std::min(kBatchGroupRows, g.n - j * kBatchGroupRows);
+      Plan& gp = plan_for(gs);
+      ensure_backward(gp, gs);
+      float* const out = plan.group_sums.data() + j * part;
+      onednn_weight_gradient(gp, x.f32() + j * kBatchGroupRows * g.h * g.w * g.c,
+                             grad->f32() + j * kBatchGroupRows * g.p * g.q * g.k, out, out + wsize);
+    }
+    pairwise_reduce(plan.group_sums.data(), groups, part, part);
+    std::copy_n(plan.group_sums.data(), wsize, dw.f32());
+    std::copy_n(plan.group_sums.data() + wsize, g.k, db.f32());
   }
 
   if (dx && plan.own_winograd) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "../../core/error.h"
+#include "../../core/pairwise_sum.h"
 
 namespace ember::cpu {
 
@@ -91,28 +92,57 @@ void conv2d_direct_weight_gradient(const Conv2dShape& g, const float* x, const f
   const int64_t blocks_k = g.k / kBlockK, blocks_c = g.c / kBlockC, blocks = taps * blocks_k * blocks_c;
   const int64_t image_bytes = (g.h * g.w * g.c + g.p * g.q * g.k) * int64_t(sizeof(float));
   const int64_t chunk = std::max<int64_t>(1, kChunkBytes / image_bytes);
-  scratch.resize(size_t(taps * kc));  // sums[tap][k][c]
+  // The batch's sum order (core/pairwise_sum.h): each group of 16 images summed from zero, the
+  // groups' sums added as the pairwise tree as they come (PairwiseTree's slots, each sums[tap][k][c]).
+  const int64_t groups = batch_groups(g.n), slot = taps * kc;
+  scratch.resize(size_t(PairwiseTree::slots_for(groups) * slot));
   float* const sums = scratch.data();
 #pragma omp parallel
   {
     // The same blocks on this thread in every chunk: each block's sums are read only by the
-    // thread that wrote them, in chunk order, so no barrier between chunks.
+    // thread that wrote them, in chunk order, so no barrier between chunks; each thread merges its
+    // own blocks' subtrees (every thread's tree has the same shape).
     const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
-    for (int64_t n0 = 0; n0 < g.n; n0 += chunk)
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t tap = b / (blocks_k * blocks_c), kb = b / blocks_c % blocks_k, cb = b % blocks_c;
-        block_sums(g, x, dy, tap / g.s, tap % g.s, kb * kBlockK, cb * kBlockC, n0, std::min(g.n, n0 + chunk), n0 == 0,
-                   sums + tap * kc);
-      }
+    const auto block_at = [&](int64_t b) {
+      const int64_t tap = b / (blocks_k * blocks_c), kb = b / blocks_c % blocks_k, cb = b % blocks_c;
+      return tap * kc + kb * kBlockK * g.c + cb * kBlockC;
+    };
+    const auto merge = [&](int64_t into, int64_t from) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t k = 0; k < kBlockK; ++k) {
+          float* to = sums + into * slot + block_at(b) + k * g.c;
+          const float* add = sums + from * slot + block_at(b) + k * g.c;
+#pragma omp simd
+          for (int64_t c = 0; c < kBlockC; ++c) to[c] += add[c];
+        }
+    };
+    PairwiseTree tree;
+    for (int64_t j = 0; j < groups; ++j) {
+      const int64_t first = j * kBatchGroupRows, end = std::min(g.n, first + kBatchGroupRows);
+      float* const out = sums + tree.next_slot() * slot;
+      for (int64_t n0 = first; n0 < end; n0 += chunk)
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t tap = b / (blocks_k * blocks_c), kb = b / blocks_c % blocks_k, cb = b % blocks_c;
+          block_sums(g, x, dy, tap / g.s, tap % g.s, kb * kBlockK, cb * kBlockC, n0, std::min(end, n0 + chunk),
+                     n0 == first, out + tap * kc);
+        }
+      tree.push(merge);
+    }
+    tree.finish(merge);
 #pragma omp barrier
+    // db: each group's output positions' dy in order, in double, rounded to float; the groups as
+    // the tree.
+    const int64_t positions = kBatchGroupRows * g.p * g.q;
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < g.k; ++k) {
       for (int64_t c = 0; c < g.c; ++c)
         for (int64_t t = 0; t < taps; ++t) dw[(k * g.c + c) * taps + t] = sums[t * kc + k * g.c + c];
-      double b = 0;  // db: every output position's dy, in order
-      for (int64_t i = 0; i < g.n * g.p * g.q; ++i) b += dy[i * g.k + k];
-      db[k] = float(b);
+      db[k] = pairwise_sum(0, groups, k, [&](int64_t j, int64_t kk) {
+        double b = 0;
+        for (int64_t i = j * positions; i < std::min(g.n * g.p * g.q, (j + 1) * positions); ++i) b += dy[i * g.k + kk];
+        return float(b);
+      });
     }
   }
 #else

@@ -9,8 +9,9 @@
 // dw (K, C, R, S) row-major; db (K). Written (=), not accumulated. Any kernel size, stride and
 // padding. Each (tap, 8 filters, 32 channels) block sums its positions in the same order on
 // whichever thread runs it: the same bits at any thread count. The sums are in float, chunk by
-// chunk of images (so that a chunk's x and dy stay in L2): a batch's weight gradient differs from
-// its shares' added by float rounding, as oneDNN's does.
+// chunk of images (so that a chunk's x and dy stay in L2), and over the batch in its sum order
+// (core/pairwise_sum.h: each group of 16 images from zero, the groups as a pairwise tree), so a
+// batch's weight gradient is its aligned shares' added in that tree, bit for bit.
 #pragma once
 
 #include <vector>

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "../../core/error.h"
+#include "../../core/pairwise_sum.h"
 
 namespace ember::cpu {
 
@@ -289,16 +290,19 @@ void conv2d_maxpool_backward(const Conv2dShape& g, const Pool2dShape& pool, cons
     else
       backward_image<0, 0>(e, xp, yn, an, gn, g.relu, pw, pw + e.taps * k8);
   }
-  // The images' sums in image order, whatever the thread count; dw back to (K, taps).
+  // The images' sums in the batch's order (core/pairwise_sum.h), whatever the thread count: each
+  // group's images in image order, the groups as a pairwise tree; dw back to (K, taps).
   float* dwk = dw.f32();
   float* dbk = db.f32();
+  const auto group_sum = [&](int64_t j, int64_t i) {
+    float s = 0.0f;
+    for (int64_t n = j * kBatchGroupRows; n < std::min(g.n, (j + 1) * kBatchGroupRows); ++n) s += partial[n * part + i];
+    return s;
+  };
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < e.k; ++k) {
-    for (int64_t t = 0; t <= e.taps; ++t) {
-      float s = 0.0f;
-      for (int64_t n = 0; n < g.n; ++n) s += partial[n * part + t * k8 + k];
-      (t < e.taps ? dwk[k * e.taps + t] : dbk[k]) = s;
-    }
+    for (int64_t t = 0; t <= e.taps; ++t)
+      (t < e.taps ? dwk[k * e.taps + t] : dbk[k]) = pairwise_sum(0, batch_groups(g.n), t * k8 + k, group_sum);
   }
 }
 

@@ -30,7 +30,8 @@ void conv2d_maxpool_forward(const Conv2dShape& conv, const Pool2dShape& pool, co
                             const Tensor& b, Tensor& y, Tensor* argmax, Tensor& scratch);
 
 // The gradients of w and b from dy (the pooled output's gradient), the forward's x, y and argmax.
-// The same bits at any thread count (per-image partial sums, added in image order).
+// The same bits at any thread count (per-image partial sums, added in the batch's sum order,
+// core/pairwise_sum.h: image order within each group of 16 images, the groups as a pairwise tree).
 void conv2d_maxpool_backward(const Conv2dShape& conv, const Pool2dShape& pool, const Tensor& x, const Tensor& y,
                              const Tensor& argmax, const Tensor& dy, Tensor& dw, Tensor& db, Tensor& scratch);
 

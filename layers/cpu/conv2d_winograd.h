@@ -12,10 +12,11 @@
 // reorders (docs/benchmarks.md); this one reads NHWC as it is.
 //
 // Layouts: x (N, H, W, C) and dy (N, P, Q, K) NHWC; dw (K, C, 3, 3) row-major; db (K). Written
-// (=), not accumulated. The same bits at any thread count, and a batch's sums are its shares'
-// added up to dw's own rounding where each share is a whole number of chunks (chunks are whole
-// images, summed across in double; see the .cpp); the rounding differs from the direct sum's by
-// about 2e-6 of the sum of |products| (tests/layers/test_conv2d_winograd.cpp).
+// (=), not accumulated. The same bits at any thread count, and summed over the batch in its sum
+// order (core/pairwise_sum.h: each group of 16 images on its own, the groups as a pairwise tree),
+// so a batch's dw is its aligned shares' added in that tree, bit for bit (see the .cpp); the
+// rounding differs from the direct sum's by about 2e-6 of the sum of |products|
+// (tests/layers/test_conv2d_winograd.cpp).
 #pragma once
 
 #include <vector>
@@ -28,8 +29,8 @@ namespace ember::cpu {
 // 4x4 (smaller outputs leave most of each tile empty).
 bool conv2d_winograd_weight_gradient_fits(const Conv2dShape& g);
 
-// The caller's buffers, reused from call to call: a chunk's transformed tiles (float) and the
-// 36 points' sums over the chunks (double).
+// The caller's buffers, reused from call to call: a chunk's transformed tiles and the groups' dw
+// and db (float), and the 36 points' sums over a group's chunks (double).
 struct WinogradScratch {
   std::vector<float> tiles;
   std::vector<double> sums;

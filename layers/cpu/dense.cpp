@@ -1,10 +1,13 @@
 // Dense on oneDNN sgemm.
 #include "dense.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "../../core/cpu/gemm.h"
 #include "../../core/error.h"
+#include "../../core/pairwise_sum.h"
 #include "relu.h"
 
 namespace ember::cpu {
@@ -42,8 +45,84 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
   }
 }
 
+namespace {
+constexpr int64_t kBlockO = 8, kBlockI = 32, kBlockFloats = kBlockO * kBlockI;
+
+// Whether dw runs on weight_gradient_avx512: blocks of 8 outputs by 32 inputs tile it, on a CPU
+// with AVX-512.
+bool own_weight_gradient_fits(int64_t in, int64_t out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return in % kBlockI == 0 && out % kBlockO == 0 && __builtin_cpu_supports("avx512f");
+#else
+  (void)in, (void)out;
+  return false;
+#endif
+}
+
+// One (8 outputs, 32 inputs) block's sum over the rows [r0, r1) of g (n x out) and x (n x in),
+// from zero, in row order: 16 accumulators of 16 lanes, per row 2 loads of x, 8 broadcasts of g.
+// Written to s (8 x 32). AVX-512 (the target attribute); called only after the CPU check.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) void block_rows(const float* g, const float* x, int64_t in, int64_t out, int64_t o0,
+                                                   int64_t i0, int64_t r0, int64_t r1, float* s) {
+  typedef float f16 __attribute__((vector_size(64)));
+  typedef float f16u __attribute__((vector_size(64), aligned(4)));
+  f16 acc[kBlockO][2];
+  for (int64_t k = 0; k < kBlockO; ++k) acc[k][0] = acc[k][1] = f16{};
+  for (int64_t r = r0; r < r1; ++r) {
+    const f16 u0 = *reinterpret_cast<const f16u*>(x + r * in + i0);
+    const f16 u1 = *reinterpret_cast<const f16u*>(x + r * in + i0 + 16);
+    const float* gr = g + r * out + o0;
+#pragma GCC unroll 8
+    for (int64_t k = 0; k < kBlockO; ++k) {
+      acc[k][0] += gr[k] * u0;
+      acc[k][1] += gr[k] * u1;
+    }
+  }
+  for (int64_t k = 0; k < kBlockO; ++k)
+    for (int64_t h = 0; h < 2; ++h) *reinterpret_cast<f16u*>(s + k * kBlockI + h * 16) = acc[k][h];
+}
+#endif
+
+// dw = g^T x (out x in) in the batch's sum order, block by block: each group's block sum from zero
+// (block_rows), the groups as the pairwise tree in a thread's own slots (L1-sized). The threads
+// split the blocks; each block's sums are the same whichever thread runs it.
+void own_weight_gradient(const float* g, const float* x, int64_t n, int64_t in, int64_t out, float* dw,
+                         std::vector<float>& scratch) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const int64_t blocks_i = in / kBlockI, blocks = out / kBlockO * blocks_i, groups = batch_groups(n);
+  const int64_t slots = PairwiseTree::slots_for(groups), threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  scratch.resize(size_t(threads * slots * kBlockFloats));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* const mine = scratch.data() + omp_get_thread_num() * slots * kBlockFloats;
+    const auto merge = [mine](int64_t into, int64_t from) {
+      float* to = mine + into * kBlockFloats;
+      const float* add = mine + from * kBlockFloats;
+#pragma omp simd
+      for (int64_t e = 0; e < kBlockFloats; ++e) to[e] += add[e];
+    };
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t o0 = b / blocks_i * kBlockO, i0 = b % blocks_i * kBlockI;
+      PairwiseTree tree;
+      for (int64_t j = 0; j < groups; ++j) {
+        block_rows(g, x, in, out, o0, i0, j * kBatchGroupRows, std::min(n, (j + 1) * kBatchGroupRows),
+                   mine + tree.next_slot() * kBlockFloats);
+        tree.push(merge);
+      }
+      tree.finish(merge);
+      for (int64_t k = 0; k < kBlockO; ++k) std::copy_n(mine + k * kBlockI, kBlockI, dw + (o0 + k) * in + i0);
+    }
+  }
+#else
+  (void)g, (void)x, (void)n, (void)in, (void)out, (void)dw, (void)scratch;
+#endif
+}
+}  // namespace
+
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
-                    Tensor* dx, Tensor& dw, Tensor& db) {
+                    Tensor* dx, Tensor& dw, Tensor& db, std::vector<float>* scratch) {
   check(x, w, db, dy);
   EMBER_CHECK(dw.shape() == w.shape() && y.shape() == dy.shape(), ShapeError,
               "dense (cpu): gradient shapes do not match: dw " + dw.shape().str() + ", dy " + dy.shape().str());
@@ -53,13 +132,35 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
   const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
   if (relu) relu_backward(y, dy, dz);  // checks dz: f32, dy's shape and layout
   const float* g = relu ? dz.f32() : dy.f32();
-  sgemm(true, false, out, in, n, 1.0f, g, out, x.f32(), in, 0.0f, dw.f32(), in);
-  float* dbp = db.f32();
-  for (int64_t j = 0; j < out; ++j) dbp[j] = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-#pragma omp simd
-    for (int64_t j = 0; j < out; ++j) dbp[j] += g[i * out + j];
+  std::vector<float> local;
+  std::vector<float>& parts = scratch ? *scratch : local;
+  const int64_t groups = batch_groups(n);
+  // The batch's sum order (core/pairwise_sum.h): each group of 16 rows summed on its own, the
+  // groups added as the pairwise tree. dw by Ember's own kernel where it fits, else one sgemm
+  // per group (K = the group's rows) into parts.
+  if (own_weight_gradient_fits(in, out)) {
+    own_weight_gradient(g, x.f32(), n, in, out, dw.f32(), parts);
+  } else if (groups <= 1) {
+    sgemm(true, false, out, in, n, 1.0f, g, out, x.f32(), in, 0.0f, dw.f32(), in);
+  } else {
+    const int64_t part = out * in;
+    parts.resize(size_t(groups * part));
+    for (int64_t j = 0; j < groups; ++j) {
+      const int64_t r0 = j * kBatchGroupRows;
+      sgemm(true, false, out, in, std::min(kBatchGroupRows, n - r0), 1.0f, g + r0 * out, out, x.f32() + r0 * in, in,
+            0.0f, parts.data() + j * part, in);
+    }
+    pairwise_reduce(parts.data(), groups, part, part);
+    std::copy_n(parts.data(), part, dw.f32());
   }
+  // db: each group's column sums in row order, the groups as the tree.
+  float* dbp = db.f32();
+  for (int64_t o = 0; o < out; ++o)
+    dbp[o] = pairwise_sum(0, groups, o, [&](int64_t j, int64_t oo) {
+      float s = 0.0f;
+      for (int64_t r = j * kBatchGroupRows; r < std::min(n, (j + 1) * kBatchGroupRows); ++r) s += g[r * out + oo];
+      return s;
+    });
   if (dx) sgemm(false, false, n, in, out, 1.0f, g, out, w.f32(), in, 0.0f, dx->f32(), in);
 }
 

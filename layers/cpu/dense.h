@@ -3,6 +3,8 @@
 // Shapes: x (N, I), w (O, I) row-major (PyTorch's convention), b (O), y (N, O).
 #pragma once
 
+#include <vector>
+
 #include "../../core/tensor.h"
 
 namespace ember::cpu {
@@ -12,8 +14,10 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 // y is the forward output (to undo a fused ReLU). With relu set, the pre-activation gradient
 // dz = dy * (y > 0) is written into `dz` (dy's shape) and used below; else dy is used and dz is
 // not touched (it may be undefined). dw = dz^T x, db = sum_n dz, dx = dz w (skipped when dx is
-// null). All written (=).
+// null). All written (=). dw and db are summed over the rows in the batch's sum order
+// (core/pairwise_sum.h): each group of 16 rows alone, the groups as a pairwise tree. scratch: the
+// groups' sums (the caller's, reused from call to call; a local one when null).
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
-                    Tensor* dx, Tensor& dw, Tensor& db);
+                    Tensor* dx, Tensor& dw, Tensor& db, std::vector<float>* scratch = nullptr);
 
 }  // namespace ember::cpu

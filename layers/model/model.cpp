@@ -9,6 +9,7 @@
 
 #include "../../core/error.h"
 #include "../../core/logger.h"
+#include "../../core/pairwise_sum.h"
 #include "../../core/runtime.h"
 #include "../conv_pool_block.h"
 #include "../ops/elementwise.h"
@@ -953,6 +954,10 @@ float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* c
   return static_cast<float>(v.loss_sum / static_cast<double>(std::max<int64_t>(x.dim(0), 1)));
 }
 
+// The Exact slices are the batch's sum groups (core/pairwise_sum.h): the slices' tree is the one
+// every CPU weight gradient and the host all-reduce sum in.
+static_assert(Model::kExactSliceRows == kBatchGroupRows);
+
 void Model::set_cpu_micro_batch(int64_t rows) {
   EMBER_CHECK(rows >= 0, ArgumentError, "Model::set_cpu_micro_batch: rows must be >= 0, got " + std::to_string(rows));
   cpu_micro_batch_ = rows;
@@ -1087,33 +1092,26 @@ void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Ten
     return;
   }
   check_sliced_targets(ys, n);  // whole, before any slice adds to the sums
-  // The slices' gradients as a pairwise tree, built as a binary counter: each slice's gradient is
-  // pushed as a subtree of level 0, and two subtrees of one level merge (left + right) into one of
-  // the next; what is left folds from the right. For any slice count this is the tree of
-  // pairwise sums by doubling strides (s0 + s1, s2 + s3, ...; then those pairs; ...), which the
-  // all-reduce uses over replicas (distribute/local_communicator.cpp).
+  // The slices' gradients as the batch's pairwise tree (core/pairwise_sum.h: PairwiseTree's binary
+  // counter of subtrees, the order every CPU weight gradient sums its groups in and the all-reduce
+  // its replicas in); grad_tree_ holds the subtrees.
   const int64_t count = grads_.numel();
-  std::vector<int>& level = grad_tree_levels_;
-  level.clear();
-  const auto add_into = [count](Tensor& left, const Tensor& right) {
-    float* l = left.f32();
-    const float* r = right.f32();
+  PairwiseTree tree;
+  const auto add_into = [this, count](int64_t into, int64_t from) {
+    float* l = grad_tree_[size_t(into)].f32();
+    const float* r = grad_tree_[size_t(from)].f32();
     for (int64_t i = 0; i < count; ++i) l[i] += r[i];
   };
   for_each_slice(n, rows, sums, finite_before_, [&](int64_t begin, int64_t b) {
     const Tensor& last = run_layers(slice_inputs(xs, begin, b), true, 0, logit_layers(), "compute_gradients");
     run_heads(last, slice_targets(ys, begin, b), sums, true, n);  // the mean over the whole batch
-    if (grad_tree_.size() <= level.size()) grad_tree_.emplace_back();
-    ensure(grad_tree_[level.size()], grads_.shape(), DType::F32, grads_.device());
-    grad_tree_[level.size()].copy_from(grads_);
-    level.push_back(0);
-    while (level.size() >= 2 && level[level.size() - 1] == level[level.size() - 2]) {
-      add_into(grad_tree_[level.size() - 2], grad_tree_[level.size() - 1]);
-      level.pop_back();
-      ++level.back();
-    }
+    const size_t at = size_t(tree.next_slot());
+    if (grad_tree_.size() <= at) grad_tree_.emplace_back();
+    ensure(grad_tree_[at], grads_.shape(), DType::F32, grads_.device());
+    grad_tree_[at].copy_from(grads_);
+    tree.push(add_into);
   });
-  for (size_t top = level.size(); top >= 2; --top) add_into(grad_tree_[top - 2], grad_tree_[top - 1]);
+  tree.finish(add_into);
   grads_.copy_from(grad_tree_[0]);
 }
 

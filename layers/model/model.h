@@ -369,17 +369,17 @@ class Model {
   // it: docs/benchmarks.md) and the process's memory small. Only for row-major inputs (the
   // loaders' and predict's) and when every layer's rows are
   // independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
-  // training); then the results equal the whole batch's up to the order of float sums, and are
-  // the same bits from run to run. 0: whole batches. Default 64, where a slice's activations
-  // (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights
-  // outweigh its activations runs whole batches unless set_cpu_micro_batch asks otherwise).
-  // GPUs always run whole batches.
-  // The slices' gradients are summed as a pairwise tree ((g0 + g1) + (g2 + g3), ...). Under the
-  // Exact convolution policy (core/runtime.h) a training batch always runs in slices of
-  // kExactSliceRows rows, whatever this setting: a replica whose share of the batch is an aligned
-  // power-of-two number of slices then sums a subtree of the one model's tree, and the
-  // all-reduce's pairwise sum over power-of-two replicas completes it, so Mirrored and MultiWorker
-  // compute the one model's gradient bit for bit (tests/distribute, docs/architecture.md).
+  // training); then the results equal the whole batch's bit for bit where each slice is a
+  // power-of-two number of groups of the batch's sum order (below; 64 rows: four), else up to the
+  // order of float sums, and are the same bits from run to run. 0: whole batches. Default 64, where a slice's
+  // activations (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights outweigh its
+  // activations runs whole batches unless set_cpu_micro_batch asks otherwise). GPUs always run whole batches. The
+  // batch's sum order (core/pairwise_sum.h): every CPU weight gradient sums a batch's rows in groups of 16 added as a
+  // pairwise tree ((g0 + g1) + (g2 + g3), ...), the slices' gradients are added as the same tree, and so is the
+  // all-reduce's sum over replicas. A replica whose share of the batch is an aligned power-of-two number of groups then
+  // sums a subtree of the one model's tree, and Mirrored and MultiWorker compute the one model's gradient bit for bit
+  // under either convolution policy (tests/distribute, docs/architecture.md). Under Exact (core/runtime.h) a training
+  // batch also always runs in slices of kExactSliceRows rows, whatever this setting.
   static constexpr int64_t kExactSliceRows = 16;
   void set_cpu_micro_batch(int64_t rows);
   int64_t cpu_micro_batch() const { return cpu_micro_batch_; }
@@ -594,7 +594,6 @@ class Model {
   bool micro_batch_auto_ = true;       // the default, not set_cpu_micro_batch's: slice only where it pays
   std::vector<double> finite_before_;  // a sliced batch's scratch (for_each_slice)
   std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
-  std::vector<int> grad_tree_levels_;  // each partial sum's level (kept: no allocation per step)
   bool cpu_fusion_ = true;
   std::vector<std::unique_ptr<detail::ConvPoolBlock>> blocks_;  // per layer: the pair it starts, or null
   // Per layer, how its last forward ran: on its own, or as the first or second of a fused pair.

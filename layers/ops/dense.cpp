@@ -1,6 +1,8 @@
 // Dense dispatch.
 #include "dense.h"
 
+#include <vector>
+
 #include "../../core/dispatch.h"
 #include "../../core/error.h"
 #include "../cpu/dense.h"
@@ -15,6 +17,7 @@ struct DenseState : OpState {
   Tensor dz;  // dy * (y > 0), when the ReLU's mask is applied here
   Tensor dx;
   GpuPlanSlot forward_slot, backward_slot;  // the cuBLASLt plans under set_fused_dense (one each)
+  std::vector<float> group_sums;            // the CPU weight gradient's per-group sums
 };
 }  // namespace
 
@@ -43,7 +46,7 @@ const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, c
   if (on_gpu(s.x))
     layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, s.backward_slot);
   else
-    cpu::dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db);
+    cpu::dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, &s.group_sums);
   return dx;
 }
 

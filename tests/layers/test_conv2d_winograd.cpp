@@ -133,7 +133,9 @@ TEST(WinogradWeightGradient, TakesOnly3x3Stride1WithVectorChannelsAndTiles) {
 }
 
 TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
-  const Conv2dShape g = shape(20, 32, 13, 13, 64, 0);  // 3 chunks: 8, 8 and 4 images
+  // 3 groups of the batch (16, 16 and 8 images; chunks of 8): 1 and 2 threads take whole groups (2
+  // threads: two of them, the third split by points), 5, 7 and 40 split every group by points.
+  const Conv2dShape g = shape(40, 32, 13, 13, 64, 0);
   const Tensor x = test::random_tensor(Shape{g.n, g.h, g.w, g.c}, 3, 0.0f, 2.0f);
   const Tensor dy = test::random_tensor(Shape{g.n, g.p, g.q, g.k}, 4);
   std::vector<float> dw1(size_t(g.k * g.c * 9)), db1(size_t(g.k)), dw2 = dw1, db2 = db1;
@@ -172,42 +174,39 @@ TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
   set_num_threads(threads);
 }
 
-// Replicas' weight gradients of their shares of a batch, added, must be the whole batch's up to
-// dw's own last roundings, as with a direct sum; otherwise Adam turns the difference on near-zero
-// gradients into steps of about lr (tests/apps: MirroredEqualsDefault). Shares of whole chunks
-// (8 images of 9 tiles each for conv2d_1; here 16 and 24 images, 2 and 3 chunks, of a 40-image
-// batch) give the same products per chunk, and the sums across chunks and G^T M G are in double,
-// so the only roundings left are dw's, dw_a's and dw_b's to float and the float add: at most
-// 3u (|dw_a| + |dw_b|), u = 2^-24, plus double roundings of ~2^-53 times the cancellation;
-// measured 2.0u, allowed 4u. Summed across chunks in float instead (the first version), it
-// measured 468u (halves of 8 images). Where the CPU lacks AVX-512 both passes run the AVX2 sums.
-TEST(WinogradWeightGradient, ABatchIsItsSharesAddedUpToDwsOwnRounding) {
-  const Conv2dShape whole = shape(40, 32, 13, 13, 64, 0), first = shape(16, 32, 13, 13, 64, 0),
-                    second = shape(24, 32, 13, 13, 64, 0);
+// Replicas' weight gradients of their shares of a batch, added in the all-reduce's pairwise tree,
+// must be the whole batch's bit for bit (tests/apps: TrainMnistReplicas); any rounding difference
+// becomes, over enough Adam steps, a flipped ReLU or max-pool decision. The batch's groups of 16
+// images are each summed on their own and added as that tree (core/pairwise_sum.h): 64 images
+// against 4 shares of 16 and 2 of 32, 48 against 3 of 16 ((a + b) + c). Before the groups (chunks
+// summed across in double, one rounding to float) 2 shares of a 40-image batch were 2.0u apart.
+// Where the CPU lacks AVX-512 both passes run the AVX2 sums.
+TEST(WinogradWeightGradient, ABatchIsItsAlignedSharesAddedInThePairwiseTreeBitForBit) {
+  const Conv2dShape whole = shape(64, 32, 13, 13, 64, 0);
   const Tensor x = test::random_tensor(Shape{whole.n, whole.h, whole.w, whole.c}, 9, 0.0f, 2.0f);
   const Tensor dy = test::random_tensor(Shape{whole.n, whole.p, whole.q, whole.k}, 10);
-  const int64_t x_first = first.n * first.h * first.w * first.c, dy_first = first.n * first.p * first.q * first.k;
+  const int64_t x_image = whole.h * whole.w * whole.c, dy_image = whole.p * whole.q * whole.k;
+  const int64_t dw_size = whole.k * whole.c * 9;
   for (const bool avx512 : {true, false}) {
-    std::vector<float> dw(size_t(whole.k * whole.c * 9)), db(size_t(whole.k)), dwa = dw, dba = db, dwb = dw, dbb = db;
+    SCOPED_TRACE(avx512 ? "AVX-512 where the CPU has it" : "AVX2");
     cpu::WinogradScratch scratch;
-    cpu::conv2d_winograd_weight_gradient(whole, x.f32(), dy.f32(), dw.data(), db.data(), scratch, avx512);
-    cpu::conv2d_winograd_weight_gradient(first, x.f32(), dy.f32(), dwa.data(), dba.data(), scratch, avx512);
-    cpu::conv2d_winograd_weight_gradient(second, x.f32() + x_first, dy.f32() + dy_first, dwb.data(), dbb.data(),
-                                         scratch, avx512);
-    double largest = 0;  // the sums are not trivially equal: 40 * 121 products of |x| ~ 1, |dy| ~ 0.5
-    for (const float v : dw) largest = std::max(largest, double(std::fabs(v)));
+    // dw and db of the images [first, first + n), as one row of dw_size + K values.
+    const auto gradient = [&](int64_t first, int64_t n) {
+      const Conv2dShape g = shape(n, 32, 13, 13, 64, 0);
+      std::vector<float> out(size_t(dw_size + whole.k));
+      cpu::conv2d_winograd_weight_gradient(g, x.f32() + first * x_image, dy.f32() + first * dy_image, out.data(),
+                                           out.data() + dw_size, scratch, avx512);
+      return out;
+    };
+    const std::vector<float> all = gradient(0, 64);
+    double largest = 0;  // the sums are not trivially equal: 64 * 121 products of |x| ~ 1, |dy| ~ 0.5
+    for (const float v : all) largest = std::max(largest, double(std::fabs(v)));
     ASSERT_GT(largest, 10.0);
-    const double u = std::ldexp(1.0, -24);
-    double worst = 0;  // in units of u (|dw_a| + |dw_b|)
-    for (size_t i = 0; i < dw.size(); ++i) {
-      const double bound = u * (std::fabs(dwa[i]) + std::fabs(dwb[i])) + 1e-30;
-      worst = std::max(worst, std::fabs(double(dw[i]) - double(dwa[i] + dwb[i])) / bound);
-    }
-    EXPECT_LE(worst, 4.0) << (avx512 ? "" : "(AVX2)");
-    for (size_t k = 0; k < db.size(); ++k)
-      EXPECT_LE(std::fabs(double(db[k]) - double(dba[k] + dbb[k])),
-                4 * u * (std::fabs(dba[k]) + std::fabs(dbb[k])) + 1e-30)
-          << "k " << k;
+    EXPECT_EQ(all, test::pairwise_tree_of({gradient(0, 16), gradient(16, 16), gradient(32, 16), gradient(48, 16)}))
+        << "4 x 16";
+    EXPECT_EQ(all, test::pairwise_tree_of({gradient(0, 32), gradient(32, 32)})) << "2 x 32";
+    EXPECT_EQ(gradient(0, 48), test::pairwise_tree_of({gradient(0, 16), gradient(16, 16), gradient(32, 16)}))
+        << "3 x 16";
   }
 }
 

@@ -23,16 +23,6 @@ Model image_and_meta(const std::string& image_name = "image", const std::string&
   return Model({image, meta}, {layer<Dense>(3)(concatenate({h, m}))}, "two_inputs");
 }
 
-// The largest |a - b| and the largest |a|.
-std::pair<double, double> difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0, largest = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    largest = std::max(largest, std::abs(double(a[i])));
-    worst = std::max(worst, std::abs(double(a[i]) - b[i]));
-  }
-  return {worst, largest};
-}
-
 Tensor labels_of(int64_t n, int classes) {
   Tensor labels = Tensor::zeros(Shape{n}, DType::I32);
   for (int64_t i = 0; i < n; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>((i * 7) % classes);
@@ -124,7 +114,7 @@ TEST(MultiInput, TrainsAsTheOneInputModelOfTheConcatenatedFeatures) {
 }
 
 // A batch in micro-batches (every input sliced alike) against the whole batch: the same gradients
-// up to the order of the float sums over 64 rows (the slices' partial sums added as a tree).
+// bit for bit, since 16-row slices are the groups of the batch's sum order (core/pairwise_sum.h).
 TEST(MultiInput, MicroBatchesSliceEveryInput) {
   const std::vector<Tensor> xs{test::random_tensor(Shape{64, 1, 6, 6}, 1), test::random_tensor(Shape{64, 4}, 2)};
   const Tensor labels = labels_of(64, 3);
@@ -137,10 +127,7 @@ TEST(MultiInput, MicroBatchesSliceEveryInput) {
     return std::make_pair(m.grads().to_vector(), sums.read());
   };
   const auto whole = grads(0), sliced = grads(16);
-  const auto [worst, largest] = difference(whole.first, sliced.first);
-  // 64 float terms regrouped: a few ulps of the largest gradient (64 * 2^-24 = 3.8e-6 bounds it).
-  EXPECT_LE(worst, 4e-6 * largest);
-  EXPECT_GT(worst, 0.0) << "slices of 16 rows sum in another order than the whole batch";
+  EXPECT_EQ(whole.first, sliced.first);
   // The rows' losses are the same floats either way (measured); only their double sum is regrouped.
   EXPECT_NEAR(sliced.second.loss_sum, whole.second.loss_sum, 1e-12 * whole.second.loss_sum);
   EXPECT_EQ(sliced.second.correct, whole.second.correct);
@@ -443,8 +430,7 @@ TEST(MultiOutput, MicroBatchesAndMirroredReplicasEqualTheWholeModel) {
     return std::make_pair(m.grads().to_vector(), sums.read());
   };
   const auto whole = grads(0), sliced = grads(16);
-  const auto [worst, largest] = difference(whole.first, sliced.first);
-  EXPECT_LE(worst, 4e-6 * largest);  // 64 float terms regrouped, as MicroBatchesSliceEveryInput
+  EXPECT_EQ(whole.first, sliced.first);  // the same bits, as MicroBatchesSliceEveryInput
   EXPECT_NEAR(sliced.second.loss_sum, whole.second.loss_sum, 1e-12 * whole.second.loss_sum);  // as above
   EXPECT_EQ(sliced.second.outputs[0].correct, whole.second.outputs[0].correct);
   EXPECT_EQ(sliced.second.outputs[1].finite_batches, 1);  // one batch, however many slices
