@@ -1,10 +1,13 @@
 // The one order in which Ember adds up a CPU batch's gradient (docs/architecture.md, Numerics):
 // the batch's rows in groups of kBatchGroupRows, each group's gradient summed on its own, and the
 // groups' float sums added as a pairwise tree by doubling strides ((g0 + g1) + (g2 + g3), ...; for
-// 3 groups (g0 + g1) + g2). Every CPU weight gradient sums in it, a Model sums its slices in it
-// (compute_gradients) and the host all-reduce sums its replicas in it (local_communicator.cpp). So
-// a replica whose share of the batch is an aligned power-of-two number of groups sums a subtree of
-// the one model's tree, and data-parallel replicas compute the one model's gradient bit for bit.
+// 3 groups (g0 + g1) + g2). Conv2D's and Dense's CPU weight gradients sum in it, a Model sums its
+// slices in it (compute_gradients) and the host all-reduce sums its replicas in it
+// (local_communicator.cpp). So a replica whose share of the batch is an aligned power-of-two number
+// of groups sums a subtree of the one model's tree, and data-parallel replicas compute the one
+// model's gradient bit for bit wherever each group's sums do not depend on the thread count
+// (Ember's kernels; oneDNN's weight gradient's may: docs/architecture.md, Numerics).
+// BatchNormalization's parameter gradients are not in it: its statistics are per replica anyway.
 #pragma once
 
 #include <cstdint>

@@ -134,8 +134,10 @@ bool fused_advance();
 //    GEMM ones (its Winograd and FFT algorithms are never chosen: their transforms turn structural
 //    zeros into rounding residue, and Ember cannot mask them inside cuDNN).
 //  - Exact: direct sums only. On the CPU, oneDNN's direct kernels and Ember's direct weight
-//    gradient, and a CPU training batch in 16-row slices summed as a pairwise tree
-//    (Sequential::kExactSliceRows: data-parallel replicas then equal one model bit for bit); on
+//    gradient, and a CPU training batch in 16-row slices (Sequential::kExactSliceRows: every
+//    kernel sees the same shapes however the batch is split among replicas; under both policies
+//    the weight gradients sum the batch in 16-row groups as a pairwise tree, core/pairwise_sum.h,
+//    so that aligned data-parallel replicas equal one model bit for bit); on
 //    the GPU, as Fast but deterministic algorithms only (no atomics), as set_gpu_deterministic.
 //    Exact does not turn TF32 off (set_allow_tf32(false); train_mnist does with exact). What this
 //    buys, measured, is in docs/architecture.md ("Numerics").

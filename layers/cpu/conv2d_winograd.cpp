@@ -1,14 +1,17 @@
 // Winograd F(4x4, 3x3) weight gradient (see the header). With the forward's matrices (Lavin &
 // Gray, points 0, +-1, +-2, inf) y = A^T [(G w G^T) . (B^T d B)] A, the weight gradient of one
 // 4x4 tile of dy over its 6x6 tile of x is dw = G^T [(A dy A^T) . (B^T x B)] G: the same
-// bilinear form differentiated in w. So, per chunk of images (72 tiles: 8 images of 11x11 outputs):
+// bilinear form differentiated in w. So, per group of 16 images (below), per chunk of its images
+// (72 tiles: 8 images of 11x11 outputs):
 //   U[pt][t][c] = (B^T x_t B)[pt]      the 6x6 x tile under dy tile t, per channel
 //   V[pt][t][k] = (A dy_t A^T)[pt]     dy tile t (zero beyond the output), per filter
-//   M[pt] += V[pt]^T U[pt]             36 small GEMMs (K x C over the chunk's tiles): each product
-//                                      summed from zero in float, then added to M in double
-// and at the end dw[k][c] = G^T M[k][c] G in double, rounded once. db is the sum of V at point
-// (1, 1) (A's row 1 is all ones, so that point is the tile's sum), in double. The threads split
-// the 36 points: each transforms every tile for its own points only and sums them.
+//   M[pt] (+)= V[pt]^T U[pt]           36 small GEMMs (K x C over the chunk's tiles): each product
+//                                      summed from zero in float, then written to M in double
+//                                      (the group's first chunk) or added to it
+// and at the group's end dw[k][c] = G^T M[k][c] G in double, rounded once. db is the sum of V at
+// point (1, 1) (A's row 1 is all ones, so that point is the tile's sum), in double. A thread takes
+// whole groups where there are at least as many groups as threads; otherwise the threads split
+// the 36 points of a group, each transforming every tile for its own points only and summing them.
 //
 // Over the batch: each group of 16 images (the batch's sum order, core/pairwise_sum.h) has its
 // own M from zero, its chunks starting at its first image, and its own G^T M G rounded to float;
@@ -105,8 +108,9 @@ void transform_tile(const float* img, int64_t h, int64_t w, int64_t c, int64_t y
   }
 }
 
-// m[k][c] += sum over t of v[t * sv + k] * u[t * su + c], k in [0, 4), c in [0, 16): 8 vector
-// accumulators, 2 loads and 4 broadcasts per tile; the sum in float, added to m in double.
+// m[k][c] (+)= sum over t of v[t * sv + k] * u[t * su + c], k in [0, 4), c in [0, 16): 8 vector
+// accumulators, 2 loads and 4 broadcasts per tile; the sum in float, added to m in double (add) or
+// written to it.
 void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, int64_t tiles, double* m, int64_t ldm,
                       bool add) {
   f8 acc[kBlockK][2];
@@ -129,7 +133,8 @@ void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, in
     }
 }
 
-// One point's M (K x C, row stride C) += V^T U over the tiles (in float, added in double), where the CPU has AVX-512
+// One point's M (K x C, row stride C) (+)= V^T U over the tiles (in float, added in double or
+// written as accumulate_block's), where the CPU has AVX-512
 // and C is a multiple of 32: 8 x 32 register tiles of 16 accumulators (of the 32 registers), per tile 2 loads and 8
 // broadcasts for 16 fused multiply-adds of 16 lanes, twice accumulate_block's work per instruction. Compiled for
 // AVX-512 whatever the build's target; called only after the CPU check.
@@ -280,10 +285,16 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
   const WgradJob job{g, x, dy, tw, per_image, chunk_images, kc_count, avx512};
   // Each group of the batch (core/pairwise_sum.h) on its own: with at least as many groups as
   // threads, each thread takes whole groups (its own M, no barrier, G^T M G on its own cache's
-  // M), the rounds of groups that fill every thread; the remaining groups (a batch of one group)
-  // are split by points between the threads, as below. Each group's dw and db go to a part (one
+  // M), the rounds of groups that fill every thread; the remaining groups (groups mod threads:
+  // all of them when there are fewer groups than threads) are split by points between the
+  // threads, as below. Each group's dw and db go to a part (one
   // group: to dw and db directly), the parts then added as the pairwise tree.
   const int64_t groups = batch_groups(g.n), nt = omp_get_max_threads();
+  if (groups == 0) {  // an empty batch: no terms
+    std::fill(dw, dw + kc_count * 9, 0.0f);
+    std::fill(db, db + g.k, 0.0f);
+    return;
+  }
   const int64_t whole = nt > 1 ? groups / nt * nt : groups;  // groups taken whole by one thread
   const int64_t part = kc_count * 9 + g.k;
   // A thread's own group runs its points in passes whose tiles (U, V) fill at most half of a

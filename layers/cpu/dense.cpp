@@ -1,4 +1,5 @@
-// Dense on oneDNN sgemm.
+// Dense on the CPU: the forward and the input gradient on the shared sgemm (core/cpu/gemm.h), the
+// weight gradient on Ember's own kernel where it fits (in the batch's sum order, core/pairwise_sum.h).
 #include "dense.h"
 
 #include <omp.h>
@@ -138,7 +139,9 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
   // The batch's sum order (core/pairwise_sum.h): each group of 16 rows summed on its own, the
   // groups added as the pairwise tree. dw by Ember's own kernel where it fits, else one sgemm
   // per group (K = the group's rows) into parts.
-  if (own_weight_gradient_fits(in, out)) {
+  if (n == 0) {  // an empty batch: no terms
+    std::fill_n(dw.f32(), out * in, 0.0f);
+  } else if (own_weight_gradient_fits(in, out)) {
     own_weight_gradient(g, x.f32(), n, in, out, dw.f32(), parts);
   } else if (groups <= 1) {
     sgemm(true, false, out, in, n, 1.0f, g, out, x.f32(), in, 0.0f, dw.f32(), in);

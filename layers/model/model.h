@@ -374,12 +374,14 @@ class Model {
   // order of float sums, and are the same bits from run to run. 0: whole batches. Default 64, where a slice's
   // activations (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights outweigh its
   // activations runs whole batches unless set_cpu_micro_batch asks otherwise). GPUs always run whole batches. The
-  // batch's sum order (core/pairwise_sum.h): every CPU weight gradient sums a batch's rows in groups of 16 added as a
-  // pairwise tree ((g0 + g1) + (g2 + g3), ...), the slices' gradients are added as the same tree, and so is the
-  // all-reduce's sum over replicas. A replica whose share of the batch is an aligned power-of-two number of groups then
-  // sums a subtree of the one model's tree, and Mirrored and MultiWorker compute the one model's gradient bit for bit
-  // under either convolution policy (tests/distribute, docs/architecture.md). Under Exact (core/runtime.h) a training
-  // batch also always runs in slices of kExactSliceRows rows, whatever this setting.
+  // batch's sum order (core/pairwise_sum.h): every Conv2D and Dense CPU weight gradient sums a batch's rows in groups
+  // of 16 added as a pairwise tree ((g0 + g1) + (g2 + g3), ...), the slices' gradients are added as the same tree, and
+  // so is the all-reduce's sum over replicas. A replica whose share of the batch is an aligned power-of-two number of
+  // groups then sums a subtree of the one model's tree, and Mirrored and MultiWorker compute the one model's gradient
+  // bit for bit under either convolution policy where each group's kernels give the same bits at any thread count
+  // (Ember's do; oneDNN's weight gradient, for shapes no Ember kernel takes, may not: tests/distribute,
+  // docs/architecture.md). Under Exact (core/runtime.h) a training batch also always runs in slices of kExactSliceRows
+  // rows, whatever this setting.
   static constexpr int64_t kExactSliceRows = 16;
   void set_cpu_micro_batch(int64_t rows);
   int64_t cpu_micro_batch() const { return cpu_micro_batch_; }

@@ -70,7 +70,8 @@ TEST(PairwiseSum, TheRecursiveTheInPlaceAndTheStreamingTreeAgreeBitForBit) {
 
 // gradient(first, n): a kernel's weight and bias gradients of the batch's rows [first, first + n),
 // as one vector. A batch of 64 rows must be its shares' gradients added in the pairwise tree (4 x
-// 16, 2 x 32), 48 rows (a + b) + c of 16 each; and, for Ember's kernels, the same bits at 1, 2
+// 16, 2 x 32), 48 rows (a + b) + c of 16 each, 40 rows the same with a last share of 8; and, for
+// Ember's kernels, the same bits at 1, 2
 // and 3 threads.
 void expect_shares_add_up(const std::function<std::vector<float>(int64_t, int64_t)>& gradient,
                           bool thread_invariant = true) {
@@ -83,6 +84,9 @@ void expect_shares_add_up(const std::function<std::vector<float>(int64_t, int64_
       << "4 x 16";
   EXPECT_EQ(all, test::pairwise_tree_of({gradient(0, 32), gradient(32, 32)})) << "2 x 32";
   EXPECT_EQ(gradient(0, 48), test::pairwise_tree_of({gradient(0, 16), gradient(16, 16), gradient(32, 16)})) << "3 x 16";
+  // A partial last group: 40 rows are 16 + 16 + 8.
+  EXPECT_EQ(gradient(0, 40), test::pairwise_tree_of({gradient(0, 16), gradient(16, 16), gradient(32, 8)}))
+      << "16 + 16 + 8";
   for (const int t : {1, 3}) {
     if (!thread_invariant) break;
     set_num_threads(t);
@@ -98,15 +102,17 @@ TEST(BatchSumOrder, DenseWeightGradient) {
     SCOPED_TRACE(std::to_string(in) + " -> " + std::to_string(out));
     const Tensor x = test::random_tensor(Shape{64, in}, 1, 0.0f, 2.0f), dy = test::random_tensor(Shape{64, out}, 2);
     const Tensor w = test::random_tensor(Shape{out, in}, 3);
-    std::vector<float> scratch;
-    expect_shares_add_up([&](int64_t first, int64_t n) {
+    std::vector<float> scratch(1000, 1e30f);  // stale contents must not leak in
+    const auto gradient = [&](int64_t first, int64_t n) {
       const Tensor xs = x.view(first * in, Shape{n, in}), dys = dy.view(first * out, Shape{n, out});
       Tensor dz = Tensor::empty(Shape{n, out}), dw = Tensor::empty(Shape{out, in}), db = Tensor::empty(Shape{out});
       cpu::dense_backward(xs, w, dys, dys, false, dz, nullptr, dw, db, &scratch);
       std::vector<float> g = dw.to_vector(), b = db.to_vector();
       g.insert(g.end(), b.begin(), b.end());
       return g;
-    });
+    };
+    EXPECT_EQ(gradient(0, 0), std::vector<float>(size_t(out * in + out), 0.0f)) << "an empty batch: no terms";
+    expect_shares_add_up(gradient);
   }
 }
 
