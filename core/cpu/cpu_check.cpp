@@ -1,7 +1,11 @@
-// check_cpu_support(): compiled for baseline x86-64 (see cmake/EmberLibrary.cmake) so that it
-// can run, and explain, on a CPU older than the one the kernels target.
+// check_cpu_support() and cpu_avx512() (cpu_features.h): compiled for baseline x86-64 (see cmake/EmberLibrary.cmake) so
+// that it can run, and explain, on a CPU older than the one the kernels target.
+#include <cstdlib>
+#include <string>
+
 #include "../error.h"
 #include "../runtime.h"
+#include "cpu_features.h"
 
 namespace ember {
 
@@ -18,6 +22,20 @@ void check_cpu_support() {
     throw DeviceError(
         std::string("this CPU cannot run Ember's kernels: they were built for ") + EMBER_CPU_ARCH +
         "; rebuild with -DEMBER_CPU_ARCH=x86-64 (slower) or on this machine with -DEMBER_CPU_ARCH=native");
+#endif
+}
+
+bool cpu_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = [] {
+    const char* cap = std::getenv("EMBER_MAX_CPU_ISA");
+    std::string v = cap ? cap : "";
+    for (char& c : v) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return __builtin_cpu_supports("avx512f") && v != "avx2";
+  }();
+  return yes;
+#else
+  return false;
 #endif
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../../core/cpu/cpu_features.h"
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
 
@@ -76,7 +77,7 @@ __attribute__((target("avx512f"))) void block_sums(const Conv2dShape& g, const f
 bool conv2d_direct_weight_gradient_fits(const Conv2dShape& g) {
 #ifdef EMBER_DIRECT_WGRAD
   return g.c > 0 && g.k > 0 && g.c % kBlockC == 0 && g.k % kBlockK == 0 && g.n > 0 && g.p > 0 && g.q > 0 &&
-         __builtin_cpu_supports("avx512f");
+         cpu_avx512();
 #else
   (void)g;
   return false;

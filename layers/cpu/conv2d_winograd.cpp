@@ -33,6 +33,7 @@
 
 #include <algorithm>
 
+#include "../../core/cpu/cpu_features.h"
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
 
@@ -277,7 +278,7 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
   const int64_t chunk_images = std::max<int64_t>(1, kChunkTiles / per_image), chunk_tiles = chunk_images * per_image;
   const int64_t kc_count = g.k * g.c, m_size = kPoints * kc_count;
 #ifdef EMBER_WINOGRAD_AVX512
-  const bool avx512 = allow_avx512 && g.c % 32 == 0 && g.k % 8 == 0 && __builtin_cpu_supports("avx512f");
+  const bool avx512 = allow_avx512 && g.c % 32 == 0 && g.k % 8 == 0 && cpu_avx512();
 #else
   const bool avx512 = false;
   (void)allow_avx512;

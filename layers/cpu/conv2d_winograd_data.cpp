@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../../core/cpu/cpu_features.h"
 #include "../../core/error.h"
 #include "conv2d_winograd.h"
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -284,8 +285,7 @@ void run(const Conv& g, const float* in, const float* w, bool backward_data, con
 
 bool has_avx512() {
 #ifdef EMBER_WINOGRAD_DATA
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
+  return cpu_avx512();
 #else
   return false;
 #endif

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "../../core/cpu/cpu_features.h"
 #include "../../core/cpu/gemm.h"
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
@@ -53,7 +54,7 @@ constexpr int64_t kBlockO = 8, kBlockI = 32, kBlockFloats = kBlockO * kBlockI;
 // with AVX-512.
 bool own_weight_gradient_fits(int64_t in, int64_t out) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  return in % kBlockI == 0 && out % kBlockO == 0 && __builtin_cpu_supports("avx512f");
+  return in % kBlockI == 0 && out % kBlockO == 0 && cpu_avx512();
 #else
   (void)in, (void)out;
   return false;

@@ -1,6 +1,7 @@
 // Conv2D: forward against a naive NCHW loop; gradients by finite differences; bad shapes.
 #include <gtest/gtest.h>
 
+#include "core/cpu/cpu_features.h"
 #include "core/runtime.h"
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/conv2d_winograd.h"
@@ -98,7 +99,7 @@ TEST(Conv2D, GradientsOneInputChannel) {  // the weight gradient runs in oneDNN'
 TEST(Conv2D, GradientsOfAWinogradShape) {
   Conv2D conv(16, {3, 3}, Activation::None, Padding::Same);
   test::build_standalone(conv, Shape{16, 8, 8}, 13);
-  if (__builtin_cpu_supports("avx512f")) {
+  if (ember::cpu_avx512()) {
     const std::string info = conv.kernel_info(1, Device::cpu());
     EXPECT_NE(info.find("fwd ember winograd"), std::string::npos) << info;
     EXPECT_NE(info.find("bwd-data ember winograd"), std::string::npos) << info;

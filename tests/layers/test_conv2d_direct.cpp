@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/cpu/cpu_features.h"
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/conv2d_direct.h"
 #include "test_util.h"
@@ -32,10 +33,10 @@ Conv2dShape shape(const Case& cs) {
 
 bool have_kernel() { return cpu::conv2d_direct_weight_gradient_fits(shape({1, 32, 5, 5, 8, 3, 3, 1, 0, 0, 0, 0})); }
 
-#define SKIP_WITHOUT_AVX512()                                                              \
-  if (!have_kernel()) {                                                                    \
-    EXPECT_FALSE(__builtin_cpu_supports("avx512f")) << "fits() said no on an AVX-512 CPU"; \
-    GTEST_SKIP() << "no AVX-512 on this CPU: the direct weight gradient does not run";     \
+#define SKIP_WITHOUT_AVX512()                                                          \
+  if (!have_kernel()) {                                                                \
+    EXPECT_FALSE(ember::cpu_avx512()) << "fits() said no on an AVX-512 CPU";           \
+    GTEST_SKIP() << "no AVX-512 on this CPU: the direct weight gradient does not run"; \
   }
 
 struct Reference {

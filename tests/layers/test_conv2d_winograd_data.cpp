@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cpu/cpu_features.h"
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/conv2d_winograd.h"
 #include "test_util.h"
@@ -28,7 +29,7 @@ bool have_kernels() { return cpu::conv2d_winograd_forward_fits(shape(1, 16, 6, 6
 
 #define SKIP_WITHOUT_AVX512()                                                                    \
   if (!have_kernels()) {                                                                         \
-    EXPECT_FALSE(__builtin_cpu_supports("avx512f")) << "fits() said no on an AVX-512 CPU";       \
+    EXPECT_FALSE(ember::cpu_avx512()) << "fits() said no on an AVX-512 CPU";                     \
     GTEST_SKIP() << "no AVX-512 on this CPU: the Winograd forward and backward-data do not run"; \
   }
 

@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "apps/model_zoo.h"
+#include "core/cpu/cpu_features.h"
 #include "core/runtime.h"
 #include "core/safetensors.h"
 #include "ember.h"
@@ -149,7 +150,7 @@ Tolerances tolerances(Model model) {
 Tolerances tolerances(Model model, ConvAlgorithms policy) {
   Tolerances t = tolerances(model);
 #if defined(__x86_64__) && defined(__GNUC__)
-  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx512 = ember::cpu_avx512();
 #else
   const bool avx512 = false;
 #endif
