@@ -29,8 +29,10 @@ bool cpu_avx512() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = [] {
     const char* cap = std::getenv("EMBER_MAX_CPU_ISA");
-    std::string v = cap ? cap : "";
-    for (char& c : v) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    std::string v;  // lower case, blanks dropped
+    for (const char* c = cap ? cap : ""; *c; ++c)
+      if (*c != ' ' && *c != '\t') v += static_cast<char>(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    __builtin_cpu_init();  // safe to call again; needed where this runs before the constructors
     return __builtin_cpu_supports("avx512f") && v != "avx2";
   }();
   return yes;

@@ -20,9 +20,9 @@
 
 namespace ember::cpu {
 
-// C a multiple of 32 and K of 8 (both > 0), a batch and outputs that are not empty, on a CPU with
-// AVX-512 (16 channels per vector; there is no AVX2 version: without AVX-512 conv2d.cpp keeps
-// oneDNN's).
+// C a multiple of 32 and K of 8 (both > 0), a batch and outputs that are not empty, where
+// cpu_avx512() holds (AVX-512, not capped by EMBER_MAX_CPU_ISA: 16 channels per vector; there is
+// no AVX2 version: without it conv2d.cpp keeps oneDNN's).
 bool conv2d_direct_weight_gradient_fits(const Conv2dShape& g);
 
 // dw, db from x and dy. scratch: the caller's, reused from call to call (the sums per tap).

@@ -61,7 +61,8 @@ struct WinogradConvScratch {
 };
 
 // 3x3 kernels at stride 1 (any padding) with C and K multiples of 16 and outputs of at least 4x4,
-// on a CPU with AVX-512 (16 channels per vector; there is no AVX2 version).
+// where cpu_avx512() holds (AVX-512, not capped by EMBER_MAX_CPU_ISA: 16 channels per vector;
+// there is no AVX2 version).
 bool conv2d_winograd_forward_fits(const Conv2dShape& g);
 bool conv2d_winograd_backward_data_fits(const Conv2dShape& g);
 

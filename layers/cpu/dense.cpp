@@ -50,8 +50,8 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 namespace {
 constexpr int64_t kBlockO = 8, kBlockI = 32, kBlockFloats = kBlockO * kBlockI;
 
-// Whether dw runs on weight_gradient_avx512: blocks of 8 outputs by 32 inputs tile it, on a CPU
-// with AVX-512.
+// Whether dw runs on own_weight_gradient: blocks of 8 outputs by 32 inputs tile it, and
+// cpu_avx512() holds (AVX-512, not capped by EMBER_MAX_CPU_ISA).
 bool own_weight_gradient_fits(int64_t in, int64_t out) {
 #if defined(__x86_64__) && defined(__GNUC__)
   return in % kBlockI == 0 && out % kBlockO == 0 && cpu_avx512();

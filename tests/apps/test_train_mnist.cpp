@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -501,8 +502,16 @@ void expect_replica_equal(const std::vector<float>& a, const std::vector<float>&
   EXPECT_LE(double(beyond), flip_share * double(a.size())) << beyond << " of " << a.size() << " values";
 }
 
+// Whether the runs take the AVX-512 paths throughout: Ember's own kernels (cpu_avx512, which
+// EMBER_MAX_CPU_ISA caps) and oneDNN's, unless ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) caps them
+// below AVX-512.
 bool cpu_has_avx512() {
 #if defined(__x86_64__)
+  for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+    std::string cap = std::getenv(name) ? std::getenv(name) : "";
+    for (char& c : cap) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (!cap.empty() && cap != "all" && cap.rfind("avx512", 0) != 0) return false;
+  }
   return ember::cpu_avx512();
 #else
   return false;

@@ -36,7 +36,7 @@ bool have_kernel() { return cpu::conv2d_direct_weight_gradient_fits(shape({1, 32
 #define SKIP_WITHOUT_AVX512()                                                          \
   if (!have_kernel()) {                                                                \
     EXPECT_FALSE(ember::cpu_avx512()) << "fits() said no on an AVX-512 CPU";           \
-    GTEST_SKIP() << "no AVX-512 on this CPU: the direct weight gradient does not run"; \
+    GTEST_SKIP() << "no AVX-512 (or capped): the direct weight gradient does not run"; \
   }
 
 struct Reference {

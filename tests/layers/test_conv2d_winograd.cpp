@@ -148,8 +148,8 @@ TEST(WinogradWeightGradient, TheSameBitsEveryRunAndAtAnyThreadCount) {
   EXPECT_EQ(dw1, dw2);
   EXPECT_EQ(db1, db2);
   // At other thread counts too: each point's sums run over the tiles in order whoever runs them.
-  // The threads split the 36 points: 5 and 7 split rows of 6 points between threads, 40 leaves
-  // threads without points.
+  // 1 thread takes every group whole; 5, 7 and 40 split each group's 36 points (5 and 7 split
+  // rows of 6 points between threads, 40 leaves threads without points).
   const int threads = num_threads();
   for (const int t : {1, 5, 7, 40}) {
     set_num_threads(t);

@@ -143,7 +143,7 @@ TEST(ConvPoolFusion, SameBitsAtAnyThreadCountAndEveryRun) {
     }
   }
   set_num_threads(threads);
-  EXPECT_EQ(runs[1], runs[0]) << "per-image sums added in image order, whatever the thread count";
+  EXPECT_EQ(runs[1], runs[0]) << "per-image sums in the batch's sum order, whatever the thread count";
   EXPECT_EQ(runs[2], runs[0]);
 }
 
