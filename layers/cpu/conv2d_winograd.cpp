@@ -296,7 +296,7 @@ void conv2d_winograd_weight_gradient(const Conv2dShape& g, const float* x, const
     std::fill(db, db + g.k, 0.0f);
     return;
   }
-  const int64_t whole = nt > 1 ? groups / nt * nt : groups;  // groups taken whole by one thread
+  const int64_t whole = groups / nt * nt;  // groups taken whole by one thread
   const int64_t part = kc_count * 9 + g.k;
   // A thread's own group runs its points in passes whose tiles (U, V) fill at most half of a
   // core's L2 (conv2d_1's chunk of 72 tiles at C + K = 96 is 1 MB for all 36 points: one pass with

@@ -567,10 +567,11 @@ TEST_F(TrainMnistStrategies, AHungCpuReplicaEndsTheMirroredJobNamingIt) {
 }
 
 #ifdef EMBER_MPIEXEC
-std::string mpirun(int np) {
+// `flags`: more of mpirun's own (e.g. "-x VAR" to forward an environment variable).
+std::string mpirun(int np, const std::string& flags = "") {
   // As root OpenMPI needs --allow-run-as-root; 2 cores need --oversubscribe for np > 2.
-  return std::string(EMBER_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np) +
-         " " + train_mnist_bin();
+  return std::string(EMBER_MPIEXEC) + flags + " --allow-run-as-root --oversubscribe --bind-to none -np " +
+         std::to_string(np) + " " + train_mnist_bin();
 }
 
 TEST_F(TrainMnistStrategies, MultiWorkerOverMpiEqualsDefaultAndOnlyRankZeroPrints) {
@@ -639,9 +640,8 @@ TEST(TrainMnistReplicas, OnRealMnistEqualTheDefaultStrategy) {
       }
 #ifdef EMBER_MPIEXEC
       const std::string forward = capped ? " -x ONEDNN_MAX_CPU_ISA -x EMBER_MAX_CPU_ISA" : "";
-      const AppRun w = run_raw(caps + std::string(EMBER_MPIEXEC) + forward +
-                               " --allow-run-as-root --oversubscribe --bind-to none -np 2 " + train_mnist_bin() +
-                               " --strategy multiworker --threads 1 --save " + dir + "/w2.st" + common);
+      const AppRun w =
+          run_raw(caps + mpirun(2, forward) + " --strategy multiworker --threads 1 --save " + dir + "/w2.st" + common);
       ASSERT_EQ(w.code, 0) << w.output;
       SCOPED_TRACE("multiworker 2");
       expect(dir + "/w2.st");
