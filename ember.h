@@ -1,5 +1,6 @@
-// Ember: one header for the whole public API.  #include <ember/ember.h>
-// Each folder's public headers are listed in its own umbrella (e.g. layers/layers.h).
+/// @file
+/// Ember: one header for the whole public API: `#include <ember/ember.h>`.
+/// Each folder's public headers are listed in its own umbrella (e.g. layers/layers.h).
 #pragma once
 
 #include "core/core.h"

@@ -1,5 +1,6 @@
-// core/'s public headers: tensors, devices, errors, logging, version.
-// ember.h includes this umbrella; a new public header of core/ is added here.
+/// @file
+/// core/'s public headers: tensors, devices, errors, logging, version.
+/// ember.h includes this umbrella; a new public header of core/ is added here.
 #pragma once
 
 #include "cuda_graph.h"

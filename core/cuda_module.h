@@ -20,8 +20,9 @@ namespace ember::detail {
 // module and libember must agree on it exactly: a module built from other sources is refused
 // with a message naming both versions, never called through a mismatched table.
 // 15: the learning rate on the device (optimizers' set_rate, rate pointers); 14: clipping, decay, RMSprop; 13: losses
-// and metrics (issue 33); 12: the elementwise ops of the merge layers; 11: the loss's mean over a whole batch; 10:
-// issue 17's layers; 9: relayout; 8: graphs, device step scalars; 7: open
+// and metrics; 12: the elementwise ops of the merge layers; 11: the loss's mean over a whole batch; 10: pointwise
+// activations, softmax, dropout, batch normalization and average pools; 9: relayout; 8: graphs, device step scalars;
+// 7: open
 inline constexpr uint32_t kCudaModuleAbi = 17;
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the

@@ -1,5 +1,6 @@
-// What this process can run on, decided at run time: a build with CUDA must still run, and say
-// why, on a machine with no driver or no GPU. Also the CPU threading and floating-point setup.
+/// @file
+/// What this process can run on, decided at run time: a build with CUDA must still run, and say
+/// why, on a machine with no driver or no GPU. Also the CPU threading and floating-point setup.
 #pragma once
 
 #include <cstdint>
@@ -11,156 +12,173 @@
 
 namespace ember {
 
+/// One GPU as the CUDA runtime describes it.
 struct GpuInfo {
-  int index = 0;
-  std::string name;
+  int index = 0;     ///< the CUDA device index
+  std::string name;  ///< the device's name ("NVIDIA H100 ...")
+  /// The compute capability, major and minor (8.0 for an A100).
+  ///@{
   int cc_major = 0, cc_minor = 0;
-  size_t total_memory = 0;
-  int multiprocessors = 0;
+  ///@}
+  size_t total_memory = 0;  ///< bytes of device memory
+  int multiprocessors = 0;  ///< streaming multiprocessors
 };
 
+/// Whether this process can run on CUDA, and why not (cuda_status()).
 struct CudaStatus {
-  bool built = false;   // Ember was compiled with the CUDA backend
-  bool usable = false;  // a driver and at least one GPU the build has code for
-  std::string reason;   // why not usable, in words ("no CUDA driver: ...")
-  int device_count = 0;
-  int driver_version = 0;   // e.g. 13000 (0 when no driver)
-  int runtime_version = 0;  // the CUDA runtime loaded
-  std::vector<GpuInfo> gpus;
+  bool built = false;         ///< Ember was compiled with the CUDA backend
+  bool usable = false;        ///< a driver and at least one GPU the build has code for
+  std::string reason;         ///< why not usable, in words ("no CUDA driver: ...")
+  int device_count = 0;       ///< GPUs the driver reports
+  int driver_version = 0;     ///< e.g. 13000 (0 when no driver)
+  int runtime_version = 0;    ///< the CUDA runtime loaded
+  std::vector<GpuInfo> gpus;  ///< each GPU the driver reports
 };
 
-// Probes once and caches the answer; never throws.
+/// Probes once and caches the answer; never throws.
 const CudaStatus& cuda_status();
-bool cuda_available();
+bool cuda_available();  ///< cuda_status().usable
 
-// Ember's own version ("0.1.0"), as built.
+/// Ember's own version ("0.1.0"), as built.
 const char* version();
 
-// A library Ember uses, with the version it was compiled against and the one loaded now.
+/// A library Ember uses, with the version it was compiled against and the one loaded now.
 struct LibraryVersion {
-  std::string name;
-  std::string compiled;  // "" when not compiled in
-  std::string loaded;    // "" when it could not be queried
+  std::string name;      ///< "oneDNN", "cuDNN", ...
+  std::string compiled;  ///< "" when not compiled in
+  std::string loaded;    ///< "" when it could not be queried
 };
-// oneDNN, then (CUDA builds) CUDA driver, CUDA runtime, cuBLAS, cuDNN, NCCL. Never throws.
+/// oneDNN, then (CUDA builds) CUDA driver, CUDA runtime, cuBLAS, cuDNN, NCCL. Never throws.
 std::vector<LibraryVersion> library_versions();
-std::vector<LibraryVersion> cuda_library_versions();  // the CUDA part ({} without CUDA)
+std::vector<LibraryVersion> cuda_library_versions();  ///< the CUDA part ({} without CUDA)
 
-// Resolves a requested device under soft placement: a CUDA device that is missing becomes CPU
-// with one warning saying why; with `strict`, it throws DeviceError instead.
+/// Resolves a requested device under soft placement: a CUDA device that is missing becomes CPU
+/// with one warning saying why; with `strict`, it throws DeviceError instead.
 Device resolve_device(Device requested, bool strict);
 
-// GPU memory, TensorFlow's two policies: grow on demand (default) or a cap. Set before the
-// first tensor on that GPU. Throws DeviceError without a usable GPU.
+/// GPU memory, TensorFlow's two policies: grow on demand (default) or a cap. Set before the
+/// first tensor on that GPU. Throws DeviceError without a usable GPU.
 void set_gpu_memory_policy(int device, const MemoryPolicy& policy);
-void set_gpu_memory_fraction(int device, double fraction);  // a cap of fraction * the card's memory
+void set_gpu_memory_fraction(int device, double fraction);  ///< a cap of fraction * the card's memory
+/// The caching allocator's statistics for GPU `device`; DeviceError without a usable GPU.
 CachingAllocator::Stats gpu_memory_stats(int device);
 
-// Host memory held by tensors (the CPU's side of gpu_memory_stats; TensorFlow's
-// get_memory_info("CPU:0")): bytes of tensor storage in use now, and the most in use since the
-// last reset_host_memory_peak() (or the process start). Never throws.
+/// Host memory held by tensors (the CPU's side of gpu_memory_stats; TensorFlow's
+/// get_memory_info("CPU:0")): bytes of tensor storage in use now, and the most in use since the
+/// last reset_host_memory_peak() (or the process start). Never throws.
 struct HostMemoryStats {
+  /// Bytes of tensor storage in use now, and the most in use since the last reset.
+  ///@{
   size_t in_use = 0, peak_in_use = 0;
+  ///@}
 };
-HostMemoryStats host_memory_stats();
-void reset_host_memory_peak();  // the peak becomes what is in use now
+HostMemoryStats host_memory_stats();  ///< The host memory held by tensors now (see HostMemoryStats).
+void reset_host_memory_peak();        ///< the peak becomes what is in use now
 
-// Waits until all work queued on `device` is done (a no-op for the CPU), and reports an
-// asynchronous GPU error: what a timing must call before it stops the clock.
+/// Waits until all work queued on `device` is done (a no-op for the CPU), and reports an
+/// asynchronous GPU error: what a timing must call before it stops the clock.
 void synchronize(Device device);
 
-// How many times the host has waited for the GPU `device` so far in this process: every
-// synchronize() and every copy that involves host memory (reading a loss, uploading data).
-// The training step makes none: `fit` waits only where it reads its totals (progress, epoch
-// end). 0 for the CPU; DeviceError without a usable GPU.
+/// How many times the host has waited for the GPU `device` so far in this process: every
+/// synchronize() and every copy that involves host memory (reading a loss, uploading data).
+/// The training step makes none: `fit` waits only where it reads its totals (progress, epoch
+/// end). 0 for the CPU; DeviceError without a usable GPU.
 int64_t gpu_host_syncs(Device device);
 
-// GPU math, read by the GPU ops when they pick a kernel (set them before training):
-//  - TF32 (on by default, as TensorFlow does): lets cuBLAS GEMMs and cuDNN convolutions on
-//    Ampere and newer round their inputs to TF32 on tensor cores (~10-bit mantissa, ~1e-3
-//    relative; several times the FP32 throughput; no effect on older GPUs). Turn it off to
-//    compare with the CPU path to ~1e-6 (every parity test does), or for FP32 benchmarks.
-//  - Deterministic (off by default): cuDNN backward algorithms that give the same bits run to
-//    run (the default ones may sum with atomics in any order).
-//  - cuDNN find (off by default, as PyTorch's cudnn.benchmark): the first use of each
-//    convolution shape times every algorithm (cudnnFind*, a few ms and a host wait once per
-//    shape) instead of taking cuDNN's heuristic guess; the same selection rules apply.
-void set_allow_tf32(bool on);
-bool allow_tf32();
-void set_gpu_deterministic(bool on);
-bool gpu_deterministic();
-void set_cudnn_find(bool on);
-bool cudnn_find();
-//  - Fused convolutions (off by default until verified on a GPU): Conv2D's forward as one cuDNN
-//    call (cudnnConvolutionBiasActivationForward: convolution, bias and ReLU) instead of three
-//    launches; it uses the IMPLICIT_PRECOMP_GEMM algorithm, the only one cuDNN fuses ReLU with.
-void set_fused_conv(bool on);
-bool fused_conv();
-//  - NHWC activations (off by default until verified on a GPU): Conv2D and MaxPool2D keep their
-//    activations channels-last on the GPU, the layout cuDNN's tensor-core kernels prefer
-//    (weights stay KCRS: whether that is faster than NCHW here is for a GPU session to
-//    measure); Flatten converts back to the public order. Convolutions and pools with
-//    asymmetric SAME padding stay NCHW.
-void set_gpu_nhwc(bool on);
-bool gpu_nhwc();
-//  - Fewer launches (each off by default until a GPU has shown it equal to the path it replaces;
-//    docs/plans/gpu-fewer-launches.md):
-//    * fused dense: Dense's forward as one cuBLASLt call with the bias (+ ReLU) epilogue instead
-//      of a GEMM and a bias kernel, and its weight gradient with the bias-gradient epilogue
-//      instead of a GEMM and a column-sum kernel, where cuBLASLt offers them (else the unfused
-//      calls, for good, with a warning); not bit-equal to the unfused path (cuBLASLt may order
-//      the sums otherwise), within the parity tests' tolerances of it.
-//    * fused loss: SparseCategoricalCrossentropy's training step (softmax, the loss and hit sums,
-//      the gradient) as one single-block kernel for batches of up to 4096 rows instead of three
-//      launches; the same bits as the three kernels (same row order, same sums, same tree).
-//    * fused advance: the one-thread kernels that advance a device-side counter (the data loader's
-//      cursor, Adam's step and step size, each Dropout layer's counter) folded into the kernel that
-//      reads the counter, whose last block advances it; the same bits.
-void set_fused_dense(bool on);
-bool fused_dense();
-void set_fused_loss(bool on);
-bool fused_loss();
-void set_fused_advance(bool on);
-bool fused_advance();
+/// @name GPU math
+/// Read by the GPU ops when they pick a kernel (set them before training).
+/// @{
 
-// Convolution algorithms on both backends (as PyTorch's torch.backends.cudnn.deterministic or
-// TensorFlow's op determinism), read when a convolution shape's plan is made and by Sequential on
-// every CPU training batch (Exact's slices): set it before training, never during a step. Under both, structural zeros
-// are exact (an output whose inputs are all zero equals what the direct sum gives, so ReLU and max-pool decide on exact
-// values).
-//  - Fast (default): the fastest algorithm Ember has for the shape. On the CPU, Ember's own
-//    Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions where it fits (AVX-512), which masks
-//    structural zeros; on the GPU, cuDNN's fastest algorithm among the direct / GEMM / implicit
-//    GEMM ones (its Winograd and FFT algorithms are never chosen: their transforms turn structural
-//    zeros into rounding residue, and Ember cannot mask them inside cuDNN).
-//  - Exact: direct sums only. On the CPU, oneDNN's direct kernels and Ember's direct weight
-//    gradient, and a CPU training batch in 16-row slices (Sequential::kExactSliceRows: every
-//    kernel sees the same shapes however the batch is split among replicas; under both policies
-//    the weight gradients sum the batch in 16-row groups as a pairwise tree, core/pairwise_sum.h,
-//    so that aligned data-parallel replicas equal one model bit for bit); on
-//    the GPU, as Fast but deterministic algorithms only (no atomics), as set_gpu_deterministic.
-//    Exact does not turn TF32 off (set_allow_tf32(false); train_mnist does with exact). What this
-//    buys, measured, is in docs/architecture.md ("Numerics").
+/// TF32 (on by default, as TensorFlow does): lets cuBLAS GEMMs and cuDNN convolutions on
+/// Ampere and newer round their inputs to TF32 on tensor cores (~10-bit mantissa, ~1e-3
+/// relative; several times the FP32 throughput; no effect on older GPUs). Turn it off to
+/// compare with the CPU path to ~1e-6 (every parity test does), or for FP32 benchmarks.
+void set_allow_tf32(bool on);
+bool allow_tf32();  ///< Whether TF32 is allowed (set_allow_tf32).
+/// Deterministic (off by default): cuDNN backward algorithms that give the same bits run to
+/// run (the default ones may sum with atomics in any order).
+void set_gpu_deterministic(bool on);
+bool gpu_deterministic();  ///< Whether only deterministic cuDNN algorithms run (set_gpu_deterministic).
+/// cuDNN find (off by default, as PyTorch's cudnn.benchmark): the first use of each
+/// convolution shape times every algorithm (cudnnFind*, a few ms and a host wait once per
+/// shape) instead of taking cuDNN's heuristic guess; the same selection rules apply.
+void set_cudnn_find(bool on);
+bool cudnn_find();  ///< Whether convolution algorithms are timed (set_cudnn_find).
+/// Fused convolutions (off by default until verified on a GPU): Conv2D's forward as one cuDNN
+/// call (cudnnConvolutionBiasActivationForward: convolution, bias and ReLU) instead of three
+/// launches; it uses the IMPLICIT_PRECOMP_GEMM algorithm, the only one cuDNN fuses ReLU with.
+void set_fused_conv(bool on);
+bool fused_conv();  ///< Whether Conv2D's GPU forward is one fused cuDNN call (set_fused_conv).
+/// NHWC activations (off by default until verified on a GPU): Conv2D and MaxPool2D keep their
+/// activations channels-last on the GPU, the layout cuDNN's tensor-core kernels prefer
+/// (weights stay KCRS; whether that is faster than NCHW has not been measured yet); Flatten
+/// converts back to the public order. Convolutions and pools with asymmetric SAME padding stay
+/// NCHW.
+void set_gpu_nhwc(bool on);
+bool gpu_nhwc();  ///< Whether GPU activations are kept channels-last (set_gpu_nhwc).
+/// Fused dense, one of the "fewer launches" switches (each off by default until a GPU has shown
+/// it equal to the path it replaces; docs/plans/gpu-fewer-launches.md): Dense's forward as one
+/// cuBLASLt call with the bias (+ ReLU) epilogue instead of a GEMM and a bias kernel, and its
+/// weight gradient with the bias-gradient epilogue instead of a GEMM and a column-sum kernel,
+/// where cuBLASLt offers them (else the unfused calls, for good, with a warning); not bit-equal
+/// to the unfused path (cuBLASLt may order the sums otherwise), within the parity tests'
+/// tolerances of it.
+void set_fused_dense(bool on);
+bool fused_dense();  ///< Whether Dense runs fused cuBLASLt calls on a GPU (set_fused_dense).
+/// Fused loss (a "fewer launches" switch, see set_fused_dense): SparseCategoricalCrossentropy's
+/// training step (softmax, the loss and hit sums, the gradient) as one single-block kernel for
+/// batches of up to 4096 rows instead of three launches; the same bits as the three kernels (same
+/// row order, same sums, same tree).
+void set_fused_loss(bool on);
+bool fused_loss();  ///< Whether the fused loss kernel runs on a GPU (set_fused_loss).
+/// Fused advance (a "fewer launches" switch, see set_fused_dense): the one-thread kernels that
+/// advance a device-side counter (the data loader's cursor, Adam's step and step size, each
+/// Dropout layer's counter) folded into the kernel that reads the counter, whose last block
+/// advances it; the same bits.
+void set_fused_advance(bool on);
+bool fused_advance();  ///< Whether device-side counters advance inside their readers (set_fused_advance).
+/// @}
+
+/// Convolution algorithms on both backends (as PyTorch's torch.backends.cudnn.deterministic or
+/// TensorFlow's op determinism), read when a convolution shape's plan is made and by Sequential on
+/// every CPU training batch (Exact's slices): set it before training, never during a step. Under both, structural zeros
+/// are exact (an output whose inputs are all zero equals what the direct sum gives, so ReLU and max-pool decide on
+/// exact values).
+///  - Fast (default): the fastest algorithm Ember has for the shape. On the CPU, Ember's own
+///    Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions where it fits (AVX-512), which masks
+///    structural zeros; on the GPU, cuDNN's fastest algorithm among the direct / GEMM / implicit
+///    GEMM ones (its Winograd and FFT algorithms are never chosen: their transforms turn structural
+///    zeros into rounding residue, and Ember cannot mask them inside cuDNN).
+///  - Exact: direct sums only. On the CPU, oneDNN's direct kernels and Ember's direct weight
+///    gradient, and a CPU training batch in 16-row slices (Model::kExactSliceRows: every
+///    kernel sees the same shapes however the batch is split among replicas; under both policies
+///    the weight gradients sum the batch in 16-row groups as a pairwise tree, core/pairwise_sum.h,
+///    so that aligned data-parallel replicas equal one model bit for bit); on
+///    the GPU, as Fast but deterministic algorithms only (no atomics), as set_gpu_deterministic.
+///    Exact does not turn TF32 off (set_allow_tf32(false); train_mnist does with exact). What this
+///    buys, measured, is in docs/architecture.md ("Numerics").
 enum class ConvAlgorithms { Fast, Exact };
+/// Sets the convolution policy (see ConvAlgorithms); before training, never during a step.
 void set_conv_algorithms(ConvAlgorithms policy);
-ConvAlgorithms conv_algorithms();
-// A count of changes to the kernel settings above (TF32, deterministic, find, fused convolutions,
-// NHWC, fused dense, fused loss, fused advance, the convolution policy): what a cached choice made under them is
-// checked against (a kept cuDNN plan, fit's captured CUDA graph). Setting a value it already has is no change.
+ConvAlgorithms conv_algorithms();  ///< The convolution policy now (Fast by default).
+/// A count of changes to the kernel settings above (TF32, deterministic, find, fused convolutions,
+/// NHWC, fused dense, fused loss, fused advance, the convolution policy): what a cached choice made under them is
+/// checked against (a kept cuDNN plan, fit's captured CUDA graph). Setting a value it already has is no change.
 uint64_t kernel_settings_version();
-// "fast" / "exact", and back (ArgumentError naming the choices otherwise).
+/// "fast" / "exact" (parse_conv_algorithms reads them back).
 const char* to_string(ConvAlgorithms policy);
+/// The policy named "fast" or "exact" (ArgumentError naming the choices otherwise).
 ConvAlgorithms parse_conv_algorithms(const std::string& name);
 
-// Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
-// (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.
-// Sequential::build and the apps call it.
+/// Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
+/// (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.
+/// Sequential::build and the apps call it.
 void check_cpu_support();
 
-// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool). 0 = all cores.
+/// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool). 0 = all cores.
 void set_num_threads(int n);
-int num_threads();
-// Flush denormals to zero on every pool thread: denormal gradients once made Adam 10x slower.
+int num_threads();  ///< The CPU threads Ember's kernels use.
+/// Flush denormals to zero on every pool thread: denormal gradients once made Adam 10x slower.
 void enable_flush_to_zero();
 
 }  // namespace ember

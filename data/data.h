@@ -1,5 +1,6 @@
-// data/'s public headers: IDX and MNIST readers, datasets, the batch loader.
-// ember.h includes this umbrella; a new public header of data/ is added here.
+/// @file
+/// data/'s public headers: IDX and MNIST readers, datasets, the batch loader.
+/// ember.h includes this umbrella; a new public header of data/ is added here.
 #pragma once
 
 #include "csv.h"

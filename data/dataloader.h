@@ -1,19 +1,20 @@
-// DataLoader: batches over a Dataset, one epoch at a time.
-//  - Seeded shuffle each epoch (seed and epoch number decide the order, so a resumed run sees
-//    the same batches).
-//  - Batches of batch_size and a smaller last one (60000 / 64 -> 938 steps, as Keras).
-//  - Sharding for data-parallel workers: with `num_shards` > 1 every global batch is split into
-//    contiguous, near-equal slices and shard `shard` receives its slice.
-//  - Prefetch: the next batch is gathered on a background thread (one, for the loader's life)
-//    while the caller trains on the current one; batch buffers are reused, so the steady state
-//    allocates nothing.
-//  - On a GPU (`device` cuda:N): the dataset is copied to the device once, as it is (u8 images
-//    stay u8), and each epoch's sample order once per epoch; every batch is then gathered and
-//    scaled there by
-//    a kernel queued on the device's stream (no host copy per step, no prefetch thread needed).
-//    The epoch's position (the cursor) lives on the device too and each gather advances it, so
-//    a CUDA graph of a step that includes the gather replays the next batch every time; full
-//    batches always land in the same buffers, the short last one in its own.
+/// @file
+/// DataLoader: batches over a Dataset, one epoch at a time.
+///  - Seeded shuffle each epoch (seed and epoch number decide the order, so a resumed run sees
+///    the same batches).
+///  - Batches of batch_size and a smaller last one (60000 / 64 -> 938 steps, as Keras).
+///  - Sharding for data-parallel workers: with `num_shards` > 1 every global batch is split into
+///    contiguous, near-equal slices and shard `shard` receives its slice.
+///  - Prefetch: the next batch is gathered on a background thread (one, for the loader's life)
+///    while the caller trains on the current one; batch buffers are reused, so the steady state
+///    allocates nothing.
+///  - On a GPU (`device` cuda:N): the dataset is copied to the device once, as it is (u8 images
+///    stay u8), and each epoch's sample order once per epoch; every batch is then gathered and
+///    scaled there by
+///    a kernel queued on the device's stream (no host copy per step, no prefetch thread needed).
+///    The epoch's position (the cursor) lives on the device too and each gather advances it, so
+///    a CUDA graph of a step that includes the gather replays the next batch every time; full
+///    batches always land in the same buffers, the short last one in its own.
 #pragma once
 
 #include <condition_variable>
@@ -28,56 +29,61 @@
 
 namespace ember {
 
+/// One batch from a DataLoader: a tensor per dataset input and per target.
 struct Batch {
-  std::vector<Tensor> inputs;   // per dataset input, f32 (B, ...): the features, scaled (DataInput::scale)
-  std::vector<Tensor> targets;  // per dataset target: i32 (B) labels or f32 (B, ...)
-  // The first (usually the only) input and target.
+  std::vector<Tensor> inputs;   ///< per dataset input, f32 (B, ...): the features, scaled (DataInput::scale)
+  std::vector<Tensor> targets;  ///< per dataset target: i32 (B) labels or f32 (B, ...)
+  /// The first (usually the only) input and target.
+  ///@{
   const Tensor& x() const { return inputs.at(0); }
   Tensor& x() { return inputs.at(0); }
   const Tensor& y() const { return targets.at(0); }
   Tensor& y() { return targets.at(0); }
-  int64_t rows() const { return inputs.empty() ? 0 : inputs[0].dim(0); }
-  int64_t global_size = 0;  // samples in the whole global batch (all shards together)
-  // Set only by a loader with `defer_device_gather`: queues the gather of x and y on their GPU
-  // (until then they are allocated but not filled) and advances the loader's device cursor.
-  // Call it exactly once per batch, before x or y is read: a captured training step captures it.
+  ///@}
+  int64_t rows() const { return inputs.empty() ? 0 : inputs[0].dim(0); }  ///< B: this shard's rows (0 when empty)
+  int64_t global_size = 0;  ///< samples in the whole global batch (all shards together)
+  /// Set only by a loader with `defer_device_gather`: queues the gather of x and y on their GPU
+  /// (until then they are allocated but not filled) and advances the loader's device cursor.
+  /// Call it exactly once per batch, before x or y is read: a captured training step captures it.
   std::function<void()> gather;
 };
 
+/// How a DataLoader batches, shuffles, shards and places its batches.
 struct DataLoaderOptions {
-  int64_t batch_size = 64;
-  bool shuffle = true;
-  uint64_t seed = 0;
-  int num_shards = 1;
-  int shard = 0;
-  bool prefetch = true;           // CPU batches only
-  Device device = Device::cpu();  // where the batches are built (see above)
-  // On a GPU: next() leaves the gather to the caller, as Batch::gather (see there).
+  int64_t batch_size = 64;        ///< samples per global batch (the last one may be smaller)
+  bool shuffle = true;            ///< a seeded shuffle each epoch (else the dataset's order)
+  uint64_t seed = 0;              ///< with the epoch number, decides the shuffle
+  int num_shards = 1;             ///< data-parallel workers the global batches are split among
+  int shard = 0;                  ///< this worker's slice, in [0, num_shards)
+  bool prefetch = true;           ///< CPU batches only
+  Device device = Device::cpu();  ///< where the batches are built (see dataloader.h)
+  /// On a GPU: next() leaves the gather to the caller, as Batch::gather (see there).
   bool defer_device_gather = false;
 };
 
+/// Batches over a Dataset, one epoch at a time (see dataloader.h).
 class DataLoader {
  public:
-  // The loader keeps a reference to `dataset`, which must outlive it: a temporary is refused at
-  // compile time (the overload below), since it would dangle from the first next().
+  /// The loader keeps a reference to `dataset`, which must outlive it: a temporary is refused at
+  /// compile time (the overload below), since it would dangle from the first next().
   DataLoader(const Dataset& dataset, DataLoaderOptions options);
   DataLoader(Dataset&& dataset, DataLoaderOptions options) = delete;
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Batches per epoch, counting the smaller last one.
+  /// Batches per epoch, counting the smaller last one.
   int64_t num_batches() const;
-  // Starts `epoch` (0-based) at batch `first_batch` (a resume from a mid-epoch checkpoint: the
-  // batches before it were trained on already, in the same order).
+  /// Starts `epoch` (0-based) at batch `first_batch` (a resume from a mid-epoch checkpoint: the
+  /// batches before it were trained on already, in the same order).
   void start_epoch(int64_t epoch, int64_t first_batch = 0);
-  // Fills `batch` with the next batch of the epoch; false when the epoch is done. The tensors
-  // in `batch` stay valid until the next call.
+  /// Fills `batch` with the next batch of the epoch; false when the epoch is done. The tensors
+  /// in `batch` stay valid until the next call.
   bool next(Batch& batch);
-  // The sample order of `epoch` (for tests and sharding checks).
+  /// The sample order of `epoch` (for tests and sharding checks).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
-  const Dataset& dataset() const { return dataset_; }
-  Device device() const { return opt_.device; }
+  const Dataset& dataset() const { return dataset_; }  ///< The dataset it batches.
+  Device device() const { return opt_.device; }        ///< Where its batches are built.
 
  private:
   void gather_into(int64_t b, Batch& out) const;  // this shard's part of global batch b

@@ -1,5 +1,6 @@
-// distribute/'s public headers: collectives and the data-parallel strategies.
-// ember.h includes this umbrella; a new public header of distribute/ is added here.
+/// @file
+/// distribute/'s public headers: collectives and the data-parallel strategies.
+/// ember.h includes this umbrella; a new public header of distribute/ is added here.
 #pragma once
 
 #include "communicator.h"

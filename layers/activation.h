@@ -1,12 +1,15 @@
-// Activation choices shared by the layers and their backends (padding and sizes: geometry.h).
+/// @file
+/// Activation choices shared by the layers and their backends (padding and sizes: geometry.h).
 #pragma once
 
 #include "geometry.h"
 
 namespace ember {
 
+/// The activation a layer fuses after its output (Conv2D, Dense): none, or ReLU.
 enum class Activation { None, ReLU };
 
+/// Keras' name of `a`: "linear" or "relu".
 const char* activation_name(Activation a);
 
 namespace detail {

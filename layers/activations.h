@@ -1,9 +1,12 @@
-// Activation layers beyond ReLU, Keras' names and semantics:
-//   Sigmoid(), Tanh()           elementwise, the input's shape and layout;
-//   LeakyReLU(alpha = 0.3)      x for x > 0, alpha * x below (Keras' default slope);
-//   Softmax()                   over the features of (N, K) rows (Flatten first). As a model's
-//                               last layer it gives probabilities to predict() while the loss is
-//                               computed from its input, the logits (stable; Sequential does it).
+/// @file
+/// Activation layers beyond ReLU, Keras' names and semantics:
+/// @code{.unparsed}
+///   Sigmoid(), Tanh()           elementwise, the input's shape and layout;
+///   LeakyReLU(alpha = 0.3)      x for x > 0, alpha * x below (Keras' default slope);
+///   Softmax()                   over the features of (N, K) rows (Flatten first). As a model's
+///                               last layer it gives probabilities to predict() while the loss is
+///                               computed from its input, the logits (stable; Sequential does it).
+/// @endcode
 #pragma once
 
 #include "activation.h"
@@ -11,21 +14,23 @@
 
 namespace ember {
 
-// The shared part of Sigmoid, Tanh and LeakyReLU.
+/// The shared part of Sigmoid, Tanh and LeakyReLU.
 class PointwiseActivation : public Layer {
  public:
   Shape build(const Shape& sample_shape) override { return sample_shape; }
   std::string kernel_info(int64_t, Device device) const override;
 
  protected:
+  /// The activation `f`, with LeakyReLU's slope `alpha` (0 for the others).
   PointwiseActivation(detail::Pointwise f, float alpha) : f_(f), alpha_(alpha) {}
   const Tensor& do_forward(const Tensor& x, bool training) override;
   const Tensor& do_backward(const Tensor& dy) override;
 
-  detail::Pointwise f_;
-  float alpha_;  // LeakyReLU's slope
+  detail::Pointwise f_;  ///< which activation
+  float alpha_;          ///< LeakyReLU's slope
 };
 
+/// Sigmoid: 1 / (1 + e^-x), elementwise; the input's shape and layout.
 class Sigmoid : public PointwiseActivation {
  public:
   Sigmoid() : PointwiseActivation(detail::Pointwise::Sigmoid, 0.0f) {}
@@ -33,6 +38,7 @@ class Sigmoid : public PointwiseActivation {
   bool rows_independent(bool /*training*/) const override { return true; }
 };
 
+/// Tanh: tanh(x), elementwise; the input's shape and layout.
 class Tanh : public PointwiseActivation {
  public:
   Tanh() : PointwiseActivation(detail::Pointwise::Tanh, 0.0f) {}
@@ -40,16 +46,20 @@ class Tanh : public PointwiseActivation {
   bool rows_independent(bool /*training*/) const override { return true; }
 };
 
+/// LeakyReLU(alpha = 0.3): x for x > 0, alpha * x below (Keras' default slope); the input's shape
+/// and layout.
 class LeakyReLU : public PointwiseActivation {
  public:
-  // alpha >= 0 and finite (ArgumentError else).
+  /// alpha >= 0 and finite (ArgumentError else).
   explicit LeakyReLU(float alpha = 0.3f);
   std::string type() const override { return "LeakyReLU"; }
   bool rows_independent(bool /*training*/) const override { return true; }
-  float alpha() const { return alpha_; }
+  float alpha() const { return alpha_; }  ///< The slope below 0.
   LayerConfig config() const override;
 };
 
+/// Softmax over the features of (N, K) rows (Flatten first). As a model's last layer it gives
+/// probabilities to predict() while the loss is computed from its input, the logits.
 class Softmax : public Layer {
  public:
   std::string type() const override { return "Softmax"; }

@@ -1,9 +1,12 @@
-// Average pooling, Keras' semantics (a window's average counts only the input positions inside
-// it; padding is not counted):
-//   AvgPool2D({2, 2})            strides default to the pool size; padding Valid or Same;
-//   GlobalAvgPool2D()            (N, C, H, W) -> (N, C): each channel's mean.
-// Input in any layout; AvgPool2D's output in the backend's layout (NHWC on the CPU, the
-// input's on a GPU); GlobalAvgPool2D's output row-major (N, C).
+/// @file
+/// Average pooling, Keras' semantics (a window's average counts only the input positions inside
+/// it; padding is not counted):
+/// @code{.unparsed}
+///   AvgPool2D({2, 2})            strides default to the pool size; padding Valid or Same;
+///   GlobalAvgPool2D()            (N, C, H, W) -> (N, C): each channel's mean.
+/// @endcode
+/// Input in any layout; AvgPool2D's output in the backend's layout (NHWC on the CPU, the
+/// input's on a GPU); GlobalAvgPool2D's output row-major (N, C).
 #pragma once
 
 #include <optional>
@@ -13,8 +16,11 @@
 
 namespace ember {
 
+/// Average pooling over windows of `pool` (see avgpool2d.h).
 class AvgPool2D : public Layer {
  public:
+  /// Windows of `pool`, moved by `strides` (default: the pool size), with Valid or Same padding.
+  /// ArgumentError for a pool size or stride that is not positive.
   explicit AvgPool2D(Size2 pool = {2, 2}, std::optional<Size2> strides = std::nullopt,
                      Padding padding = Padding::Valid);
   std::string type() const override { return "AvgPool2D"; }
@@ -34,6 +40,7 @@ class AvgPool2D : public Layer {
   Shape in_shape_;
 };
 
+/// (N, C, H, W) -> (N, C): each channel's mean over its H x W positions; output row-major.
 class GlobalAvgPool2D : public Layer {
  public:
   std::string type() const override { return "GlobalAvgPool2D"; }

@@ -1,12 +1,15 @@
-// Conv2D: Keras-like 2-D convolution with bias and an optional fused ReLU.
-//   Conv2D(32, {3, 3}, Activation::ReLU)                     valid padding, stride 1
-//   Conv2D(64, {3, 3}, Activation::ReLU, Padding::Same)      output keeps the input size
-//   Conv2D(64, {1, 1}, Activation::None, Padding::Valid, {2, 2}, false)
-//                                                            strided 1x1, no bias (a projection)
-// Parameters: "kernel" (K, C, R, S) Glorot-uniform, "bias" (K) zeros unless use_bias is false
-// (Keras' use_bias=False: no bias parameter; the backends then add a constant zero bias, exact).
-// Input (N, C, H, W) in any layout; output (N, K, P, Q) in the layout the backend runs in
-// (NHWC on the CPU, NCHW on a GPU; layers/ops/conv2d.h).
+/// @file
+/// Conv2D: Keras-like 2-D convolution with bias and an optional fused ReLU.
+/// @code{.unparsed}
+///   Conv2D(32, {3, 3}, Activation::ReLU)                     valid padding, stride 1
+///   Conv2D(64, {3, 3}, Activation::ReLU, Padding::Same)      output keeps the input size
+///   Conv2D(64, {1, 1}, Activation::None, Padding::Valid, {2, 2}, false)
+///                                                            strided 1x1, no bias (a projection)
+/// @endcode
+/// Parameters: "kernel" (K, C, R, S) Glorot-uniform, "bias" (K) zeros unless use_bias is false
+/// (Keras' use_bias=False: no bias parameter; the backends then add a constant zero bias, exact).
+/// Input (N, C, H, W) in any layout; output (N, K, P, Q) in the layout the backend runs in
+/// (NHWC on the CPU, NCHW on a GPU; layers/ops/conv2d.h).
 #pragma once
 
 #include "activation.h"
@@ -15,8 +18,12 @@
 
 namespace ember {
 
+/// A 2-D convolution with bias and an optional fused ReLU (see conv2d.h).
 class Conv2D : public Layer {
  public:
+  /// `filters` output channels (K), a `kernel` window (R x S), the fused `activation`, `padding`,
+  /// `strides` and whether there is a bias parameter. ArgumentError for a filter count, kernel size
+  /// or stride that is not positive.
   Conv2D(int64_t filters, Size2 kernel, Activation activation = Activation::None, Padding padding = Padding::Valid,
          Size2 strides = {1, 1}, bool use_bias = true);
 
@@ -27,14 +34,16 @@ class Conv2D : public Layer {
   std::vector<ParamSpec> param_specs() const override;
   std::string kernel_info(int64_t batch, Device device) const override;
   bool relu_output() const override { return activation_ == Activation::ReLU; }
-  // The geometry build() computed, for a batch of `batch` rows.
+  /// The geometry build() computed, for a batch of `batch` rows.
   Conv2dShape geometry(int64_t batch) const;
-  bool use_bias() const { return use_bias_; }
+  bool use_bias() const { return use_bias_; }  ///< Whether the layer has a "bias" parameter.
   void bind(std::vector<Tensor> params, std::vector<Tensor> grads) override;
-  // The bias the backends add and its gradient: the parameter's views, or without use_bias a
-  // zero bias of the layer's own and a gradient nobody reads.
+  /// The bias the backends add and its gradient: the parameter's views, or without use_bias a
+  /// zero bias of the layer's own and a gradient nobody reads.
+  ///@{
   const Tensor& bias() const { return use_bias_ ? params_.at(1) : zero_bias_; }
   Tensor& bias_grad() { return use_bias_ ? grads_.at(1) : unused_bias_grad_; }
+  ///@}
 
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;

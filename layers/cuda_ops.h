@@ -51,8 +51,9 @@ struct LayerCudaOps {
   // the same bits as the two calls.
   void (*softmax_xent_accumulate_backward)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
                                            Tensor& dlogits, int64_t mean_rows);
-  // Issue 17's layers; contracts of the CPU twins in layers/cpu/{pointwise,softmax,dropout,
-  // batchnorm,avgpool2d}.h, except that 4-D activations may be NCHW or NHWC here.
+  // Pointwise, softmax, dropout, batch normalization and average-pool layers; contracts of the
+  // CPU twins in layers/cpu/{pointwise,softmax,dropout,batchnorm,avgpool2d}.h, except that 4-D
+  // activations may be NCHW or NHWC here.
   void (*pointwise_forward)(Pointwise f, float alpha, const Tensor& x, Tensor& y);
   void (*pointwise_backward)(Pointwise f, float alpha, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx);
   void (*softmax_forward)(const Tensor& x, Tensor& y);

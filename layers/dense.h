@@ -1,6 +1,7 @@
-// Dense: fully connected, y = act(x W^T + b).  Dense(64, Activation::ReLU), Dense(10).
-// Parameters: "kernel" (units, in) Glorot-uniform, "bias" (units) zeros.
-// Input (N, in) row-major; output (N, units) row-major.
+/// @file
+/// Dense: fully connected, y = act(x W^T + b).  Dense(64, Activation::ReLU), Dense(10).
+/// Parameters: "kernel" (units, in) Glorot-uniform, "bias" (units) zeros.
+/// Input (N, in) row-major; output (N, units) row-major.
 #pragma once
 
 #include "activation.h"
@@ -8,8 +9,10 @@
 
 namespace ember {
 
+/// A fully connected layer, y = act(x W^T + b) (see dense.h).
 class Dense : public Layer {
  public:
+  /// `units` outputs, then the fused `activation`. ArgumentError unless units > 0.
   explicit Dense(int64_t units, Activation activation = Activation::None);
 
   std::string type() const override { return "Dense"; }

@@ -1,9 +1,10 @@
-// Dropout(rate): Keras' inverted dropout. In training each element is zeroed with probability
-// `rate` and the rest scaled by 1 / (1 - rate); in evaluation and predict the input passes
-// through unchanged. Which elements drop is a function of the model's seed, the layer's
-// position, the replica and a step counter kept in the model's state (saved in checkpoints):
-// the same seed gives the same masks on the CPU and on a GPU, in every layout, and a resumed run
-// draws what the uninterrupted one would have.
+/// @file
+/// Dropout(rate): Keras' inverted dropout. In training each element is zeroed with probability
+/// `rate` and the rest scaled by 1 / (1 - rate); in evaluation and predict the input passes
+/// through unchanged. Which elements drop is a function of the model's seed, the layer's
+/// position, the replica and a step counter kept in the model's state (saved in checkpoints):
+/// the same seed gives the same masks on the CPU and on a GPU, in every layout, and a resumed run
+/// draws what the uninterrupted one would have.
 #pragma once
 
 #include "layer.h"
@@ -11,9 +12,10 @@
 
 namespace ember {
 
+/// Inverted dropout at `rate`, Keras' semantics (see dropout.h).
 class Dropout : public Layer {
  public:
-  // 0 <= rate < 1 (ArgumentError else).
+  /// 0 <= rate < 1 (ArgumentError else).
   explicit Dropout(float rate);
   std::string type() const override { return "Dropout"; }
   bool rows_independent(bool training) const override { return !training; }
@@ -22,7 +24,7 @@ class Dropout : public Layer {
   void set_random_seed(uint64_t seed) override { params_rng_.seed = seed; }
   uint64_t random_seed() const override { return params_rng_.seed; }
   std::string kernel_info(int64_t, Device device) const override;
-  float rate() const { return rate_; }
+  float rate() const { return rate_; }  ///< The probability an element drops in training.
   LayerConfig config() const override;
 
  protected:

@@ -1,12 +1,14 @@
-// Flatten: (N, C, H, W) -> (N, C*H*W) in the public NCHW order (PyTorch's order; so a model's
-// Dense weights do not depend on the layout a backend kept internally). An NHWC input is
-// converted; a row-major input is only reshaped. The backward reshapes back (row-major).
+/// @file
+/// Flatten: (N, C, H, W) -> (N, C*H*W) in the public NCHW order (PyTorch's order; so a model's
+/// Dense weights do not depend on the layout a backend kept internally). An NHWC input is
+/// converted; a row-major input is only reshaped. The backward reshapes back (row-major).
 #pragma once
 
 #include "layer.h"
 
 namespace ember {
 
+/// (N, C, H, W) -> (N, C*H*W) in the public NCHW order (see flatten.h).
 class Flatten : public Layer {
  public:
   std::string type() const override { return "Flatten"; }

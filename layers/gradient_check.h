@@ -1,25 +1,28 @@
-// check_gradients: a layer's or a loss's backward against central differences of its forward,
-// for your own layers and losses (what the library's own tests run on every built-in).
-//
-//   ChannelScale layer;                                   // your Layer
-//   GradientCheckReport r = check_gradients(layer, Shape{3, 4, 4});
-//   if (!r.passed) std::printf("%s\n", r.summary().c_str());
-//
-// The layer is built for `sample_shape` on its own (parameters, gradients and state of its own,
-// Glorot kernels, biases drawn in [-0.5, 0.5] so none sits at zero), run on a random batch in
-// training mode, and d(sum(y * R))/dx and d/d(every parameter) for a random R compared with
-// (f(v + h) - f(v - h)) / 2h, element by element. A loss: d(mean loss)/d(outputs).
-//
-// Tolerances (GradientCheckOptions' defaults): the step h = 1e-2 is big enough that float32
-// rounding in a forward (~1e-6 relative) is small next to the difference, small enough that
-// smooth functions stay close to linear over it; an element passes when |analytic - numeric| /
-// max(1, |numeric|) <= 1e-2: float32 forwards give ~1e-4 of noise at this step, and any wrong
-// index, scale or sign is far beyond it. A loss's gradient is a mean's (each element ~1 / (rows x
-// elements)), so there the floor is the largest |numeric| or |analytic| element instead of 1 (an
-// all-zero backward fails), and the loss is
-// read in double from its sums: a wrong sign or scale still shows at any output size. Where the one-sided slopes differ
-// by more than 1e-2 (ReLU at 0, a max that changes its winner inside the step) the element has no derivative there and
-// is skipped; a check that skips more than a quarter of its elements fails (it would prove too little).
+/// @file
+/// check_gradients: a layer's or a loss's backward against central differences of its forward,
+/// for your own layers and losses (what the library's own tests run on every built-in).
+///
+/// @code
+///   ChannelScale layer;                                   // your Layer
+///   GradientCheckReport r = check_gradients(layer, Shape{3, 4, 4});
+///   if (!r.passed) std::printf("%s\n", r.summary().c_str());
+/// @endcode
+///
+/// The layer is built for `sample_shape` on its own (parameters, gradients and state of its own,
+/// Glorot kernels, biases drawn in [-0.5, 0.5] so none sits at zero), run on a random batch in
+/// training mode, and d(sum(y * R))/dx and d/d(every parameter) for a random R compared with
+/// (f(v + h) - f(v - h)) / 2h, element by element. A loss: d(mean loss)/d(outputs).
+///
+/// Tolerances (GradientCheckOptions' defaults): the step h = 1e-2 is big enough that float32
+/// rounding in a forward (~1e-6 relative) is small next to the difference, small enough that
+/// smooth functions stay close to linear over it; an element passes when |analytic - numeric| /
+/// max(1, |numeric|) <= 1e-2: float32 forwards give ~1e-4 of noise at this step, and any wrong
+/// index, scale or sign is far beyond it. A loss's gradient is a mean's (each element ~1 / (rows x
+/// elements)), so there the floor is the largest |numeric| or |analytic| element instead of 1 (an
+/// all-zero backward fails), and the loss is
+/// read in double from its sums: a wrong sign or scale still shows at any output size. Where the one-sided slopes
+/// differ by more than 1e-2 (ReLU at 0, a max that changes its winner inside the step) the element has no derivative
+/// there and is skipped; a check that skips more than a quarter of its elements fails (it would prove too little).
 #pragma once
 
 #include <cstdint>
@@ -32,31 +35,37 @@
 
 namespace ember {
 
+/// The step, tolerances and random draws of check_gradients() (see gradient_check.h).
 struct GradientCheckOptions {
-  double step = 1e-2;
-  double tolerance = 1e-2;
+  double step = 1e-2;       ///< h of the central differences (f(v + h) - f(v - h)) / 2h
+  double tolerance = 1e-2;  ///< the largest error an element passes with (|analytic - numeric| / floor)
+  /// An element whose one-sided slopes differ by more than this (relative) sits on a kink: skipped.
   double kink_threshold = 1e-2;
-  double max_skipped_fraction = 0.25;
-  int64_t batch = 2;  // rows of the random input batch (layers)
-  uint64_t seed = 1;
+  double max_skipped_fraction = 0.25;  ///< a check that skips more of its elements fails
+  int64_t batch = 2;                   ///< rows of the random input batch (layers)
+  uint64_t seed = 1;                   ///< seeds the parameters, the input batch and R
 };
 
+/// What check_gradients() found.
 struct GradientCheckReport {
-  bool passed = true;
+  bool passed = true;  ///< every checked element within the tolerance, and not too many skipped
+  /// Elements compared, and elements skipped at kinks.
+  ///@{
   int64_t checked = 0, skipped = 0;
-  double max_error = 0;  // the largest |analytic - numeric| / max(floor, |numeric|) (floor: see above)
-  std::string worst;     // where, with both values
-  std::string failure;   // why it failed ("" when it passed)
-  std::string summary() const;
+  ///@}
+  double max_error = 0;  ///< the largest |analytic - numeric| / max(floor, |numeric|) (floor: see gradient_check.h)
+  std::string worst;     ///< where, with both values
+  std::string failure;   ///< why it failed ("" when it passed)
+  std::string summary() const;  ///< "passed (40 checked, 0 skipped at kinks, max error ...)" or "FAILED: ..."
 };
 
-// Builds `layer` for `sample_shape` and checks its input gradient (when it computes one) and every
-// parameter's gradient. The layer must not belong to a model.
+/// Builds `layer` for `sample_shape` and checks its input gradient (when it computes one) and every
+/// parameter's gradient. The layer must not belong to a model.
 GradientCheckReport check_gradients(Layer& layer, const Shape& sample_shape, const GradientCheckOptions& options = {});
-// The same on a layer already built and bound (by a model, or by you), at input x (f32, row-major,
-// on the CPU; perturbed in place and restored).
+/// The same on a layer already built and bound (by a model, or by you), at input x (f32, row-major,
+/// on the CPU; perturbed in place and restored).
 GradientCheckReport check_gradients(Layer& layer, Tensor x, const GradientCheckOptions& options = {});
-// Checks `loss`'s backward() at `outputs` (f32, row-major, on the CPU) against `targets`.
+/// Checks `loss`'s backward() at `outputs` (f32, row-major, on the CPU) against `targets`.
 GradientCheckReport check_gradients(Loss& loss, Tensor outputs, const Tensor& targets,
                                     const GradientCheckOptions& options = {});
 

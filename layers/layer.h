@@ -1,31 +1,31 @@
-// Layer: the interface every built-in and user layer implements.
-//
-// Life cycle (driven by the model engine, layers/model/model.h, or by a custom training loop):
-//   1. build(sample_shape)      validates the per-sample input shape (no batch dimension) and
-//                               returns the per-sample output shape;
-//   2. param_specs()            names and shapes of the parameters (e.g. "kernel", "bias");
-//   3. bind(params, grads)      views into the model's one flat parameter buffer and one flat
-//                               gradient buffer, in param_specs() order;
-//   4. init_params(rng)         Keras defaults: Glorot-uniform kernels, zero biases;
-//   5. state_specs() / bind_state(state)
-//                               non-trainable state (BatchNormalization's moving statistics, a
-//                               random layer's step counter): views into the model's one flat
-//                               state buffer, beside the parameters, filled with each spec's
-//                               initial value; saved in checkpoints, moved with the model;
-//   6. set_random_seed(seed)    a layer that draws random numbers gets its own stream (derived
-//                               from the model's seed, the layer's position and the replica);
-//   7. forward / backward       per batch.
-//
-// Contract of forward/backward (non-virtual: they check, then call the layer's do_forward /
-// do_backward, which is what a subclass implements):
-//   - forward(x) returns the output; the reference stays valid until the next forward.
-//     The layer may keep `x` (shallowly) for backward.
-//   - backward(dy) must follow forward (else Error) with dy of the output's shape (else
-//     ShapeError); both are checked here, once for every layer. It WRITES (=) the parameter
-//     gradients for this batch (never accumulates) and returns dx, or an undefined tensor
-//     (no_input_grad()) when set_needs_input_grad(false).
-//   - Layouts: inputs may come in any layout (RowMajor NCHW or NHWC); a layer converts what it
-//     needs. Outputs carry their layout tag; dy must have the output's shape (any layout).
+/// @file
+/// Layer: the interface every built-in and user layer implements.
+///
+/// Life cycle (driven by the model engine, layers/model/model.h, or by a custom training loop):
+///   1. build(sample_shape): validates the per-sample input shape (no batch dimension) and
+///      returns the per-sample output shape;
+///   2. param_specs(): names and shapes of the parameters (e.g. "kernel", "bias");
+///   3. bind(params, grads): views into the model's one flat parameter buffer and one flat
+///      gradient buffer, in param_specs() order;
+///   4. init_params(rng): Keras defaults: Glorot-uniform kernels, zero biases;
+///   5. state_specs() / bind_state(state): non-trainable state (BatchNormalization's moving
+///      statistics, a random layer's step counter): views into the model's one flat state
+///      buffer, beside the parameters, filled with each spec's initial value; saved in
+///      checkpoints, moved with the model;
+///   6. set_random_seed(seed): a layer that draws random numbers gets its own stream (derived
+///      from the model's seed, the layer's position and the replica);
+///   7. forward / backward: per batch.
+///
+/// Contract of forward/backward (non-virtual: they check, then call the layer's do_forward /
+/// do_backward, which is what a subclass implements):
+///   - forward(x) returns the output; the reference stays valid until the next forward.
+///     The layer may keep `x` (shallowly) for backward.
+///   - backward(dy) must follow forward (else Error) with dy of the output's shape (else
+///     ShapeError); both are checked here, once for every layer. It WRITES (=) the parameter
+///     gradients for this batch (never accumulates) and returns dx, or an undefined tensor
+///     (no_input_grad()) when set_needs_input_grad(false).
+///   - Layouts: inputs may come in any layout (RowMajor NCHW or NHWC); a layer converts what it
+///     needs. Outputs carry their layout tag; dy must have the output's shape (any layout).
 #pragma once
 
 #include <map>
@@ -47,30 +47,38 @@ class OpState {
 };
 }  // namespace detail
 
+/// A trainable parameter of a layer: its name, shape and initialiser (Layer::param_specs()).
 struct ParamSpec {
-  std::string name;  // "kernel", "bias"
-  Shape shape;
-  enum class Init { GlorotUniform, Zeros, Ones } init = Init::Zeros;
-  int64_t fan_in = 0, fan_out = 0;  // for GlorotUniform
+  std::string name;  ///< "kernel", "bias"
+  Shape shape;       ///< the parameter's shape
+  /// How init_params() fills the parameter: Glorot-uniform (from fan_in and fan_out), zeros or ones.
+  enum class Init { GlorotUniform, Zeros, Ones } init = Init::Zeros;  ///< the initialiser
+  /// The fans of a GlorotUniform parameter: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)).
+  ///@{
+  int64_t fan_in = 0, fan_out = 0;
+  ///@}
 };
 
-// Non-trainable state of a layer: one f32 tensor, updated by forward(training) and never by
-// the optimizer.
+/// Non-trainable state of a layer: one f32 tensor, updated by forward(training) and never by
+/// the optimizer.
 struct StateSpec {
-  std::string name;  // "moving_mean"
-  Shape shape;
-  float init = 0.0f;
-  // true: a statistic that replicas average after every step (under Mirrored and MultiWorker
-  // every replica then holds the same values), counted as a non-trainable parameter in
-  // summary(). false: a counter that every replica advances alike (a random layer's step).
+  std::string name;   ///< "moving_mean"
+  Shape shape;        ///< the tensor's shape
+  float init = 0.0f;  ///< the value every element starts with
+  /// true: a statistic that replicas average after every step (under Mirrored and MultiWorker
+  /// every replica then holds the same values), counted as a non-trainable parameter in
+  /// summary(). false: a counter that every replica advances alike (a random layer's step).
   bool averaged = true;
 };
 
-// A layer's configuration: its constructor's arguments by name, as text (Keras' get_config), what
-// a checkpoint stores and load_model gives back to the layer's factory (layers/model/registry.h,
-// which also reads and writes the values: numbers that read back exactly, sizes as "3,3").
+/// A layer's configuration: its constructor's arguments by name, as text (Keras' get_config), what
+/// a checkpoint stores and load_model gives back to the layer's factory (layers/model/registry.h,
+/// which also reads and writes the values: numbers that read back exactly, sizes as "3,3").
 using LayerConfig = std::map<std::string, std::string>;
 
+/// The interface every built-in and user layer implements: see layer.h for the life
+/// cycle and the contract of forward() and backward(). A subclass implements type(), build(),
+/// do_forward() and do_backward(), and what else it needs of the virtual functions.
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -78,108 +86,139 @@ class Layer {
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
 
-  virtual std::string type() const = 0;  // "Conv2D"
-  // What recreates this layer through its type's factory (empty: a layer without arguments). A
-  // layer that cannot be recreated from its type and this is not saved with its architecture.
+  virtual std::string type() const = 0;  ///< "Conv2D"
+  /// What recreates this layer through its type's factory (empty: a layer without arguments). A
+  /// layer that cannot be recreated from its type and this is not saved with its architecture.
   virtual LayerConfig config() const { return {}; }
+  /// Validates the per-sample input shape (no batch dimension) and returns the per-sample output
+  /// shape (ShapeError naming what does not fit).
   virtual Shape build(const Shape& sample_shape) = 0;
+  /// Names, shapes and initialisers of the parameters, in the order bind() takes them (none by
+  /// default).
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  /// The output for a batch x (N, ...), in training or inference mode: do_forward(); the reference
+  /// stays valid until the next forward.
   const Tensor& forward(const Tensor& x, bool training);
+  /// Writes (=) the parameter gradients for dy, the gradient of the last forward's output, and
+  /// returns dx (or no_input_grad()): do_backward(), once forward has run (else Error) and dy has
+  /// the output's shape (else ShapeError).
   const Tensor& backward(const Tensor& dy);
 
   // --- Layers of several inputs (merge layers: Add, Concatenate ...) ----------------------------
-  // Such a layer returns true from multi_input() and implements build_inputs / do_forward_inputs /
-  // do_backward_inputs instead of the one-input trio (which then throw). The contract is the
-  // one-input one, per input: forward_inputs' tensors may come in any layout; backward_inputs
-  // returns one input gradient per input, each of that input's shape (any layout), valid until
-  // the next backward; it must follow forward_inputs (checked here, with dy's shape).
+  /// Such a layer returns true from multi_input() and implements build_inputs / do_forward_inputs /
+  /// do_backward_inputs instead of the one-input trio (which then throw). The contract is the
+  /// one-input one, per input: forward_inputs' tensors may come in any layout; backward_inputs
+  /// returns one input gradient per input, each of that input's shape (any layout), valid until
+  /// the next backward; it must follow forward_inputs (checked here, with dy's shape).
   virtual bool multi_input() const { return false; }
+  /// build() for a layer of several inputs: one per-sample shape per input. By default a layer
+  /// takes exactly one (ArgumentError otherwise) and this is build().
   virtual Shape build_inputs(const std::vector<Shape>& sample_shapes);
+  /// forward() for a layer of several inputs (multi_input()): do_forward_inputs().
   const Tensor& forward_inputs(const std::vector<const Tensor*>& xs, bool training);
+  /// backward() for a layer of several inputs: one gradient per input (see multi_input()).
   const std::vector<Tensor>& backward_inputs(const Tensor& dy);
-  // What runs this layer at this batch size on `device`, for --log-device-placement
-  // (e.g. "fwd oneDNN jit:avx2 ..., bwd-data ember winograd F(4x4,3x3), ...").
+  /// What runs this layer at this batch size on `device`, for --log-device-placement
+  /// (e.g. "fwd oneDNN jit:avx2 ..., bwd-data ember winograd F(4x4,3x3), ...").
   virtual std::string kernel_info(int64_t /*batch*/, Device device) const {
     return device.is_cuda() ? "ember CUDA kernel" : "ember cpu kernel";
   }
 
-  // ReLU-backward fusion. Model::build pairs a layer whose output went through a ReLU
-  // (relu_output()) with its only consumer when that can apply the ReLU's mask inside its own
-  // backward (fuse_input_relu_mask() returns true and from then on does so, e.g. MaxPool2D);
-  // the first layer is then told its output gradient arrives already masked and skips that
-  // pass over memory.
+  /// ReLU-backward fusion. Model::build pairs a layer whose output went through a ReLU
+  /// (relu_output()) with its only consumer when that can apply the ReLU's mask inside its own
+  /// backward (fuse_input_relu_mask() returns true and from then on does so, e.g. MaxPool2D);
+  /// the first layer is then told its output gradient arrives already masked and skips that
+  /// pass over memory.
   virtual bool relu_output() const { return false; }
-  // A softmax over the last axis: as a model's last layer, the loss reads its input (logits).
+  /// A softmax over the last axis: as a model's last layer, the loss reads its input (logits).
   virtual bool softmax_output() const { return false; }
+  /// Asks this layer to apply its input's ReLU mask inside its own backward (see relu_output()):
+  /// true when it can and from then on does, false (the default) when it cannot.
   virtual bool fuse_input_relu_mask() { return false; }
-  // True when each output row depends on its own input row only and backward's parameter
-  // gradients are sums over rows, in this mode (training or inference): the batch may then run
-  // as consecutive slices whose gradients add up (the engine's CPU micro-batches). False by
-  // default, so a layer that does not say so is never sliced; false for what mixes rows or
-  // draws per call (BatchNormalization and Dropout in training).
+  /// True when each output row depends on its own input row only and backward's parameter
+  /// gradients are sums over rows, in this mode (training or inference): the batch may then run
+  /// as consecutive slices whose gradients add up (the engine's CPU micro-batches). False by
+  /// default, so a layer that does not say so is never sliced; false for what mixes rows or
+  /// draws per call (BatchNormalization and Dropout in training).
   virtual bool rows_independent(bool /*training*/) const { return false; }
+  /// Tells the layer that its output gradient arrives with the ReLU mask already applied by its
+  /// consumer (see relu_output()).
   void set_output_grad_premasked(bool v) { output_grad_premasked_ = v; }
-  bool output_grad_premasked() const { return output_grad_premasked_; }
+  bool output_grad_premasked() const { return output_grad_premasked_; }  ///< See set_output_grad_premasked().
 
-  // Binds parameter and gradient views (param_specs() order). Called once after build().
+  /// Binds parameter and gradient views (param_specs() order). Called once after build().
   virtual void bind(std::vector<Tensor> params, std::vector<Tensor> grads);
-  // Fills the bound parameters per their ParamSpec::Init.
+  /// Fills the bound parameters per their ParamSpec::Init.
   virtual void init_params(Rng& rng);
+  /// Names, shapes and initial values of the non-trainable state, in the order bind_state() takes
+  /// them (none by default).
   virtual std::vector<StateSpec> state_specs() const { return {}; }
-  // Binds the state views (state_specs() order); called after bind(), and again when the
-  // model moves. The model fills them with their initial values.
+  /// Binds the state views (state_specs() order); called after bind(), and again when the
+  /// model moves. The model fills them with their initial values.
   virtual void bind_state(std::vector<Tensor> state);
-  // The seed of this layer's random numbers (only layers that draw any use it).
+  /// The seed of this layer's random numbers (only layers that draw any use it).
   virtual void set_random_seed(uint64_t /*seed*/) {}
-  // That seed as the layer holds it (0 for a layer that draws none): a captured CUDA graph holds
-  // it as a kernel argument, so fit captures again when it changes.
+  /// That seed as the layer holds it (0 for a layer that draws none): a captured CUDA graph holds
+  /// it as a kernel argument, so fit captures again when it changes.
   virtual uint64_t random_seed() const { return 0; }
-  // Drops every buffer forward/backward keep between calls (the output, saved inputs, scratch,
-  // gradients), keeping the parameters, the state and the backends' plans (cached per shape, not
-  // here): the model engine's inference passes (evaluate, predict) call it once it holds the
-  // layer's output itself, so an activation lives only until its last reader has run. A backward
-  // then needs a new forward (Error). A layer holding buffers of its own beside `state_` overrides
-  // do_release_buffers and calls the base.
+  /// Drops every buffer forward/backward keep between calls (the output, saved inputs, scratch,
+  /// gradients), keeping the parameters, the state and the backends' plans (cached per shape, not
+  /// here): the model engine's inference passes (evaluate, predict) call it once it holds the
+  /// layer's output itself, so an activation lives only until its last reader has run. A backward
+  /// then needs a new forward (Error). A layer holding buffers of its own beside `state_` overrides
+  /// do_release_buffers and calls the base.
   void release_buffers();
 
+  /// The layer's name in its model ("conv2d", "dense_1", ...; Model::build names unnamed layers).
   const std::string& name() const { return name_; }
-  // The model whose buffers this layer's views point into (set by Model::build): a layer serves
-  // one model at a time; expired once that model is gone.
+  /// The model whose buffers this layer's views point into (set by Model::build): a layer serves
+  /// one model at a time; expired once that model is gone.
   const std::weak_ptr<const void>& owner() const { return owner_; }
-  void set_owner(std::weak_ptr<const void> owner) { owner_ = std::move(owner); }
-  void set_name(std::string name) { name_ = std::move(name); }
-  // Calls of this layer through the functional API (layers/model/graph.h): the first runs this
-  // object; every later one a twin made by the layer registry that shares its parameters and
-  // state (Keras' shared layers). note_call() and restore_calls() (a failed call undone) are the
-  // graph API's.
+  void set_owner(std::weak_ptr<const void> owner) { owner_ = std::move(owner); }  ///< See owner().
+  void set_name(std::string name) { name_ = std::move(name); }                    ///< See name().
+  /// Calls of this layer through the functional API (layers/model/graph.h): the first runs this
+  /// object; every later one a twin made by the layer registry that shares its parameters and
+  /// state (Keras' shared layers). note_call() and restore_calls() (a failed call undone) are the
+  /// graph API's.
   int calls() const { return calls_; }
-  void note_call() { ++calls_; }
-  void restore_calls(int calls) { calls_ = calls; }
+  void note_call() { ++calls_; }                     ///< Counts one more call (see calls()).
+  void restore_calls(int calls) { calls_ = calls; }  ///< Sets the count back (see calls()).
+  /// Whether backward() computes dx (true by default; else it returns no_input_grad()). Model::
+  /// build turns it off for a layer that reads only model inputs.
   void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
-  bool needs_input_grad() const { return needs_input_grad_; }
-  const std::vector<Tensor>& params() const { return params_; }
-  const std::vector<Tensor>& grads() const { return grads_; }
-  const std::vector<Tensor>& state() const { return state_tensors_; }
-  int64_t num_params() const;
-  // Elements of averaged state: Keras' "non-trainable params" (moving mean and variance).
+  bool needs_input_grad() const { return needs_input_grad_; }          ///< See set_needs_input_grad().
+  const std::vector<Tensor>& params() const { return params_; }        ///< The bound parameter views.
+  const std::vector<Tensor>& grads() const { return grads_; }          ///< The bound gradient views.
+  const std::vector<Tensor>& state() const { return state_tensors_; }  ///< The bound state views.
+  int64_t num_params() const;  ///< Trainable values: the elements of every ParamSpec.
+  /// Elements of averaged state: Keras' "non-trainable params" (moving mean and variance).
   int64_t num_non_trainable() const;
 
  protected:
-  // The layer's work; forward()/backward() have checked what the contract above says.
+  /// The layer's work; forward()/backward() have checked what the contract above says.
   virtual const Tensor& do_forward(const Tensor& x, bool training) = 0;
+  /// The layer's backward: writes (=) the parameter gradients and returns dx (or no_input_grad()
+  /// when needs_input_grad() is false); dy has the output's shape, checked by backward().
   virtual const Tensor& do_backward(const Tensor& dy) = 0;
-  // Layers of several inputs (multi_input()): the default ones throw.
+  /// Layers of several inputs (multi_input()): the default ones throw.
   virtual const Tensor& do_forward_inputs(const std::vector<const Tensor*>& xs, bool training);
+  /// backward_inputs()' work for a layer of several inputs: one gradient per input. The default
+  /// throws Error.
   virtual const std::vector<Tensor>& do_backward_inputs(const Tensor& dy);
-  // The undefined tensor backward returns when no input gradient is wanted.
+  /// The undefined tensor backward returns when no input gradient is wanted.
   static const Tensor& no_input_grad();
+  /// release_buffers()' work: drops `state_`; a layer with buffers of its own overrides it and calls
+  /// the base.
   virtual void do_release_buffers() { state_.reset(); }
 
+  /// The views bind() received: parameters and their gradients, in param_specs() order.
+  ///@{
   std::vector<Tensor> params_, grads_;
-  std::vector<Tensor> state_tensors_;  // views into the model's state buffer (state_specs())
-  bool needs_input_grad_ = true;
-  bool output_grad_premasked_ = false;
-  std::unique_ptr<detail::OpState> state_;  // the backend's, opaque (see detail::OpState)
+  ///@}
+  std::vector<Tensor> state_tensors_;       ///< views into the model's state buffer (state_specs())
+  bool needs_input_grad_ = true;            ///< set_needs_input_grad()'s value
+  bool output_grad_premasked_ = false;      ///< set_output_grad_premasked()'s value
+  std::unique_ptr<detail::OpState> state_;  ///< the backend's, opaque (see detail::OpState)
 
  private:
   std::string name_;

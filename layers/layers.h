@@ -1,5 +1,6 @@
-// layers/'s public headers: the layers, loss, metrics, the model engine (graph models, Sequential) and its checkpoints.
-// ember.h includes this umbrella; a new public header of layers/ is added here.
+/// @file
+/// layers/'s public headers: the layers, loss, metrics, the model engine (graph models, Sequential) and its
+/// checkpoints. ember.h includes this umbrella; a new public header of layers/ is added here.
 #pragma once
 
 #include "activation.h"

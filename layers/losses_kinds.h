@@ -1,5 +1,6 @@
-// The built-in losses' and metrics' kernels as the backends see them: which formula, with what
-// parameter. Private to the library (losses and metrics are objects: layers/loss.h, metrics.h).
+/// @file
+/// The built-in losses' and metrics' kernels as the backends see them: which formula, with what
+/// parameter. Private to the library (losses and metrics are objects: layers/loss.h, metrics.h).
 #pragma once
 
 namespace ember::detail {

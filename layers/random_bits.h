@@ -1,7 +1,8 @@
-// Counter-based random bits shared by the CPU and GPU twins of Dropout: element i of step c
-// keeps or drops by a hash of (the layer's seed, c, i) alone, so both backends, every layout and
-// any thread count draw the same mask, and a step can be replayed (CUDA graphs) or resumed from
-// a checkpoint exactly. Private to the library.
+/// @file
+/// Counter-based random bits shared by the CPU and GPU twins of Dropout: element i of step c
+/// keeps or drops by a hash of (the layer's seed, c, i) alone, so both backends, every layout and
+/// any thread count draw the same mask, and a step can be replayed (CUDA graphs) or resumed from
+/// a checkpoint exactly. Private to the library.
 #pragma once
 
 #include <cstdint>

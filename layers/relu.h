@@ -1,11 +1,13 @@
-// ReLU as a layer of its own (Conv2D and Dense can also fuse it: Activation::ReLU).
-// Output has the input's shape and layout.
+/// @file
+/// ReLU as a layer of its own (Conv2D and Dense can also fuse it: Activation::ReLU).
+/// Output has the input's shape and layout.
 #pragma once
 
 #include "layer.h"
 
 namespace ember {
 
+/// max(x, 0), elementwise: the output has the input's shape and layout.
 class ReLU : public Layer {
  public:
   std::string type() const override { return "ReLU"; }

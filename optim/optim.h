@@ -1,5 +1,6 @@
-// optim/'s public headers: the optimizers.
-// ember.h includes this umbrella; a new public header of optim/ is added here.
+/// @file
+/// optim/'s public headers: the optimizers.
+/// ember.h includes this umbrella; a new public header of optim/ is added here.
 #pragma once
 
 #include "adam.h"

@@ -1,23 +1,29 @@
-// SGD with optional momentum and Nesterov, Keras' rule:
-//   velocity = momentum * velocity - lr * g;  p += velocity
-//   (Nesterov: p += momentum * velocity - lr * g)
+/// @file
+/// SGD with optional momentum and Nesterov, Keras' rule:
+///   velocity = momentum * velocity - lr * g;  p += velocity
+///   (Nesterov: p += momentum * velocity - lr * g)
 #pragma once
 
 #include "optimizer.h"
 
 namespace ember {
 
+/// SGD's hyper-parameters, Keras' defaults.
 struct SgdOptions {
-  float learning_rate = 1e-2f;
-  float momentum = 0.0f;
-  bool nesterov = false;
-  float weight_decay = 0.0f;  // decoupled (Keras'), see Regularization
-  float global_clipnorm = 0.0f;
-  float clipvalue = 0.0f;
+  float learning_rate = 1e-2f;   ///< lr (> 0)
+  float momentum = 0.0f;         ///< in [0, 1); 0: plain SGD
+  bool nesterov = false;         ///< Nesterov momentum
+  float weight_decay = 0.0f;     ///< decoupled (Keras'), see Regularization
+  float global_clipnorm = 0.0f;  ///< see Regularization (0: off)
+  float clipvalue = 0.0f;        ///< see Regularization (0: off)
 };
 
+/// SGD with optional momentum and Nesterov, Keras' rule (see sgd.h); state
+/// "velocity".
 class SGD : public Optimizer {
  public:
+  /// ArgumentError for a learning rate that is not > 0, momentum outside [0, 1), or a bad
+  /// Regularization value.
   explicit SGD(SgdOptions options = {});
   std::string name() const override { return "SGD"; }
   void step(Tensor& params, const Tensor& grads) override;

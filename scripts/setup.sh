@@ -7,6 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl  # tool chain
   python3 clang-format          # scripts/check_layering.py; the formatting check
+  doxygen                       # the docs target: the API reference (cmake/EmberDocs.cmake)
   libdnnl-dev                   # oneDNN: the CPU backend (sgemm, convolutions)
   ocl-icd-opencl-dev            # dnnl-config.cmake finds OpenCL (Debian's libdnnl-dev only recommends it)
   libspdlog-dev libcli11-dev nlohmann-json3-dev zlib1g-dev

@@ -1,32 +1,35 @@
-// Model: the one model engine. A model is a directed acyclic graph of layer calls (Keras'
-// functional model, built with layers/model/graph.h); Sequential (layers/model/sequential.h) is its
-// linear case. Everything below works for both.
-//
-//   SymbolicTensor x = Input(Shape{1, 28, 28});
-//   SymbolicTensor h = layer<Conv2D>(32, Size2{3, 3}, Activation::ReLU)(x);
-//   ...
-//   Model model(x, y);                         // y: per-sample logits (classes,)
-//   model.build();                             // or let fit() build it
-//   model.compile(std::make_unique<Adam>());
-//   History h = model.fit(train, {.epochs = 5, .batch_size = 64}, &test);
-//
-// The engine runs the layer calls in a topological order (depth first from the output, inputs in
-// order: a Sequential's order), sums the gradients of a tensor that feeds several layers (in the
-// reverse of that order, converted to the first gradient's layout), and fuses on the CPU what fits
-// (a Conv2D whose only consumer is the next MaxPool2D; a ReLU's mask into the next layer's
-// backward). Several inputs (a dataset of several inputs feeds them: data/dataset.h) and several
-// outputs (a loss each, weighted, with its own metrics: compile(optimizer, outputs)); a layer object
-// called again runs as a twin with its first call's parameters and state (graph.h), whose
-// gradients are added to the first call's after each backward pass.
-//
-// All parameters live in one flat buffer and all gradients in another (layers hold views),
-// so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
-// Non-trainable state (BatchNormalization's moving statistics, Dropout's step counter) lives
-// in a third flat buffer beside them, the statistics replicas average first (averaged_state()).
-// The loss and metrics are objects given to compile() (layers/loss.h, metrics.h); by default
-// softmax cross-entropy on integer labels with accuracy. A model may end in a Softmax: a loss that
-// takes softmax logits (the categorical cross-entropies) then reads the Softmax's input (stable),
-// the Softmax's own backward is not run, and predict() returns probabilities.
+/// @file
+/// Model: the one model engine. A model is a directed acyclic graph of layer calls (Keras'
+/// functional model, built with layers/model/graph.h); Sequential (layers/model/sequential.h) is its
+/// linear case. Everything below works for both.
+///
+/// @code
+///   SymbolicTensor x = Input(Shape{1, 28, 28});
+///   SymbolicTensor h = layer<Conv2D>(32, Size2{3, 3}, Activation::ReLU)(x);
+///   ...
+///   Model model(x, y);                         // y: per-sample logits (classes,)
+///   model.build();                             // or let fit() build it
+///   model.compile(std::make_unique<Adam>());
+///   History h = model.fit(train, {.epochs = 5, .batch_size = 64}, &test);
+/// @endcode
+///
+/// The engine runs the layer calls in a topological order (depth first from the output, inputs in
+/// order: a Sequential's order), sums the gradients of a tensor that feeds several layers (in the
+/// reverse of that order, converted to the first gradient's layout), and fuses on the CPU what fits
+/// (a Conv2D whose only consumer is the next MaxPool2D; a ReLU's mask into the next layer's
+/// backward). Several inputs (a dataset of several inputs feeds them: data/dataset.h) and several
+/// outputs (a loss each, weighted, with its own metrics: compile(optimizer, outputs)); a layer object
+/// called again runs as a twin with its first call's parameters and state (graph.h), whose
+/// gradients are added to the first call's after each backward pass.
+///
+/// All parameters live in one flat buffer and all gradients in another (layers hold views),
+/// so an all-reduce is one call, Adam is one fused loop and a checkpoint is a few buffers.
+/// Non-trainable state (BatchNormalization's moving statistics, Dropout's step counter) lives
+/// in a third flat buffer beside them, the statistics replicas average first (averaged_state()).
+/// The loss and metrics are objects given to compile() (layers/loss.h, metrics.h); by default
+/// softmax cross-entropy on integer labels with accuracy. A model may end in a Softmax: a loss that
+/// takes softmax logits (the categorical cross-entropies) then reads the Softmax's input (stable),
+/// the Softmax's own backward is not run, and predict() returns probabilities.
 #pragma once
 
 #include <functional>
@@ -52,436 +55,492 @@ namespace detail {
 class ConvPoolBlock;
 }
 
-// Named values in the compiled order: the metrics of an epoch or an evaluation.
+/// Named values in the compiled order: the metrics of an epoch or an evaluation.
 using NamedValues = std::vector<std::pair<std::string, double>>;
-// The value named `name`, or nullopt.
+/// The value named `name`, or nullopt.
 std::optional<double> find_value(const NamedValues& values, const std::string& name);
 
+/// What fit logs for one epoch (History::epochs, FitOptions::on_epoch_end).
 struct EpochLogs {
-  int epoch = 0;  // 1-based
-  double loss = 0;
-  NamedValues metrics;       // the compiled metrics' epoch means ("accuracy", "mae", ...)
-  double accuracy = 0;       // metrics' "accuracy" (0 when the model was compiled without it)
-  double learning_rate = 0;  // the optimizer's rate during this epoch
-  std::optional<double> val_loss;
-  std::optional<double> val_accuracy;  // with validation data and an "accuracy" metric
-  NamedValues val_metrics;             // the metrics on the validation data (names without "val_")
-  int64_t val_samples = 0;             // the images the validation saw
-  double seconds = 0;
-  double images_per_second = 0;
-  int64_t steps = 0;
+  int epoch = 0;                       ///< 1-based
+  double loss = 0;                     ///< the epoch's mean training loss
+  NamedValues metrics;                 ///< the compiled metrics' epoch means ("accuracy", "mae", ...)
+  double accuracy = 0;                 ///< metrics' "accuracy" (0 when the model was compiled without it)
+  double learning_rate = 0;            ///< the optimizer's rate during this epoch
+  std::optional<double> val_loss;      ///< the loss on the validation data (with validation data)
+  std::optional<double> val_accuracy;  ///< with validation data and an "accuracy" metric
+  NamedValues val_metrics;             ///< the metrics on the validation data (names without "val_")
+  int64_t val_samples = 0;             ///< the images the validation saw
+  double seconds = 0;                  ///< the epoch's wall time, its validation included
+  double images_per_second = 0;        ///< training samples (all processes) per second of training
+  int64_t steps = 0;                   ///< training steps taken in this epoch
 };
 
+/// What fit() returns: the epochs' logs and how the fit ended.
 struct History {
-  std::vector<EpochLogs> epochs;  // the epochs finished in this fit
-  // A stop request (FitOptions::stop_requested) ended the fit after `stop_batch` batches of
-  // epoch `stop_epoch` (0-based; stop_batch 0: at that epoch's start). A checkpoint with
-  // epochs_done = stop_epoch and batches_done = stop_batch resumes exactly there.
+  std::vector<EpochLogs> epochs;  ///< the epochs finished in this fit
+  /// A stop request (FitOptions::stop_requested) ended the fit after `stop_batch` batches of
+  /// epoch `stop_epoch` (0-based; stop_batch 0: at that epoch's start). A checkpoint with
+  /// epochs_done = stop_epoch and batches_done = stop_batch resumes exactly there.
+  ///@{
   bool stopped = false;
   int stop_epoch = 0;
   int64_t stop_batch = 0;
-  // FitOptions::early_stopping ended the fit (after the last epoch in `epochs`); `best_epoch`
-  // (1-based) had the lowest val_loss, and its weights were restored when asked.
+  ///@}
+  /// FitOptions::early_stopping ended the fit (after the last epoch in `epochs`); `best_epoch`
+  /// (1-based) had the lowest val_loss, `best_val_loss`, and its weights were restored when asked.
+  ///@{
   bool stopped_early = false;
   int best_epoch = 0;
   double best_val_loss = 0;
+  ///@}
 };
 
-// Learning-rate schedules, applied at the start of every epoch (as Keras' LearningRateScheduler
-// callback): the rate of epoch e (0-based, counted from the first epoch of the run, so a resumed
-// run gets the rates the uninterrupted one had); or, stepwise (per_step, warmup_steps), before
-// every step. On a GPU the rate lives in device memory, written before each step or replay: fit's
-// cuda_graphs capture the step once and follow any schedule (Optimizer::sync_device_rate).
+/// Learning-rate schedules, applied at the start of every epoch (as Keras' LearningRateScheduler
+/// callback): the rate of epoch e (0-based, counted from the first epoch of the run, so a resumed
+/// run gets the rates the uninterrupted one had); or, stepwise (per_step, warmup_steps), before
+/// every step. On a GPU the rate lives in device memory, written before each step or replay: fit's
+/// cuda_graphs capture the step once and follow any schedule (Optimizer::sync_device_rate).
 struct LearningRateSchedule {
+  /// The schedule's shape: a constant rate, or a Step, Exponential or Cosine decay (see `decay`).
   enum class Kind { Constant, Step, Exponential, Cosine };
-  Kind kind = Kind::Constant;
-  float initial = 1e-3f;  // the rate of epoch 0
-  // Step: multiply by `decay` every `decay_epochs` epochs: initial * decay^floor(e / decay_epochs).
-  // Exponential: initial * decay^(e / decay_epochs) (smooth).
-  // Cosine: initial * ((1 - decay) * (1 + cos(pi * min(e, decay_epochs) / decay_epochs)) / 2 + decay):
-  // from `initial` down to decay * initial (Keras' alpha) at epoch decay_epochs, then flat.
+  Kind kind = Kind::Constant;  ///< the schedule's shape
+  float initial = 1e-3f;       ///< the rate of epoch 0
+  /// Step: multiply by `decay` every `decay_epochs` epochs: initial * decay^floor(e / decay_epochs).
+  /// Exponential: initial * decay^(e / decay_epochs) (smooth).
+  /// Cosine: initial * ((1 - decay) * (1 + cos(pi * min(e, decay_epochs) / decay_epochs)) / 2 + decay):
+  /// from `initial` down to decay * initial (Keras' alpha) at epoch decay_epochs, then flat.
+  ///@{
   float decay = 0.5f;
   int decay_epochs = 1;
-  // Per step instead of per epoch: the rate is set before every step, at the epoch's fraction
-  // done (epoch + batch / batches): a smooth cosine or exponential decay (Keras' CosineDecay and
-  // ExponentialDecay with decay_steps = decay_epochs * batches). Step stays a staircase.
+  ///@}
+  /// Per step instead of per epoch: the rate is set before every step, at the epoch's fraction
+  /// done (epoch + batch / batches): a smooth cosine or exponential decay (Keras' CosineDecay and
+  /// ExponentialDecay with decay_steps = decay_epochs * batches). Step stays a staircase.
   bool per_step = false;
-  // Linear warm-up over the first warmup_steps optimizer steps (the optimizer's iterations, so a
-  // resumed run continues it): step s runs at rate * (s + 1) / warmup_steps, then the schedule's
-  // own rate. Implies per_step. 0: none.
+  /// Linear warm-up over the first warmup_steps optimizer steps (the optimizer's iterations, so a
+  /// resumed run continues it): step s runs at rate * (s + 1) / warmup_steps, then the schedule's
+  /// own rate. Implies per_step. 0: none.
   int64_t warmup_steps = 0;
-  // The rate of epoch `epoch`. Throws ArgumentError for a schedule that makes no sense (decay
-  // outside (0, 1] for Step/Exponential or [0, 1] for Cosine, decay_epochs < 1, initial <= 0,
-  // warmup_steps < 0).
+  /// The rate of epoch `epoch`. Throws ArgumentError for a schedule that makes no sense (decay
+  /// outside (0, 1] for Step/Exponential or [0, 1] for Cosine, decay_epochs < 1, initial <= 0,
+  /// warmup_steps < 0).
   float rate(int epoch) const;
-  // The rate at a fractional epoch position before optimizer step `step` (0-based) (per_step).
+  /// The rate at a fractional epoch position before optimizer step `step` (0-based) (per_step).
   float rate_at(double epoch, int64_t step) const;
-  bool stepwise() const { return per_step || warmup_steps > 0; }
+  bool stepwise() const { return per_step || warmup_steps > 0; }  ///< Set before every step: per_step or a warm-up.
+  /// ArgumentError for a schedule that makes no sense (see rate()).
   void validate() const;
 };
 
-// What a per-batch callback sees (FitOptions::on_batch_end): Keras' on_train_batch_end logs, the
-// epoch's running means so far.
+/// What a per-batch callback sees (FitOptions::on_batch_end): Keras' on_train_batch_end logs, the
+/// epoch's running means so far.
 struct BatchLogs {
-  int epoch = 0;             // 1-based
-  int64_t batch = 0;         // 1-based, within the epoch
-  int64_t step = 0;          // optimizer steps taken in the whole run (the optimizer's count)
-  double loss = 0;           // the epoch's mean loss so far
-  NamedValues metrics;       // the epoch's metric means so far
-  double learning_rate = 0;  // the rate this step ran at
+  int epoch = 0;             ///< 1-based
+  int64_t batch = 0;         ///< 1-based, within the epoch
+  int64_t step = 0;          ///< optimizer steps taken in the whole run (the optimizer's count)
+  double loss = 0;           ///< the epoch's mean loss so far
+  NamedValues metrics;       ///< the epoch's metric means so far
+  double learning_rate = 0;  ///< the rate this step ran at
 };
 
-// Early stopping on val_loss (Keras' EarlyStopping(monitor="val_loss")): an epoch improves when
-// its val_loss is below the best so far by more than min_delta; after `patience` epochs in a
-// row without improvement the fit stops, and with restore_best_weights the parameters and the
-// moving statistics of the best epoch come back (the optimizer's state and Dropout's step
-// counters stay as they are: a later fit does not draw the same masks again). Needs validation
-// data. A NaN val_loss never counts as an improvement.
+/// Early stopping on val_loss (Keras' EarlyStopping(monitor="val_loss")): an epoch improves when
+/// its val_loss is below the best so far by more than min_delta; after `patience` epochs in a
+/// row without improvement the fit stops, and with restore_best_weights the parameters and the
+/// moving statistics of the best epoch come back (the optimizer's state and Dropout's step
+/// counters stay as they are: a later fit does not draw the same masks again). Needs validation
+/// data. A NaN val_loss never counts as an improvement.
 struct EarlyStopping {
-  int patience = 0;
-  double min_delta = 0;
-  bool restore_best_weights = true;  // Keras' default is false; the reason to stop early is the best model
+  int patience = 0;                  ///< epochs in a row without improvement before the fit stops
+  double min_delta = 0;              ///< how far below the best val_loss an improvement must be
+  bool restore_best_weights = true;  ///< Keras' default is false; the reason to stop early is the best model
 };
 
+/// How fit() trains: epochs, batches, resumption, callbacks and schedules.
 struct FitOptions {
-  int epochs = 1;
-  int64_t batch_size = 64;
-  uint64_t seed = 0;  // shuffling (initialisation is seeded in build())
-  bool shuffle = true;
-  int64_t max_steps = -1;     // stop after this many training steps in total (-1: no limit)
-  int verbose = 1;            // 0 silent, 1 progress bar (plain lines when stdout is no terminal)
-  int initial_epoch = 0;      // resume: epochs before this one are counted as done
-  int64_t initial_batch = 0;  // resume mid-epoch: batches of initial_epoch done already
-  // Polled after every step (a signal handler's flag, say): true ends the fit after that step
-  // with History::stopped set; a step is never cut short. Across processes every rank stops at
-  // the same step (the strategy agrees on it).
+  int epochs = 1;             ///< epochs to train (counting those before initial_epoch)
+  int64_t batch_size = 64;    ///< samples per global batch (split among replicas and processes)
+  uint64_t seed = 0;          ///< shuffling (initialisation is seeded in build())
+  bool shuffle = true;        ///< a seeded shuffle each epoch
+  int64_t max_steps = -1;     ///< stop after this many training steps in total (-1: no limit)
+  int verbose = 1;            ///< 0 prints nothing, 1 progress bar (plain lines when stdout is no terminal)
+  int initial_epoch = 0;      ///< resume: epochs before this one are counted as done
+  int64_t initial_batch = 0;  ///< resume mid-epoch: batches of initial_epoch done already
+  /// Polled after every step (a signal handler's flag, say): true ends the fit after that step
+  /// with History::stopped set; a step is never cut short. Across processes every rank stops at
+  /// the same step (the strategy agrees on it).
   std::function<bool()> stop_requested{};
-  // A NaN or inf loss throws NumericalError naming the epoch and step (on the CPU at that step;
-  // on a GPU at the next read of the device-side sums: a progress update or the epoch's end),
-  // before on_epoch_end can checkpoint the diverged model.
-  // Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
+  /// A NaN or inf loss throws NumericalError naming the epoch and step (on the CPU at that step;
+  /// on a GPU at the next read of the device-side sums: a progress update or the epoch's end),
+  /// before on_epoch_end can checkpoint the diverged model.
+  /// Called after every epoch with its logs (checkpointing, early stopping ...); returning false stops.
   std::function<bool(const EpochLogs&)> on_epoch_end{};
-  // Sets the optimizer's learning rate at the start of every epoch (every replica's), or before
-  // every step when the schedule is stepwise (per_step, warm-up).
+  /// Sets the optimizer's learning rate at the start of every epoch (every replica's), or before
+  /// every step when the schedule is stepwise (per_step, warm-up).
   std::optional<LearningRateSchedule> learning_rate_schedule{};
-  // Called after every training step with the epoch's running logs; returning false ends the fit
-  // after that step, as stop_requested does. On a GPU reading the running sums waits for the
-  // device: a step then no longer overlaps the next one's queueing (set it only when needed).
+  /// Called after every training step with the epoch's running logs; returning false ends the fit
+  /// after that step, as stop_requested does. On a GPU reading the running sums waits for the
+  /// device: a step then no longer overlaps the next one's queueing (set it only when needed).
   std::function<bool(const BatchLogs&)> on_batch_end{};
-  // Checked after on_epoch_end (which therefore sees, and may checkpoint, the epoch's own weights).
+  /// Checked after on_epoch_end (which therefore sees, and may checkpoint, the epoch's own weights).
   std::optional<EarlyStopping> early_stopping{};
-  // On a GPU: after two eager steps, capture the full-size training step (gather, forward,
-  // backward, Adam) as a CUDA graph and replay it with one launch per step (CudaGraph); the
-  // short last batch runs eagerly. The same bits as eager training. A learning rate changed
-  // between steps is followed (the rate is in device memory, written before each replay);
-  // another optimizer or a restored optimizer state is seen (the graph is captured again).
-  // Nothing else may use the GPU meanwhile. Ignored on the CPU.
+  /// On a GPU: after two eager steps, capture the full-size training step (gather, forward,
+  /// backward, Adam) as a CUDA graph and replay it with one launch per step (CudaGraph); the
+  /// short last batch runs eagerly. The same bits as eager training. A learning rate changed
+  /// between steps is followed (the rate is in device memory, written before each replay);
+  /// another optimizer or a restored optimizer state is seen (the graph is captured again).
+  /// Nothing else may use the GPU meanwhile. Ignored on the CPU.
   bool cuda_graphs = false;
-  // Keras' validation_split: the last n - floor(n (1 - f)) samples of the training data (taken
-  // before any shuffling, so the same samples every epoch and every run) are held out as the
-  // validation data. In (0, 1); 0: none. Not together with validation data given to fit.
+  /// Keras' validation_split: the last n - floor(n (1 - f)) samples of the training data (taken
+  /// before any shuffling, so the same samples every epoch and every run) are held out as the
+  /// validation data. In (0, 1); 0: none. Not together with validation data given to fit.
   double validation_split = 0.0;
 };
 
-// compile(optimizer, outputs): one output's loss, its weight in the model's loss (Keras'
-// loss_weights) and its metrics.
+/// compile(optimizer, outputs): one output's loss, its weight in the model's loss (Keras'
+/// loss_weights) and its metrics.
 struct OutputLoss {
-  std::unique_ptr<Loss> loss;
-  double weight = 1.0;
-  MetricList metrics{};
+  std::unique_ptr<Loss> loss;  ///< the output's loss
+  double weight = 1.0;         ///< its weight in the model's loss
+  MetricList metrics{};        ///< the output's metrics
 };
 
+/// What evaluate() returns: the means over the samples it saw.
 struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;  // metrics' "accuracy" (0 without it)
-  int64_t samples = 0;
-  NamedValues metrics;
+  double loss = 0;      ///< the mean loss
+  double accuracy = 0;  ///< metrics' "accuracy" (0 without it)
+  int64_t samples = 0;  ///< the samples evaluated
+  NamedValues metrics;  ///< every compiled metric's mean, in the compiled order
 };
 
+/// The one model engine: a graph of layer calls with its flat parameter, gradient and state
+/// buffers, its losses and metrics, and the Keras-like training API (see model.h).
 class Model {
  public:
-  // The graph from `input` to `output` (per-sample logits (classes,), or a final Softmax's
-  // probabilities). ArgumentError when an output depends on an Input that is not given, when an
-  // input is not used, or when a later call of a shared layer is here without its first call.
-  // Several inputs: their order is the
-  // order of a batch's inputs; several outputs: the order of its targets (a dataset's named inputs
-  // and targets are matched by name: the Inputs' names and the output layers').
+  /// The graph from `input` to `output` (per-sample logits (classes,), or a final Softmax's
+  /// probabilities). ArgumentError when an output depends on an Input that is not given, when an
+  /// input is not used, or when a later call of a shared layer is here without its first call.
+  /// Several inputs: their order is the
+  /// order of a batch's inputs; several outputs: the order of its targets (a dataset's named inputs
+  /// and targets are matched by name: the Inputs' names and the output layers').
   Model(const SymbolicTensor& input, const SymbolicTensor& output, std::string name = "model");
+  /// The graph from several `inputs` to several `outputs`, in the orders described above.
   Model(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs,
         std::string name = "model");
   virtual ~Model();
-  Model(Model&&) noexcept;
-  Model& operator=(Model&&) noexcept;
-  const std::string& name() const { return name_; }
+  Model(Model&&) noexcept;                           ///< Moves the whole model; its layers now belong to this one.
+  Model& operator=(Model&&) noexcept;                ///< Moves the whole model; its layers now belong to this one.
+  const std::string& name() const { return name_; }  ///< "model", "sequential", or the name given.
 
   // --- Nesting: a model used as a layer of another ---------------------------------------------
-  // Calls this model on symbolic tensors (one per input, of its input shapes; a Sequential: one,
-  // which builds its layers for it) and returns its outputs: its layers become part of the graph
-  // being built, named "<this model's name>/<layer>" (default layer names counted within this
-  // model). Calling it again shares their weights (as a layer called again: twins). The model must
-  // not be built: it is a block of the outer model, which owns and trains its layers (Keras'
-  // nested model also stays usable on its own, sharing weights; here build and use the outer
-  // model). ArgumentError for a built model, ShapeError for inputs of other shapes.
-  SymbolicTensor operator()(const SymbolicTensor& x);  // one input, one output
+  /// Calls this model on symbolic tensors (one per input, of its input shapes; a Sequential: one,
+  /// which builds its layers for it) and returns its outputs: its layers become part of the graph
+  /// being built, named `<this model's name>/<layer>` (default layer names counted within this
+  /// model). Calling it again shares their weights (as a layer called again: twins). The model must
+  /// not be built: it is a block of the outer model, which owns and trains its layers (Keras'
+  /// nested model also stays usable on its own, sharing weights; here build and use the outer
+  /// model). ArgumentError for a built model, ShapeError for inputs of other shapes.
+  SymbolicTensor operator()(const SymbolicTensor& x);  ///< one input, one output
+  /// The same for a model of several inputs or outputs: one symbolic tensor per input, one returned
+  /// per output.
   std::vector<SymbolicTensor> operator()(const std::vector<SymbolicTensor>& xs);
 
-  // Allocates the flat parameter and gradient buffers, names the unnamed layers (Keras' names:
-  // "conv2d", "conv2d_1", ...) and initialises the parameters from `seed` (on the CPU, the same
-  // bits on every device); inside a DeviceScope the model then moves to the scope's device. A
-  // graph model's layers were built when they were called: `sample_shape` must be its input's
-  // (ShapeError else); a Sequential builds its layers for it here.
+  /// Allocates the flat parameter and gradient buffers, names the unnamed layers (Keras' names:
+  /// "conv2d", "conv2d_1", ...) and initialises the parameters from `seed` (on the CPU, the same
+  /// bits on every device); inside a DeviceScope the model then moves to the scope's device. A
+  /// graph model's layers were built when they were called: `sample_shape` must be its input's
+  /// (ShapeError else); a Sequential builds its layers for it here.
   void build(const Shape& sample_shape, uint64_t seed = 0);
-  void build(uint64_t seed = 0);  // a graph model, for its input's shape
-  bool built() const { return params_.defined(); }
-  // Sets the optimizer. After a load() without one, the checkpoint's optimizer state goes into
-  // it when it is the same kind (Adam's moments and step count: the run continues exactly);
-  // another kind starts fresh, with a warning.
-  // compile(optimizer): softmax cross-entropy on integer labels, with the "accuracy" metric
-  // (Keras' compile(optimizer, "sparse_categorical_crossentropy", ["accuracy"])).
+  void build(uint64_t seed = 0);                    ///< a graph model, for its input's shape
+  bool built() const { return params_.defined(); }  ///< Whether build() has run.
+  /// Sets the optimizer. After a load() without one, the checkpoint's optimizer state goes into
+  /// it when it is the same kind (Adam's moments and step count: the run continues exactly);
+  /// another kind starts fresh, with a warning.
+  /// compile(optimizer): softmax cross-entropy on integer labels, with the "accuracy" metric
+  /// (Keras' compile(optimizer, "sparse_categorical_crossentropy", ["accuracy"])).
   void compile(std::unique_ptr<Optimizer> optimizer);
-  // Any loss and metrics (layers/loss.h, metrics.h); fit/evaluate check them against the data
-  // (ShapeError naming the output's and the targets' shapes).
+  /// Any loss and metrics (layers/loss.h, metrics.h); fit/evaluate check them against the data
+  /// (ShapeError naming the output's and the targets' shapes).
   void compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> loss, MetricList metrics = {});
-  // A model of several outputs: a loss, weight and metrics per output, in output order (one entry
-  // for a one-output model is the call above). The model's loss is the weighted sum; the history
-  // and progress bar show it as "loss", each output's as "<output>_loss" and its metrics as
-  // "<output>_<metric>" (Keras' names; <output> is the output layer's name). A loss that takes
-  // softmax logits on an output that is a Softmax layer needs a one-output model (ArgumentError).
+  /// A model of several outputs: a loss, weight and metrics per output, in output order (one entry
+  /// for a one-output model is the call above). The model's loss is the weighted sum; the history
+  /// and progress bar show it as "loss", each output's as `<output>_loss` and its metrics as
+  /// `<output>_<metric>` (Keras' names; `<output>` is the output layer's name). A loss that takes
+  /// softmax logits on an output that is a Softmax layer needs a one-output model (ArgumentError).
   void compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss> outputs);
-  Loss& loss(size_t output = 0) { return *heads_.at(output).loss; }
-  // Weight decay (an optimizer's Regularization::weight_decay) applies to kernels: every
-  // parameter named "kernel", not biases or BatchNormalization's gamma and beta (the common
-  // recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
-  // ArgumentError for a name the built model does not have. Under a strategy, give the switches
-  // in its ModelRecipe::weight_decay (every replica must decay alike).
-  // Checkpoints keep the switches: load_model restores them, and load() into a model that has none
-  // of its own adopts them (a model that set any keeps its own).
+  Loss& loss(size_t output = 0) { return *heads_.at(output).loss; }  ///< The training loss of output `output`.
+  /// Weight decay (an optimizer's Regularization::weight_decay) applies to kernels: every
+  /// parameter named "kernel", not biases or BatchNormalization's gamma and beta (the common
+  /// recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
+  /// ArgumentError for a name the built model does not have. Under a strategy, give the switches
+  /// in its ModelRecipe::weight_decay (every replica must decay alike).
+  /// Checkpoints keep the switches: load_model restores them, and load() into a model that has none
+  /// of its own adopts them (a model that set any keeps its own).
   void set_weight_decay(const std::string& param, bool decay);
+  /// The set_weight_decay() switches, in call order.
   const std::vector<std::pair<std::string, bool>>& weight_decay_switches() const { return decay_overrides_; }
-  // Per parameter element, 1 where weight decay applies (on the model's device).
+  /// Per parameter element, 1 where weight decay applies (on the model's device).
   Tensor decay_mask() const;
+  /// The compiled metrics of output `output`.
   const MetricList& metrics(size_t output = 0) const { return heads_.at(output).metrics; }
-  // The names of what the history logs beside "loss": the metrics; with several outputs each
-  // output's loss, then each output's metrics (see compile).
+  /// The names of what the history logs beside "loss": the metrics; with several outputs each
+  /// output's loss, then each output's metrics (see compile).
   std::vector<std::string> metric_names() const;
-  // Sums with a slot for every compiled metric (a block per output), on `device` (the model's by
-  // default).
+  /// Sums with a slot for every compiled metric (a block per output), on `device` (the model's by
+  /// default).
+  ///@{
   MetricSums make_sums() const { return make_sums(device_); }
   MetricSums make_sums(Device device) const;
-  // The values metric_names() names, as sums over the samples, from `values` (each metric from
-  // its slot or the loss's fused count; with several outputs each output's loss sum first). A
-  // Values without blocks (reduced by hand across processes) holds that list already.
+  ///@}
+  /// The values metric_names() names, as sums over the samples, from `values` (each metric from
+  /// its slot or the loss's fused count; with several outputs each output's loss sum first). A
+  /// Values without blocks (reduced by hand across processes) holds that list already.
   std::vector<double> metric_sums(const MetricSums::Values& values) const;
-  // ShapeError unless output k's loss and metrics fit targets of `target` dtype and per-sample
-  // shape.
+  /// ShapeError unless output k's loss and metrics fit targets of `target` dtype and per-sample
+  /// shape.
   void check_targets(DType target, const Shape& target_sample, const char* what, size_t output = 0) const;
-  // The inputs' shapes, the losses' and metrics' fit and the label count of `data` (ShapeError).
-  // The data's inputs and targets must be in the model's order (arranged() puts named ones there).
+  /// The inputs' shapes, the losses' and metrics' fit and the label count of `data` (ShapeError).
+  /// The data's inputs and targets must be in the model's order (arranged() puts named ones there).
   void check_data(const Dataset& data, const char* what) const;
-  // `data` with its inputs and targets in this model's order (named ones matched to input_names()
-  // and output_names()), checked by check_data: what fit and evaluate train and evaluate on.
+  /// `data` with its inputs and targets in this model's order (named ones matched to input_names()
+  /// and output_names()), checked by check_data: what fit and evaluate train and evaluate on.
   Dataset arranged(const Dataset& data, const char* what) const;
-  // An evaluation's means from its sums over `seen` samples.
+  /// An evaluation's means from its sums over `seen` samples.
   EvalResult eval_result(const MetricSums::Values& values, int64_t seen) const;
-  // Moves the parameters (and optimizer state) to `device`; layers then run there (the CUDA
-  // module's ops on a GPU). Inputs must be on the same device: fit/evaluate/predict copy their
-  // batches explicitly; forward() refuses tensors on another device.
+  /// Moves the parameters (and optimizer state) to `device`; layers then run there (the CUDA
+  /// module's ops on a GPU). Inputs must be on the same device: fit/evaluate/predict copy their
+  /// batches explicitly; forward() refuses tensors on another device.
   void to(Device device);
-  Device device() const { return device_; }
+  Device device() const { return device_; }  ///< Where the parameters are and the layers run.
 
   // --- Keras-like training API --------------------------------------------------------------
+  /// Trains on `train` as Keras' fit does (see FitOptions): builds an unbuilt model for the data's
+  /// samples, batches and shuffles the data, runs the training steps with a progress bar, evaluates
+  /// `validation` (or FitOptions::validation_split) after each epoch, and returns the history.
+  /// ShapeError when the data do not fit the model, its loss or its metrics.
   History fit(const Dataset& train, const FitOptions& options, const Dataset* validation = nullptr);
+  /// The loss and metrics over every sample of `data`, in batches of `batch_size` (an inference
+  /// pass: see predict()).
   EvalResult evaluate(const Dataset& data, int64_t batch_size = 256);
-  // One pass over `loader`'s epoch 0 (its batches built on the model's device). A loader kept
-  // across calls keeps its data on the GPU: fit evaluates its validation data this way, so it
-  // is uploaded once per fit, not once per epoch.
+  /// One pass over `loader`'s epoch 0 (its batches built on the model's device). A loader kept
+  /// across calls keeps its data on the GPU: fit evaluates its validation data this way, so it
+  /// is uploaded once per fit, not once per epoch.
   EvalResult evaluate(DataLoader& loader);
-  // The outputs for inputs x (N, ...) f32 in any layout, row-major (N, outputs...) result.
+  /// The outputs for inputs x (N, ...) f32 in any layout, row-major (N, outputs...) result.
+  ///
+  /// Memory: evaluate, evaluate_batch and predict are inference passes that free as they go (as
+  /// PyTorch under no_grad): an activation lives until the last layer reading it has run, and each
+  /// layer drops its saved inputs and scratch (Layer::release_buffers); only the outputs stay until
+  /// the next pass. forward(x, false) keeps every buffer, so a custom loop may call backward after
+  /// it (an input's gradient in inference mode); backward after evaluate/predict is an Error.
   Tensor predict(const Tensor& x, int64_t batch_size = 256);
-  // A model of several inputs: one tensor per input, in input_names()' order, N rows each.
+  /// A model of several inputs: one tensor per input, in input_names()' order, N rows each.
   Tensor predict(const std::vector<Tensor>& xs, int64_t batch_size = 256);
-  // Every output's predictions (predict() takes a one-output model), in output order.
+  /// Every output's predictions (predict() takes a one-output model), in output order.
   std::vector<Tensor> predict_outputs(const std::vector<Tensor>& xs, int64_t batch_size = 256);
-  // Memory: evaluate, evaluate_batch and predict are inference passes that free as they go (as
-  // PyTorch under no_grad): an activation lives until the last layer reading it has run, and each
-  // layer drops its saved inputs and scratch (Layer::release_buffers); only the outputs stay until
-  // the next pass. forward(x, false) keeps every buffer, so a custom loop may call backward after
-  // it (an input's gradient in inference mode); backward after evaluate/predict is an Error.
-  // Keras-style table: layer (type), output shape, parameter count (a graph model: with its
-  // Input and each layer's inputs, Keras' "Connected to"); totals.
+  /// Keras-style table: layer (type), output shape, parameter count (a graph model: with its
+  /// Input and each layer's inputs, Keras' "Connected to"); totals.
   std::string summary() const;
 
   // --- Checkpoints (safetensors; see layers/model/checkpoint.h) -------------------------------
+  /// Writes a checkpoint of this model, its optimizer state and `state` to `path` (save_checkpoint).
   void save(const std::string& path, const TrainingState& state = {}) const { save_checkpoint(*this, path, state); }
+  /// Loads a checkpoint into this built model and returns its training state (load_checkpoint).
   TrainingState load(const std::string& path) { return load_checkpoint(*this, path); }
-  const Optimizer* optimizer() const { return optimizer_.get(); }
+  const Optimizer* optimizer() const { return optimizer_.get(); }  ///< The compiled optimizer (null before compile).
 
   // --- Building blocks for custom loops -----------------------------------------------------
-  // Every layer's output (with a final Softmax: probabilities); with several outputs output 0's
-  // (output(k) has each). A model of several inputs takes a list, one batch per input in
-  // input_names()' order (the same rows in each); every function below that takes x has such an
-  // overload, and one that takes a list of targets (one per output) where it takes targets.
+  /// Every layer's output (with a final Softmax: probabilities); with several outputs output 0's
+  /// (output(k) has each). A model of several inputs takes a list, one batch per input in
+  /// input_names()' order (the same rows in each); every function below that takes x has such an
+  /// overload, and one that takes a list of targets (one per output) where it takes targets.
+  ///@{
   const Tensor& forward(const Tensor& x, bool training);
   const Tensor& forward(const std::vector<Tensor>& xs, bool training);
-  // The outputs the loss reads: forward() without a final Softmax when the loss takes softmax
-  // logits (the same as forward() else).
+  ///@}
+  /// The outputs the loss reads: forward() without a final Softmax when the loss takes softmax
+  /// logits (the same as forward() else).
+  ///@{
   const Tensor& forward_logits(const Tensor& x, bool training);
   const Tensor& forward_logits(const std::vector<Tensor>& xs, bool training);
-  // Output k of the last forward.
+  ///@}
+  /// Output k of the last forward.
   const Tensor& output(size_t k) const;
-  // Backpropagates d(loss)/d(outputs) (forward_logits' output) through the layers below them,
-  // writing (=) the gradient buffer.
+  /// Backpropagates d(loss)/d(outputs) (forward_logits' output) through the layers below them,
+  /// writing (=) the gradient buffer.
   void backward(const Tensor& dlogits);
-  // Several outputs: d(loss)/d(output k) for every output, in output order.
+  /// Several outputs: d(loss)/d(output k) for every output, in output order.
   void backward(const std::vector<const Tensor*>& doutputs);
-  // After backward: the gradient of input k when the layers reading it computed theirs (a layer
-  // reading only model inputs computes none unless set_needs_input_grad(true)), else undefined.
+  /// After backward: the gradient of input k when the layers reading it computed theirs (a layer
+  /// reading only model inputs computes none unless set_needs_input_grad(true)), else undefined.
   const Tensor& input_gradient(size_t k = 0) const;
-  // forward + loss + backward + optimizer step on one batch of inputs x and targets (labels for
-  // the default loss); returns the batch's mean loss and (via `correct`, with the default loss)
-  // how many predictions were right.
+  /// forward + loss + backward + optimizer step on one batch of inputs x and targets (labels for
+  /// the default loss); returns the batch's mean loss and (via `correct`, with the default loss)
+  /// how many predictions were right.
   float train_step(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
-  // Same without the optimizer step: gradients are left in grads() (for data-parallel strategies).
+  /// Same without the optimizer step: gradients are left in grads() (for data-parallel strategies).
   float compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct = nullptr);
-  // The two above, adding the batch's loss sum and metric sums to `sums` (on the model's device;
-  // make_sums() has a slot per metric) instead of returning them: on a GPU the step then queues
-  // its work and returns without waiting for the device (fit() reads the sums only when it
-  // prints). The float versions are these with sums of their own, read back (one mechanism).
+  /// The two above, adding the batch's loss sum and metric sums to `sums` (on the model's device;
+  /// make_sums() has a slot per metric) instead of returning them: on a GPU the step then queues
+  /// its work and returns without waiting for the device (fit() reads the sums only when it
+  /// prints). The float versions are these with sums of their own, read back (one mechanism).
+  ///@{
   void train_step(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void train_step(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums);
   void compute_gradients(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums);
   void train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums);
   void compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums);
+  ///@}
+  /// The optimizer step on the gradients in grads() (train_step's last part). Error before compile().
   void apply_gradients();
-  // Inference on one batch, adding its loss and metric sums to `sums` (what evaluate() runs per
-  // batch; it uses a loss object of its own, not the training step's).
+  /// Inference on one batch, adding its loss and metric sums to `sums` (what evaluate() runs per
+  /// batch; it uses a loss object of its own, not the training step's).
+  ///@{
   void evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums);
   void evaluate_batch(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums);
   void evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums);
+  ///@}
 
-  // --- CPU micro-batches --------------------------------------------------------------------
-  // On the CPU, a batch of more than `rows` rows runs through compute_gradients/train_step,
-  // evaluate_batch/evaluate and predict as consecutive slices of at most `rows` rows: the
-  // gradients are summed over the slices and the loss is the mean over the whole batch, so the
-  // step means what it meant; each layer's activations then stay the size of a slice, which
-  // keeps them in the cores' caches (batch 256 ran 9-13% slower per image than batch 64 without
-  // it: docs/benchmarks.md) and the process's memory small. Only for row-major inputs (the
-  // loaders' and predict's) and when every layer's rows are
-  // independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
-  // training); then the results equal the whole batch's bit for bit where each slice is a
-  // power-of-two number of groups of the batch's sum order (below; 64 rows: four), else up to the
-  // order of float sums, and are the same bits from run to run. 0: whole batches. Default 64, where a slice's
-  // activations (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights outweigh its
-  // activations runs whole batches unless set_cpu_micro_batch asks otherwise). GPUs always run whole batches. The
-  // batch's sum order (core/pairwise_sum.h): every Conv2D and Dense CPU weight gradient sums a batch's rows in groups
-  // of 16 added as a pairwise tree ((g0 + g1) + (g2 + g3), ...), the slices' gradients are added as the same tree, and
-  // so is the all-reduce's sum over replicas. A replica whose share of the batch is an aligned power-of-two number of
-  // groups then sums a subtree of the one model's tree, and Mirrored and MultiWorker compute the one model's gradient
-  // bit for bit under either convolution policy where each group's kernels give the same bits at any thread count
-  // (Ember's do; oneDNN's weight gradient, for shapes no Ember kernel takes, may not: tests/distribute,
-  // docs/architecture.md). Under Exact (core/runtime.h) a training batch also always runs in slices of kExactSliceRows
-  // rows, whatever this setting.
-  static constexpr int64_t kExactSliceRows = 16;
+  /// @name CPU micro-batches
+  /// On the CPU, a batch of more than `rows` rows runs through compute_gradients/train_step,
+  /// evaluate_batch/evaluate and predict as consecutive slices of at most `rows` rows: the
+  /// gradients are summed over the slices and the loss is the mean over the whole batch, so the
+  /// step means what it meant; each layer's activations then stay the size of a slice, which
+  /// keeps them in the cores' caches (batch 256 ran 9-13% slower per image than batch 64 without
+  /// it: docs/benchmarks.md) and the process's memory small. Only for row-major inputs (the
+  /// loaders' and predict's) and when every layer's rows are
+  /// independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
+  /// training); then the results equal the whole batch's bit for bit where each slice is a
+  /// power-of-two number of groups of the batch's sum order (below; 64 rows: four), else up to the
+  /// order of float sums, and are the same bits from run to run. 0: whole batches. Default 64, where a slice's
+  /// activations (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights outweigh its
+  /// activations runs whole batches unless set_cpu_micro_batch asks otherwise). GPUs always run whole batches. The
+  /// batch's sum order (core/pairwise_sum.h): every Conv2D and Dense CPU weight gradient sums a batch's rows in groups
+  /// of 16 added as a pairwise tree ((g0 + g1) + (g2 + g3), ...), the slices' gradients are added as the same tree, and
+  /// so is the all-reduce's sum over replicas. A replica whose share of the batch is an aligned power-of-two number of
+  /// groups then sums a subtree of the one model's tree, and Mirrored and MultiWorker compute the one model's gradient
+  /// bit for bit under either convolution policy where each group's kernels give the same bits at any thread count
+  /// (Ember's do; oneDNN's weight gradient, for shapes no Ember kernel takes, may not: tests/distribute,
+  /// docs/architecture.md). Under Exact (core/runtime.h) a training batch also always runs in slices of kExactSliceRows
+  /// rows, whatever this setting.
+  /// @{
+
+  static constexpr int64_t kExactSliceRows = 16;  ///< rows per slice of a CPU training batch under Exact
+  /// Slices of at most `rows` rows (0: whole batches; ArgumentError when negative); see above.
   void set_cpu_micro_batch(int64_t rows);
-  int64_t cpu_micro_batch() const { return cpu_micro_batch_; }
+  int64_t cpu_micro_batch() const { return cpu_micro_batch_; }  ///< The rows per slice (64 by default).
+  /// @}
 
   // --- CPU layer fusion ---------------------------------------------------------------------
-  // On the CPU, a Conv2D followed by a MaxPool2D whose windows tile its output (stride = pool
-  // size, no padding) runs as one pass per image when the convolution is a few multiply-adds
-  // per output (C*R*S <= 32: a first layer on grey or RGB images) and is the model's first layer
-  // (no input gradient): its output then never exists in memory (the reference CNN's first
-  // block: 1.5 -> 0.73 ms per step, docs/benchmarks.md). The results equal the unfused pair's up
-  // to the order of float sums, except that a NaN stays a NaN (the unfused pair's ReLU and pool
-  // drop it); the same bits from run to run. fused_with_next(i): layers i and i + 1 run fused
-  // here. On by default; GPUs run the layers one by one, and so does a pair whose convolution was
-  // asked for its input gradient (set_needs_input_grad(true)) after build.
+  /// On the CPU, a Conv2D followed by a MaxPool2D whose windows tile its output (stride = pool
+  /// size, no padding) runs as one pass per image when the convolution is a few multiply-adds
+  /// per output (C*R*S <= 32: a first layer on grey or RGB images) and is the model's first layer
+  /// (no input gradient): its output then never exists in memory (the reference CNN's first
+  /// block: 1.5 -> 0.73 ms per step, docs/benchmarks.md). The results equal the unfused pair's up
+  /// to the order of float sums, except that a NaN stays a NaN (the unfused pair's ReLU and pool
+  /// drop it); the same bits from run to run. fused_with_next(i): layers i and i + 1 run fused
+  /// here. On by default; GPUs run the layers one by one, and so does a pair whose convolution was
+  /// asked for its input gradient (set_needs_input_grad(true)) after build.
   void set_cpu_fusion(bool on) { cpu_fusion_ = on; }
-  bool cpu_fusion() const { return cpu_fusion_; }
-  bool fused_with_next(size_t i) const;
-  // Layers [begin, end) forward (x: layer begin - 1's output, or the model's input when begin is
-  // 0) and backward (dy: layer end - 1's output gradient; returns layer begin's input gradient,
-  // undefined for the first layer), fusing the pairs inside the range as forward() does: what a
-  // profile times. A forward range that splits a pair runs it unfused; a backward range must not
-  // split a pair that ran fused (ArgumentError).
+  bool cpu_fusion() const { return cpu_fusion_; }  ///< Whether CPU layer fusion is on (see set_cpu_fusion()).
+  bool fused_with_next(size_t i) const;            ///< Whether layers i and i + 1 run fused (see set_cpu_fusion()).
+  /// Layers [begin, end) forward (x: layer begin - 1's output, or the model's input when begin is
+  /// 0) and backward (dy: layer end - 1's output gradient; returns layer begin's input gradient,
+  /// undefined for the first layer), fusing the pairs inside the range as forward() does: what a
+  /// profile times. A forward range that splits a pair runs it unfused; a backward range must not
+  /// split a pair that ran fused (ArgumentError).
+  ///@{
   const Tensor& forward_layers(const Tensor& x, bool training, size_t begin, size_t end);
   const Tensor& backward_layers(const Tensor& dy, size_t begin, size_t end);
+  ///@}
 
-  // The flat buffers. Every view in them (a parameter, its gradient, a state tensor) starts on a
-  // kViewAlignment-byte boundary of the buffer (cuDNN's and cuBLAS's vectorised kernels want
-  // aligned pointers; the buffers' own starts are 256-byte aligned on a GPU, 64 on the CPU), so
-  // the buffers hold zero padding between views: params().numel() >= num_params(). The padding
-  // stays zero (no layer writes it, its gradient is zero, so every optimizer leaves it at zero).
+  /// The flat buffers. Every view in them (a parameter, its gradient, a state tensor) starts on a
+  /// kViewAlignment-byte boundary of the buffer (cuDNN's and cuBLAS's vectorised kernels want
+  /// aligned pointers; the buffers' own starts are 256-byte aligned on a GPU, 64 on the CPU), so
+  /// the buffers hold zero padding between views: params().numel() >= num_params(). The padding
+  /// stays zero (no layer writes it, its gradient is zero, so every optimizer leaves it at zero).
   static constexpr int64_t kViewAlignment = 256;
-  static constexpr int64_t aligned_view(int64_t n) {  // floats a view of n values takes, padding included
+  /// The floats a view of n values takes, padding included.
+  static constexpr int64_t aligned_view(int64_t n) {
     constexpr int64_t per = kViewAlignment / static_cast<int64_t>(sizeof(float));
     return (n + per - 1) / per * per;
   }
-  Tensor& params() { return params_; }
-  const Tensor& params() const { return params_; }
-  Tensor& grads() { return grads_; }
-  // A flat buffer of params()' layout (the optimizers' state) without its padding (num_params()
-  // values, the layers' parameters in order: what a checkpoint stores), and back.
+  Tensor& params() { return params_; }              ///< The flat parameter buffer (f32, padded).
+  const Tensor& params() const { return params_; }  ///< The flat parameter buffer (f32, padded).
+  Tensor& grads() { return grads_; }                ///< The flat gradient buffer, of params()' layout.
+  /// A flat buffer of params()' layout (the optimizers' state) without its padding (num_params()
+  /// values, the layers' parameters in order: what a checkpoint stores), and back.
+  ///@{
   Tensor pack_params_layout(const Tensor& padded) const;
   Tensor unpack_params_layout(const Tensor& packed) const;
-  Optimizer* optimizer() { return optimizer_.get(); }
-  // The layers in the order they run (a graph model's topological order; no Input).
+  ///@}
+  Optimizer* optimizer() { return optimizer_.get(); }  ///< The compiled optimizer (null before compile).
+  /// The layers in the order they run (a graph model's topological order; no Input).
   const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
-  // Per layer, what it is called on: an index into layers(), or -1 - k for the model's input k.
+  /// Per layer, what it is called on: an index into layers(), or -1 - k for the model's input k.
   const std::vector<int>& layer_inputs(size_t i) const;
-  // Layer i runs a later call of a shared layer (a twin: the parameters and state of layer
-  // shared_with(i), its first call's); layer_ref(i) names the call: the layer's name for the
-  // first call in run order, "name[1]", "name[2]" ... for the later ones (Keras' node index; the
-  // summary appends "[0]" to the first, checkpoints do not).
+  /// Layer i runs a later call of a shared layer (a twin: the parameters and state of layer
+  /// shared_with(i), its first call's); layer_ref(i) names the call: the layer's name for the
+  /// first call in run order, "name[1]", "name[2]" ... for the later ones (Keras' node index; the
+  /// summary appends "[0]" to the first, checkpoints do not).
+  ///@{
   bool is_twin(size_t i) const { return i < shares_.size() && shares_[i] >= 0; }
   int shared_with(size_t i) const { return i < shares_.size() ? shares_[i] : -1; }
   std::string layer_ref(size_t i, const char* first = "") const;
-  // True when every layer takes the one before it (or the input, the first): a stack.
+  ///@}
+  /// True when every layer takes the one before it (or the input, the first): a stack.
   bool is_linear() const { return linear_; }
-  // Made from symbolic tensors (a Sequential is not), and the name of its input ("input_1").
+  /// Made from symbolic tensors (a Sequential is not), and the name of its input ("input_1").
   bool is_graph() const { return graph_; }
-  const std::string& input_name() const { return input_names_.at(0); }
-  const Shape& input_shape() const { return input_shapes_.at(0); }
-  // Every input, in the order a batch gives them ("input_1", "input_2", ... unless named).
+  const std::string& input_name() const { return input_names_.at(0); }  ///< Input 0's name ("input_1").
+  const Shape& input_shape() const { return input_shapes_.at(0); }      ///< Input 0's per-sample shape.
+  /// Every input, in the order a batch gives them ("input_1", "input_2", ... unless named).
+  ///@{
   size_t num_inputs() const { return input_shapes_.size(); }
   const std::vector<std::string>& input_names() const { return input_names_; }
   const std::vector<Shape>& input_shapes() const { return input_shapes_; }
-  const Shape& output_shape() const { return output_shapes_.at(static_cast<size_t>(outputs_.at(0))); }  // output 0's
-  // Every output (per sample), its name (its layer's, after build) and its layer's index.
+  ///@}
+  const Shape& output_shape() const { return output_shapes_.at(static_cast<size_t>(outputs_.at(0))); }  ///< output 0's
+  /// Every output (per sample), its name (its layer's, after build) and its layer's index.
+  ///@{
   size_t num_outputs() const { return outputs_.size(); }
   std::vector<Shape> output_shapes() const;
   std::vector<std::string> output_names() const;
   const std::vector<int>& output_layers() const { return outputs_; }
-  const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  // per sample
-  int64_t num_params() const { return num_params_; }  // trainable values (the padding not counted)
-  // The flat non-trainable state (see StateSpec): every layer's, averaged statistics first.
+  ///@}
+  const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  ///< per sample
+  int64_t num_params() const { return num_params_; }  ///< trainable values (the padding not counted)
+  /// The flat non-trainable state (see StateSpec): every layer's, averaged statistics first.
+  ///@{
   Tensor& state() { return state_; }
   const Tensor& state() const { return state_; }
-  // The part of state() that replicas average after every step (a view; may be empty).
+  ///@}
+  /// The part of state() that replicas average after every step (a view; may be empty).
   Tensor averaged_state() const;
-  // Elements of averaged state: summary()'s "Non-trainable params".
+  /// Elements of averaged state: summary()'s "Non-trainable params".
   int64_t num_non_trainable() const { return num_non_trainable_; }
-  // "<layer>/<state>" views ("batch_normalization/moving_mean"), in layer order (the buffer
-  // holds every layer's averaged statistics first).
+  /// "<layer>/<state>" views ("batch_normalization/moving_mean"), in layer order (the buffer
+  /// holds every layer's averaged statistics first).
   std::vector<std::pair<std::string, Tensor>> named_state() const;
-  // Replica `stream` of a data-parallel strategy: random layers (Dropout) draw from their own
-  // streams per replica, so replicas do not drop the same units of their shards. 0 by default.
+  /// Replica `stream` of a data-parallel strategy: random layers (Dropout) draw from their own
+  /// streams per replica, so replicas do not drop the same units of their shards. 0 by default.
   void set_random_stream(uint64_t stream);
-  // The seed random layers draw from (build()'s seed); checkpoints save it and load() sets it, so
-  // a resumed run drops what the uninterrupted one would have, whatever seed it was built with.
+  /// The seed random layers draw from (build()'s seed); checkpoints save it and load() sets it, so
+  /// a resumed run drops what the uninterrupted one would have, whatever seed it was built with.
   uint64_t random_seed() const { return seed_; }
-  void set_random_seed(uint64_t seed);
-  // "kernel"/"bias" views per layer, named "<layer>/<param>", in buffer order.
+  void set_random_seed(uint64_t seed);  ///< Sets random_seed() (the random layers are seeded again).
+  /// "kernel"/"bias" views per layer, named "<layer>/<param>", in buffer order.
   std::vector<std::pair<std::string, Tensor>> named_params() const;
-  // Per layer: name, type, device and the kernel that runs it at this batch size
-  // (--log-device-placement).
+  /// Per layer: name, type, device and the kernel that runs it at this batch size
+  /// (--log-device-placement).
   std::string placement_report(int64_t batch_size) const;
 
  protected:
-  Model();  // Sequential: its layers come by add() and are called in a line at build()
-  // Appends a layer to a model whose graph is a line (Sequential::add).
+  Model();  ///< Sequential: its layers come by add() and are called in a line at build()
+  /// Appends a layer to a model whose graph is a line (Sequential::add).
   Layer& append(std::shared_ptr<Layer> layer, const char* who);
-  std::string name_;
+  std::string name_;  ///< name()'s value
 
  private:
   void require_built(const char* what) const;
