@@ -28,12 +28,18 @@ int main(int argc, char** argv) {
   int repeats = 10, threads = 0;
   bool tf32 = false;
   CLI::App app{"Conv2D(32, 8x8) training step on N random 128x128x3 images (medians).", "bench_conv"};
+  ember::apps::set_up_help(app, "  0  success\n  1  runtime error\n  2  bad command line");
   app.option_defaults()->always_capture_default();
-  app.add_option("--images", images, "Comma-separated image counts N");
-  app.add_option("--repeats", repeats, "Timed repeats per N")->check(CLI::Range(1, 10000));
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--images", images, "Comma-separated image counts N")
+      ->type_name("LIST")
+      ->check(ember::apps::integer_list_in(1, int64_t{1} << 20));
+  app.add_option("--repeats", repeats, "Timed repeats per N")->check(ember::apps::integer_in(1, 10000));
+  app.add_option("--threads", threads, "CPU threads")
+      ->check(ember::apps::integer_in(0, 4096))
+      ->default_str("all cores");
   app.add_option("--devices", devices,
                  "Comma-separated devices (cpu, gpu, gpu:N); a missing GPU is skipped, saying why")
+      ->type_name("LIST")
       ->check([](const std::string& list) {
         try {
           parse_devices(list);
@@ -42,7 +48,7 @@ int main(int argc, char** argv) {
           return std::string(e.what());
         }
       });
-  app.add_option("--csv", csv, "Also write the results as CSV to this path");
+  app.add_option("--csv", csv, "Also write the results as CSV to this path")->type_name("PATH");
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math (else FP32, as the CPU)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {

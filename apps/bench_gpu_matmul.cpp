@@ -1,5 +1,5 @@
 // bench_matmul's GPU part: square SGEMM with cuBLAS, timed three ways (see the header).
-// Unverified on a GPU until a device session runs scripts/gpu_check.sh; every call is checked.
+// Not yet run on a GPU (scripts/gpu_check.sh runs it there); every call is checked.
 #include "apps/bench_gpu_matmul.h"
 
 #include <cublas_v2.h>

@@ -35,11 +35,17 @@ int main(int argc, char** argv) {
   int64_t naive_max = 1000;
   int threads = 0;
   CLI::App app{"CPU vs GPU square matmul, synchronised and warmed up (medians).", "bench_matmul"};
+  ember::apps::set_up_help(app, "  0  success\n  1  runtime error\n  2  bad command line");
   app.option_defaults()->always_capture_default();
-  app.add_option("--sizes", sizes, "Comma-separated matrix sizes");
-  app.add_option("--naive-max", naive_max, "Largest size for the naive triple loop");
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--csv", csv, "Also write the table as CSV to this path");
+  app.add_option("--sizes", sizes, "Comma-separated matrix sizes")
+      ->type_name("LIST")
+      ->check(ember::apps::integer_list_in(1, 65536));
+  app.add_option("--naive-max", naive_max, "Largest size for the naive triple loop (O(n^3) at ~1 GFLOP/s)")
+      ->check(ember::apps::integer_in(0, int64_t{1} << 20));
+  app.add_option("--threads", threads, "CPU threads")
+      ->check(ember::apps::integer_in(0, 4096))
+      ->default_str("all cores");
+  app.add_option("--csv", csv, "Also write the table as CSV to this path")->type_name("PATH");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     const std::vector<int64_t> ns = bench::parse_list(sizes);

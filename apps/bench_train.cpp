@@ -88,25 +88,42 @@ int main(int argc, char** argv) {
   int64_t micro_batch = 64;
   bool tf32 = false, nhwc = false, profile = false, no_fusion = false;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
+  std::string conv_algorithms = "fast";
+  ember::apps::set_up_help(app, "  0  success\n  1  runtime error\n  2  bad command line");
   app.option_defaults()->always_capture_default();
-  app.add_option("--batch-sizes", batches, "Comma-separated batch sizes");
-  app.add_option("--steps", steps, "Timed steps per configuration")->check(CLI::Range(1, 100000));
-  app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(0, 100000));
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
+  app.get_help_ptr()->group("Help");
+  app.option_defaults()->group("Measurement");
+  app.add_option("--batch-sizes", batches, "Comma-separated batch sizes")
+      ->type_name("LIST")
+      ->check(ember::apps::integer_list_in(1, int64_t{1} << 20));
+  app.add_option("--steps", steps, "Timed steps per configuration")->check(ember::apps::integer_in(1, 100000));
+  app.add_option("--warmup", warmup, "Untimed steps first")->check(ember::apps::integer_in(0, 100000));
+  app.add_flag("--profile", profile, "Per-layer forward/backward medians of the step (CPU)");
+  app.add_option("--csv", csv, "Also write the results as CSV to this path")->type_name("PATH");
+  app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)")->type_name("DIR");
+  app.option_defaults()->group("Device and CPU");
   app.add_option("--device", device_name,
-                 "cpu, gpu or gpu:N (on a GPU, 'data' mode gathers batches there from the data set held on the GPU)");
-  app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
-  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for cuDNN (set_gpu_nhwc)");
-  app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)");
+                 "cpu, gpu or gpu:N (on a GPU, the 'data' mode gathers batches from the data set held there)")
+      ->check([](const std::string& name) {
+        try {
+          Device::parse(name);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
+  app.add_option("--threads", threads, "CPU threads")
+      ->check(ember::apps::integer_in(0, 4096))
+      ->default_str("all cores");
   app.add_option("--cpu-micro-batch", micro_batch,
                  "CPU: run larger batches as slices of this many rows (Sequential::set_cpu_micro_batch; 0: whole)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  std::string conv_algorithms = "fast";
+      ->check(ember::apps::integer_in(0, int64_t{1} << 30));
+  app.add_flag("--no-fusion", no_fusion, "CPU: run every layer on its own (Sequential::set_cpu_fusion(false))");
+  app.option_defaults()->group("Numerics and GPU");
   app.add_option("--conv-algorithms", conv_algorithms, "fast (Winograd where it fits) or exact (direct sums only)")
       ->check(CLI::IsMember({"fast", "exact"}));
-  app.add_flag("--no-fusion", no_fusion, "CPU: run every layer on its own (Sequential::set_cpu_fusion(false))");
-  app.add_flag("--profile", profile, "Per-layer forward/backward medians of the step (CPU)");
-  app.add_option("--csv", csv, "Also write the results as CSV to this path");
+  app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
+  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for cuDNN (set_gpu_nhwc)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     set_num_threads(threads);

@@ -77,6 +77,10 @@ int doctor() {
 
 int main(int argc, char** argv) {
   CLI::App app{"Show the devices and library versions Ember sees.", "ember_info"};
+  ember::apps::set_up_help(app,
+                           "  0  success (with --doctor: no problems found)\n"
+                           "  1  --doctor found a problem\n"
+                           "  2  bad command line");
   bool version = false, run_doctor = false;
   app.add_flag("--version", version, "Print the Ember version and exit");
   app.add_flag("--doctor", run_doctor, "Diagnose GPU set-up problems and say what to do (exit 1 if any)");

@@ -1,10 +1,7 @@
 // train_mnist's flags: what each means, its checks, and the checks across flags.
 #include "apps/train_mnist_args.h"
 
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <thread>
 
 #include "apps/cli.h"
@@ -12,32 +9,6 @@
 namespace ember::apps {
 
 namespace {
-
-// A CLI11 check for a floating-point flag: a finite number in [lo, hi] (NaN and inf refused).
-std::function<std::string(const std::string&)> finite_in(double lo, double hi) {
-  return [lo, hi](const std::string& text) {
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size()) return "expected a number, got '" + text + "'";
-    char range[96];
-    std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
-    if (!std::isfinite(v) || v < lo || v > hi)
-      return "expected a finite number in " + std::string(range) + ", got " + text;
-    return std::string();
-  };
-}
-
-// A CLI11 check for an unsigned 64-bit decimal (CLI11 would wrap "-5" and clamp 1e30).
-std::string unsigned_64(const std::string& text) {
-  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
-    return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
-  try {
-    (void)std::stoull(text);
-  } catch (const std::exception&) {
-    return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
-  }
-  return std::string();
-}
 
 std::string non_empty(const std::string& text) {
   return text.empty() ? std::string("the path is empty") : std::string();
@@ -94,99 +65,144 @@ std::optional<LearningRateSchedule> schedule_of(const Args& a) {
 
 int parse_train_mnist_args(int argc, char** argv, Args& a) {
   CLI::App app{
-      "Train the reference CNN (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), or --model bn-cnn or resnet, on MNIST "
-      "or "
-      "Fashion-MNIST.",
+      "Train a CNN on MNIST or Fashion-MNIST: the reference CNN "
+      "(Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), bn-cnn or resnet (--model).",
       "train_mnist"};
+  set_up_help(app,
+              "  0        success\n"
+              "  1        runtime error (missing data, device, I/O, diverged training)\n"
+              "  2        bad command line\n"
+              "  3        a replica or rank hung past --collective-timeout\n"
+              "  130/143  stopped by SIGINT/SIGTERM (after the current step; a second signal exits at once)");
   // A flag given twice takes its last value, so wrappers can set defaults users override
   // (scripts/train.sh passes --epochs 5 before the user's arguments).
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--device", a.device, "cpu, gpu, gpu:N or cuda:N (auto: the GPU when usable, else cpu)");
-  app.add_option("--epochs", a.epochs, "Epochs to train")->check(CLI::Range(1, 100000));
-  app.add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--lr", a.lr, "Adam learning rate")->check(finite_in(1e-12, 10.0));
-  auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64);
-  app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (default: data/<dataset>)");
+  // --help lists the groups in the order of their first flag here.
+  app.get_help_ptr()->group("Help");
+
+  app.option_defaults()->group("Data");
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
-  auto* model =
-      app.add_option("--model", a.model,
-                     "reference (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), bn-cnn "
-                     "(Conv32-BatchNorm-ReLU-Pool-Conv64-BatchNorm-ReLU-Pool-Dropout0.25-Dense10) or resnet (a stem "
-                     "and three residual blocks with BatchNorm, GlobalAvgPool, Dense10; its default --lr-schedule is "
-                     "cosine down to 0)")
-          ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
-  auto* schedule =
-      app.add_option("--lr-schedule", a.lr_schedule,
-                     "Learning rate per epoch from --lr: constant, step (x --lr-decay every --lr-decay-epochs, default "
-                     "5), exponential (x --lr-decay per --lr-decay-epochs, default 1, smoothly) or cosine (down to "
-                     "--lr-decay x --lr at --lr-decay-epochs, default --epochs)")
-          ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}));
-  auto* decay = app.add_option("--lr-decay", a.lr_decay,
-                               "The schedule's factor (step, exponential: (0, 1]; cosine's floor: [0, 1])")
-                    ->check(finite_in(0.0, 1.0));
-  app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs (0: its default)")
-      ->check(CLI::Range(0, 100000));
-  app.add_option("--optimizer", a.optimizer,
-                 "adam (Keras' defaults), adamw (decoupled weight decay, default 0.004), sgd (momentum 0.9) or "
-                 "rmsprop, at --lr")
-      ->check(CLI::IsMember({"adam", "adamw", "sgd", "rmsprop"}));
-  app.add_option("--weight-decay", a.weight_decay,
-                 "Decoupled weight decay of kernels (not biases or BatchNorm): p -= lr x decay x p each step "
-                 "(default: adamw 0.004, the others 0)")
-      ->check(finite_in(0.0, 1.0));
-  app.add_option("--clipnorm", a.clipnorm, "Clip the gradient to this global L2 norm before each update (0: off)")
-      ->check(finite_in(0.0, 1e9));
-  app.add_option("--warmup-steps", a.warmup_steps,
-                 "Raise the rate linearly over the first N steps; the --lr-schedule then runs per step (a smooth "
-                 "cosine)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (.gz or not)")
+      ->type_name("DIR")
+      ->default_str("data/<dataset>");
+  app.add_option("--batch-size", a.batch_size, "Batch size")->check(integer_in(1, int64_t{1} << 20));
+  app.add_option("--limit-train", a.limit_train, "Train on the first N training images only")
+      ->check(integer_in(0, int64_t{1} << 40))
+      ->default_str("all");
+
+  app.option_defaults()->group("Model and training");
+  auto* model = app.add_option("--model", a.model,
+                               "reference, bn-cnn (BatchNorm, Dropout) or resnet (residual blocks; a cosine "
+                               "--lr-schedule by default)")
+                    ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
+  app.add_option("--epochs", a.epochs, "Epochs to train")->check(integer_in(1, 100000));
+  app.add_option("--steps", a.steps, "Stop after N training steps in total")
+      ->check(integer_in(-1, int64_t{1} << 40))
+      ->default_str("no limit");
+  auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64());
   app.add_option("--early-stopping", a.early_stopping,
-                 "Stop when val_loss has not improved for this many epochs, and restore the best epoch's weights "
-                 "(-1: off)")
-      ->check(CLI::Range(-1, 100000));
+                 "Stop when val_loss has not improved for N epochs; restore the best epoch's weights")
+      ->check(integer_in(-1, 100000))
+      ->default_str("off");
   app.add_option("--early-stopping-min-delta", a.early_stopping_min_delta,
                  "The least fall of val_loss that counts as an improvement")
       ->check(finite_in(0.0, 1e9));
-  app.add_option("--steps", a.steps, "Stop after N training steps in total (-1: no limit)")
-      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
-  app.add_option("--limit-train", a.limit_train, "Train on the first N images only (0: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  app.add_option("--threads", a.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--history", a.history, "Write per-epoch metrics and the test result as JSON to this path")
-      ->check(non_empty);
-  app.add_flag("--quiet", a.quiet, "Print only the final test line");
-  app.add_flag("--strict-placement", a.strict_placement, "Fail instead of falling back to CPU when the GPU is missing");
-  app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
-  app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) to this path")
+
+  app.option_defaults()->group("Optimizer and schedule");
+  app.add_option("--optimizer", a.optimizer, "adam, adamw (decoupled weight decay), sgd (momentum 0.9) or rmsprop")
+      ->check(CLI::IsMember({"adam", "adamw", "sgd", "rmsprop"}));
+  app.add_option("--lr", a.lr, "Learning rate of the --optimizer")
+      ->check(finite_in(1e-12, 10.0))
+      ->default_str("0.001, for every optimizer");
+  app.add_option("--weight-decay", a.weight_decay,
+                 "Decoupled weight decay of kernels (not biases or BatchNorm): p -= lr x decay x p each step")
+      ->check(finite_in(0.0, 1.0))
+      ->default_str("the optimizer's: adamw 0.004, the others 0");
+  app.add_option("--clipnorm", a.clipnorm, "Clip the gradient to this global L2 norm before each update")
+      ->check(finite_in(0.0, 1e9))
+      ->default_str("off");
+  app.add_option("--warmup-steps", a.warmup_steps,
+                 "Raise the rate linearly over the first N steps; the schedule then runs per step")
+      ->check(integer_in(0, int64_t{1} << 40))
+      ->default_str("none");
+  auto* schedule = app.add_option("--lr-schedule", a.lr_schedule,
+                                  "The rate per epoch from --lr: constant, step, exponential (x --lr-decay per "
+                                  "--lr-decay-epochs) or cosine (down to --lr-decay x --lr)")
+                       ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}))
+                       ->default_str("constant; resnet: cosine");
+  auto* decay = app.add_option("--lr-decay", a.lr_decay,
+                               "The schedule's factor: step, exponential in (0, 1]; cosine's floor in [0, 1]")
+                    ->check(finite_in(0.0, 1.0))
+                    ->default_str("0.5; resnet: 0");
+  app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs")
+      ->check(integer_in(0, 100000))
+      ->default_str("the schedule's: step 5, exponential 1, cosine --epochs");
+
+  app.option_defaults()->group("Checkpoints and output");
+  app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) here")
+      ->type_name("PATH")
       ->check(non_empty);
   app.add_option("--checkpoint-dir", a.checkpoint_dir,
                  "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)")
+      ->type_name("DIR")
       ->check(non_empty);
   app.add_flag("--overwrite", a.overwrite,
-               "Let --checkpoint-dir replace the checkpoints another run left there (refused otherwise, unless "
-               "--resume)");
-  auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total");
+               "Let --checkpoint-dir replace the checkpoints of another run (refused otherwise, unless --resume)");
+  auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total")
+                     ->type_name("PATH");
   auto* load = app.add_option("--load", a.load,
-                              "Recreate the model this checkpoint holds from its architecture (no --model needed) and "
-                              "evaluate it (with --evaluate-only)")
+                              "Recreate the model a checkpoint holds (no --model) and evaluate it; needs "
+                              "--evaluate-only, excludes --resume")
+                   ->type_name("PATH")
                    ->excludes(resume);
   auto* evaluate_only = app.add_flag("--evaluate-only", a.evaluate_only,
                                      "Only print the test metrics of the --resume or --load checkpoint");
   load->needs(evaluate_only);
+  app.add_option("--history", a.history, "Write per-epoch metrics and the test result as JSON here")
+      ->type_name("PATH")
+      ->check(non_empty);
+  app.add_flag("--quiet", a.quiet, "Print only the final test line");
+
+  app.option_defaults()->group("Device and placement");
+  app.add_option("--device", a.device, "auto (the GPU when usable, else cpu), cpu, gpu, gpu:N or cuda:N");
+  app.add_flag("--strict-placement", a.strict_placement,
+               "Fail instead of falling back to the CPU when the GPU is missing");
+  app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
+  app.add_option("--threads", a.threads, "CPU threads")->check(integer_in(0, 4096))->default_str("all cores");
+
+  app.option_defaults()->group("Data-parallel");
   app.add_option("--strategy", a.strategy,
-                 "default (one replica), mirrored (replicas in this process), multiworker (one per MPI rank)")
+                 "default (one replica), mirrored (replicas in this process) or multiworker (one per MPI rank)")
       ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
-  app.add_option("--replicas", a.replicas,
-                 "CPU replicas for --strategy mirrored --device cpu (one thread drives them all)")
-      ->check(CLI::Range(1, 256));
-  app.add_option("--gpus", a.gpus, "GPUs for --strategy mirrored, e.g. 0,1 (default: every usable GPU)")
+  app.add_option("--replicas", a.replicas, "CPU replicas of --strategy mirrored --device cpu (one thread drives all)")
+      ->check(integer_in(1, 256));
+  app.add_option("--gpus", a.gpus, "GPUs of --strategy mirrored, e.g. 0,1")
+      ->type_name("LIST")
+      ->default_str("every usable GPU")
       ->check([](const std::string& s) {
         return parse_gpu_list(s).empty() ? std::string("expected a list of GPU indices such as 0,1") : std::string();
       });
   app.add_option("--collective-timeout", a.collective_timeout,
-                 "Seconds a collective may wait for the other replicas before the job is ended")
+                 "Seconds a collective may wait for the other replicas before the job ends (exit code 3)")
       ->check(finite_in(0.1, 86400.0));
+
+  app.option_defaults()->group("Numerics");
+  auto* tf32 = app.add_flag("--allow-tf32", a.allow_tf32,
+                            "GPU: TF32 tensor cores in cuBLAS/cuDNN also with --deterministic (without it, the "
+                            "default on Ampere and newer; ~1e-3 relative rounding)");
+  app.add_flag("--no-tf32", a.no_tf32,
+               "GPU: FP32 math throughout (the default with --deterministic); excludes --allow-tf32")
+      ->excludes(tf32);
+  app.add_flag("--deterministic", a.deterministic,
+               "GPU: only deterministic cuDNN algorithms (the same bits every run)");
+  app.add_option("--conv-algorithms", a.conv_algorithms,
+                 "fast (Winograd where it fits) or exact (direct sums only; on the GPU deterministic too)")
+      ->check(CLI::IsMember({"fast", "exact"}));
+
+  app.option_defaults()->group("GPU memory");
   app.add_option("--gpu-memory-limit", a.gpu_memory_limit, "Cap GPU memory: BYTES, or with KiB/MiB/GiB/KB/MB/GB")
+      ->type_name("SIZE")
+      ->default_str("no limit")
       ->check([](const std::string& s) {
         try {
           ember::MemoryPolicy::limit(s);
@@ -195,33 +211,23 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
           return std::string(e.what());
         }
       });
-  app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card (0, 1]")
-      ->check(finite_in(1e-6, 1.0));
-  auto* tf32 = app.add_flag("--allow-tf32", a.allow_tf32,
-                            "GPU: TF32 tensor cores in cuBLAS/cuDNN (the default on Ampere and newer, as in "
-                            "TensorFlow; ~1e-3 relative rounding), also with --deterministic");
-  app.add_flag("--no-tf32", a.no_tf32, "GPU: FP32 math throughout (the default with --deterministic)")->excludes(tf32);
-  app.add_flag("--deterministic", a.deterministic,
-               "GPU: only deterministic cuDNN algorithms (the same bits every run)");
-  app.add_option("--conv-algorithms", a.conv_algorithms,
-                 "fast (Winograd where it fits) or exact (direct sums only; on the GPU deterministic too)")
-      ->check(CLI::IsMember({"fast", "exact"}));
+  app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card, (0, 1]")
+      ->check(finite_in(1e-6, 1.0))
+      ->default_str("no limit");
+
+  app.option_defaults()->group("GPU speed (experimental, all off by default; unverified on a GPU)");
   app.add_flag("--cudnn-find", a.cudnn_find,
-               "GPU: time every cuDNN convolution algorithm once per shape and take the fastest (as PyTorch's "
-               "cudnn.benchmark) instead of cuDNN's heuristic choice");
-  app.add_flag("--fused-conv", a.fused_conv,
-               "GPU: each convolution's forward as one cuDNN call (convolution + bias + ReLU; unverified on a GPU)");
-  app.add_flag("--fused-dense", a.fused_dense,
-               "GPU: Dense's bias (+ ReLU) and bias gradient as cuBLASLt GEMM epilogues (unverified on a GPU)");
-  app.add_flag("--fused-loss", a.fused_loss,
-               "GPU: the loss's forward, sums and gradient as one kernel (the same bits; unverified on a GPU)");
+               "Time every cuDNN convolution algorithm once per shape and take the fastest (cudnn.benchmark)");
+  app.add_flag("--fused-conv", a.fused_conv, "Each convolution's forward as one cuDNN call (+ bias + ReLU)");
+  app.add_flag("--fused-dense", a.fused_dense, "Dense's bias (+ ReLU) and bias gradient as cuBLASLt GEMM epilogues");
+  app.add_flag("--fused-loss", a.fused_loss, "The loss's forward, sums and gradient as one kernel (the same bits)");
   app.add_flag("--fused-advance", a.fused_advance,
-               "GPU: the loader's cursor, Adam's step and Dropout's counter advanced by the kernels that read them "
-               "instead of one-thread kernels (the same bits; unverified on a GPU)");
-  app.add_flag("--nhwc", a.nhwc, "GPU: Conv2D and MaxPool2D activations channels-last for cuDNN (unverified on a GPU)");
+               "The loader's cursor, Adam's step and Dropout's counter advanced by the kernels that read them, "
+               "not one-thread kernels (the same bits)");
+  app.add_flag("--nhwc", a.nhwc, "Conv2D and MaxPool2D activations channels-last for cuDNN");
   app.add_flag("--cuda-graphs", a.cuda_graphs,
-               "GPU: capture the training step once as a CUDA graph and replay it (one launch per step instead of "
-               "about 45; the same bits; unverified on a GPU)");
+               "Capture the training step once as a CUDA graph and replay it: one launch per step (the same bits)");
+
   app.add_option("--inject-fault", a.inject_fault,
                  "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden
