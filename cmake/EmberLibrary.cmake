@@ -60,7 +60,10 @@ set_source_files_properties(layers/cpu/conv2d_direct.cpp layers/cpu/conv2d_maxpo
 # so that libember itself links no CUDA library.
 if(EMBER_HAVE_CUDA)
   add_library(ember_cuda SHARED ${EMBER_CUDA_SOURCES})
-  set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+  # One CUDA runtime per process, the shared one (CMake's default for .cu targets adds the static
+  # cudart too): the module and the programs that call it see the same current device and streams.
+  set_target_properties(ember_cuda PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+                                              CUDA_RUNTIME_LIBRARY Shared)
   target_link_libraries(ember_cuda PUBLIC ember CUDA::cudart CUDA::cublas CUDA::cublasLt CUDNN::cudnn PRIVATE ember_warnings)
   # The architectures this module has code for: the status probe decides from them, without a
   # context on every GPU (core/cuda_arch.h).

@@ -1,317 +1,434 @@
 #!/usr/bin/env bash
-# The GPU check: everything a session with a lent GPU must run, in two halves.
+# The GPU check: runs Ember's GPU code on a machine with an NVIDIA GPU, built elsewhere.
 #
-#   scripts/gpu_check.sh prepare     here (Debian, no GPU): builds build/gpu (Release, CUDA on,
-#                                    MPI off) and gathers a bundle in gpu-bundle/ (binaries,
-#                                    libember, libember_cuda and the non-CUDA libraries they
-#                                    need: oneDNN, spdlog, fmt, OpenCL loader, libgomp), also
-#                                    packed as gpu-bundle.tar.xz (~21 MB instead of ~63: the
-#                                    device tool carries 64 MiB at most, tree included)
-#   scripts/gpu_check.sh run [PART...]  on the GPU machine (device tool, carry gpu-bundle.tar.xz,
-#                                    or the gpu-bundle folder): unpacks the archive, points
-#                                    LD_LIBRARY_PATH at the bundle and at the CUDA libraries of
-#                                    the PyTorch there, then runs every check and writes a log
-#                                    to $OUT (or gpu-bundle/) for docs/gpu-verification.md
+#   scripts/gpu_check.sh prepare       on a Debian 12 machine (no GPU needed): fetches MNIST when
+#                                      data/mnist is absent, builds build/gpu (Release, CUDA on, MPI
+#                                      off, sm_90 SASS + PTX) and packs gpu-bundle.tar.xz: the
+#                                      binaries, libember, libember_cuda, the non-CUDA libraries
+#                                      they need (oneDNN, spdlog, fmt, OpenCL loader, libgomp) and
+#                                      MNIST gzipped. Fails when the archive and the source tree
+#                                      together pass 64 MiB or MNIST cannot be had.
+#   scripts/gpu_check.sh run first     the first contact, one call: the items below in order of
+#                                      risk and of what each proves, under one deadline
+#   scripts/gpu_check.sh run second    what the first plan leaves out (run it after the first)
+#   scripts/gpu_check.sh run ITEM...   the named items only (to rerun what failed, say)
+#   scripts/gpu_check.sh list          every item with its estimate and cap
 #
-# Parts: info gputests sanitize placement train bench (and tests: every unit test binary whole,
-# CPU tests included, for a machine without a time limit). Each part appends to the log under
-# $OUT as it goes (every command line-buffered, so a call stopped at its limit still returns what
-# ran) and prints its own seconds. The device tool stops a command after 10 minutes and lends 30
-# minutes of device time per session, machine start included, so a session runs the check in
-# four calls (estimates for one H100, not yet measured; docs/gpu-verification.md keeps the
-# measured ones):
-#   call 1: run info gputests    ~4 min   the GPU unit tests (test_cuda_*, the GPU tests of
-#                                         test_distribute, test_device and test_train_mnist)
-#   call 2: run sanitize         ~7 min   compute-sanitizer memcheck (parity, the C2 tests, losses,
-#                                         training) and racecheck (parity, fused loss, folded advances)
-#   call 3: run placement train  ~7 min   soft placement, OOM, train_mnist on MNIST
-#   call 4: run bench            ~5 min   bench_train next to PyTorch, bench_conv, bench_matmul
-# With the machine's start (~3 min) about 26 minutes. Each call carries gpu-bundle.tar.xz (the
-# binaries, libember*, oneDNN/spdlog/fmt/OpenCL/libgomp, MNIST gzipped) and needs on the device
-# machine: the NVIDIA driver, python3 with PyTorch's CUDA 13 wheels (their nvidia/ libraries:
-# cudart, cuBLAS, cuDNN, NCCL), and for call 2 compute-sanitizer (the toolkit's bin folder).
-# Checks today (each later issue adds its own):
-#   nvidia-smi; ember_info and --doctor (devices, versions compiled vs loaded); every unit test
-#   (CUDA check macros; test_cuda_tensor: copies, the allocator's reuse and cap;
-#   test_cuda_parity: every GPU op against the CPU, the device gather, metric sums, SGD;
-#   test_cuda_fused_loss / test_cuda_folded_advances: issue 34's C2 kernels (set_fused_loss,
-#   set_fused_advance) against the kernels they replace, bit for bit; test_cuda_fused_dense: Dense
-#   through cuBLASLt epilogues (set_fused_dense) against the CPU and the unfused path;
-#   test_cuda_losses: the losses, metrics and the gather of f32 data against the CPU;
-#   test_cuda_training: training steps and fit() on the GPU vs the CPU, no allocation in the
-#   steady state; test_distribute: NCCL all-reduce/broadcast over every local GPU, communicators
-#   from a unique id, Mirrored on 1 GPU == Default bit for bit, on 2 GPUs == 1 GPU;
-#   test_train_mnist: the same through the app); compute-sanitizer memcheck and racecheck (call 2); soft placement (a missing gpu:99) and an out-of-memory error
-#   on purpose (a 4 MiB cap); train_mnist --device gpu --epochs 5 on MNIST (>= 99.0%) in TF32
-#   (the default) and FP32 (--no-tf32), --strategy mirrored with two replicas on one GPU and on
-#   every GPU. Issue 15's unit tests: fit's host waits do not grow with its steps
-#   (CudaTraining.FitWaitsForTheGpuOnlyWhereItReadsItsTotals), the probe makes no context,
-#   rows beyond 2^20, deterministic cuDNN choice, three replicas on one GPU vs one, the NCCL
-#   clique abort (2 GPUs); CUDA graphs (CudaGraphs.*: graph == eager bit for bit, replay, a failed
-#   capture) and train_mnist --cuda-graphs (5 epochs, >= 99.0%, the epoch time against the goal
-#   of 0.1 s), and the speed switches together for one epoch (--cuda-graphs --cudnn-find --fused-conv
-#   --fused-dense --fused-loss --fused-advance --nhwc). bench_train (its 'graph' row on the GPU) alternating with PyTorch on the
-#   same GPU, FP32 against FP32 and TF32 against TF32; bench_conv on CPU and GPU;
-#   bench_matmul's cuBLAS columns.
-#   Not here: MultiWorker over MPI (the bundle carries no MPI; its NCCL part is covered by the
-#   unique-id test with threads in place of processes).
+# `run` unpacks gpu-bundle.tar.xz when gpu-bundle/ is absent, points LD_LIBRARY_PATH at the bundle
+# and at the NVIDIA libraries of the machine's PyTorch wheels (cudart, cuBLAS, cuDNN, NCCL), and
+# runs each item under `timeout`. An item starts only when the deadline leaves it its minimum;
+# otherwise it is skipped with the reason. On a machine without a GPU every GPU item is skipped
+# (`no GPU`) and the run exits 0 in seconds: CI runs it so on the binaries it built.
+#
+# Outputs, at most two files under $OUT (default gpu-check-out/):
+#   gpu_check.log   everything, appended line by line as it runs (a call stopped at its limit keeps
+#                   what ran), with the libraries' own error logs folded in
+#   summary.txt     one line per item: ok, FAILED (exit N), timed out, or skipped and why, with its
+#                   seconds; printed last
+# Histories, checkpoints and CSVs go to a scratch folder outside $OUT; the log quotes what matters.
+#
+# Environment: OUT; GPU_CHECK_DEADLINE (seconds from the start, default 420); GPU_CHECK_BUILD (a
+# build folder to take the binaries from instead of the bundle, e.g. build/test-cuda);
+# GPU_CHECK_DATA (MNIST's folder, default the bundle's, or data/mnist with GPU_CHECK_BUILD);
+# GPU_CHECK_VERBOSE=1 raises the libraries' logging from errors to warnings and hints (a rerun).
+# Exit status: 0 when no item failed (a skipped item is not a failure), 1 when one failed or the
+# preflight did, 2 for a bad command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode=${1:-}
 BUNDLE=gpu-bundle
+SCRIPT="$PWD/scripts/gpu_check.sh"
+MAX_CARRY_MIB=64  # what the archive and the working tree may come to together
 
+# ---- the items: name, minimum seconds to start, cap in seconds, what it proves ----------------
+# The estimates behind the caps are for one H100/H200 with 16 cores; docs/gpu-verification.md keeps
+# the measured seconds.
+ITEMS=(
+  "preflight|5|60|the bundle loads (ldd), the driver, the GPU, the libraries loaded against those compiled, MNIST present"
+  "checks|5|60|test_cuda_checks, test_cuda_tensor: the module, the probe, check macros, copies, the allocator and its cap"
+  "parity|30|150|test_cuda_parity: every GPU op against its CPU twin; cuDNN candidates, find, fused, NHWC"
+  "training|40|180|test_cuda_training: fit on the GPU against the CPU, host waits, graph == eager bit for bit"
+  "kernels|20|120|test_cuda_fused_loss, test_cuda_folded_advances, test_cuda_losses, test_cuda_fused_dense"
+  "mnist|40|100|train_mnist --device gpu --epochs 5 (TF32, the default): >= 99.0%"
+  "mnist_graphs|25|70|train_mnist --cuda-graphs --epochs 5: >= 99.0%, the epoch times"
+  "bn_cnn|20|60|train_mnist --model bn-cnn --cuda-graphs --nhwc --epochs 3: >= 98.5%"
+  "speed_switches|10|45|--cuda-graphs --cudnn-find --fused-conv --fused-dense --fused-loss --fused-advance --nhwc, 1 epoch"
+  "replicas|10|60|--strategy mirrored --gpus 0,0: two replicas on one GPU (host-summed), 1 epoch"
+  "oom|5|30|a 4 MiB memory cap: exit 1 and an out-of-memory message"
+  "nccl|30|150|NCCL and Mirrored on one GPU (test_distribute), test_device, the app's GPU tests"
+  "speed|30|90|bench_train eager and graph rows, FP32 and TF32+NHWC, beside PyTorch on the same GPU"
+  "sanitizer|30|180|compute-sanitizer memcheck over the fused-loss and folded-advance tests, racecheck over the fused loss"
+)
+FIRST="preflight checks parity training kernels mnist mnist_graphs bn_cnn speed_switches replicas oom nccl speed sanitizer"
+# The second run: what the first leaves out, cheapest proof first.
+ITEMS+=(
+  "mnist_fp32|40|100|train_mnist --no-tf32 --epochs 5: >= 99.0% in FP32"
+  "resnet|30|120|train_mnist --model resnet --epochs 2 (>= 98.5%), then --evaluate-only --load of its checkpoint"
+  "bn_cnn_eager|20|60|train_mnist --model bn-cnn --epochs 3 without graphs: >= 98.5%"
+  "exact|15|60|--conv-algorithms exact, 1 epoch: deterministic direct/GEMM algorithms (placement shows them)"
+  "mirrored_all|15|90|--strategy mirrored on every GPU (NCCL), 1 epoch"
+  "soft_placement|5|30|--device gpu:99 falls back to the CPU with one warning"
+  "pytorch_epochs|30|150|PyTorch on the same GPU, 5 epochs (FP32, data on the GPU)"
+  "bench_full|60|400|bench_train beside PyTorch, 3 rounds; bench_conv; bench_matmul"
+  "sanitizer_full|60|590|memcheck over parity, training, losses and fused dense; racecheck over parity"
+)
+SECOND="preflight mnist_fp32 resnet bn_cnn_eager exact mirrored_all soft_placement pytorch_epochs bench_full sanitizer_full"
+
+item_field() {  # item_field NAME FIELD(1 name, 2 min, 3 cap, 4 text)
+  local i
+  for i in "${ITEMS[@]}"; do
+    [[ ${i%%|*} == "$1" ]] && { cut -d'|' -f"$2" <<<"$i"; return 0; }
+  done
+  return 1
+}
+
+# ---- prepare ----------------------------------------------------------------------------------
 prepare() {
+  if [[ ! -f data/mnist/train-images-idx3-ubyte ]]; then
+    scripts/fetch_data.sh mnist || { echo "gpu_check prepare: MNIST could not be fetched" >&2; exit 1; }
+  fi
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_MPI=OFF >/dev/null
   cmake --build build/gpu
-  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
+  rm -rf "$BUNDLE" "$BUNDLE.tar.xz" && mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/mnist"
   cp build/gpu/apps/{train_mnist,ember_info,bench_matmul,bench_train,bench_conv} "$BUNDLE/bin/"
-  # Every test binary but the real-MNIST one (train_mnist covers MNIST there); the bundle and
-  # the working tree must stay under the device tool's 64 MiB (it is ~60 MiB with MNIST).
+  # Every test binary but the real-MNIST epoch (train_mnist covers MNIST here).
+  local t f lib
   for t in build/gpu/tests/test_*; do
     [[ -x $t && -f $t && $(basename "$t") != test_mnist_real ]] && cp "$t" "$BUNDLE/bin/"
   done
   cp -P build/gpu/libember.so* build/gpu/libember_cuda.so* "$BUNDLE/lib/"
-  # Non-CUDA shared libraries the binaries need that a bare machine lacks (CUDA ones come from
-  # the PyTorch installation there).
+  # Non-CUDA shared libraries a bare machine lacks (the CUDA ones come from PyTorch's wheels there).
   for lib in libdnnl.so.2 libspdlog.so.1.10 libfmt.so.9 libOpenCL.so.1 libgomp.so.1; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$BUNDLE/lib/"
   done
   strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/lib/libember*.so.*.* 2>/dev/null || true
-  if [[ -d data/mnist ]]; then  # gzipped: 11 MB instead of 55
-    mkdir -p "$BUNDLE/mnist"
-    for f in data/mnist/*-ubyte; do gzip -c "$f" > "$BUNDLE/mnist/$(basename "$f").gz"; done
-  fi
+  for f in data/mnist/*-ubyte; do gzip -9 -c "$f" >"$BUNDLE/mnist/$(basename "$f").gz"; done
+  [[ $(ls "$BUNDLE"/mnist/*.gz | wc -l) == 4 ]] || { echo "gpu_check prepare: MNIST incomplete" >&2; exit 1; }
   # The device machine's copy of the tree has no .git: the commit travels in the bundle.
-  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu-bundle*' || echo '+uncommitted')" > "$BUNDLE/COMMIT"
-  du -sh "$BUNDLE"
-  tar -cf - "$BUNDLE" | xz -T0 -6 > "$BUNDLE.tar.xz"
-  du -sh "$BUNDLE.tar.xz"
-  echo "carry: $BUNDLE.tar.xz (device tool), then: scripts/gpu_check.sh run"
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu-bundle*' || echo '+uncommitted')" \
+    >"$BUNDLE/COMMIT"
+  tar -cf - "$BUNDLE" | xz -T0 -6 >"$BUNDLE.tar.xz"
+  local archive tree
+  archive=$(stat -c %s "$BUNDLE.tar.xz")
+  tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null |
+    awk '{ s += $1 } END { print s + 0 }')
+  awk -v a="$archive" -v t="$tree" -v m="$MAX_CARRY_MIB" -v f="$BUNDLE.tar.xz" 'BEGIN {
+    printf "gpu_check prepare: %s: %.1f MiB, the working tree %.1f MiB (limit %d MiB together)\n", f, a / 1048576, t / 1048576, m }'
+  if ((archive + tree > MAX_CARRY_MIB * 1048576)); then
+    echo "gpu_check prepare: the archive and the tree pass $MAX_CARRY_MIB MiB: leave binaries out" >&2
+    exit 1
+  fi
+  echo "carry $BUNDLE.tar.xz, then run: bash scripts/gpu_check.sh run first"
 }
 
-# The checks, in parts, so that a device session can spread them over several calls (the
-# device tool stops a command after 10 minutes): `run` runs all, `run tests sanitize` some.
-# Each part sets status=1 when something fails.
-part_info() {
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || status=1
-  echo "== ember_info";          "$B"/ember_info || status=1
-  echo "== ember_info --doctor"; "$B"/ember_info --doctor || status=1
+# ---- helpers the items use --------------------------------------------------------------------
+# A binary of the bundle, or of GPU_CHECK_BUILD (apps/ and tests/ there).
+bin() {
+  if [[ -n ${GPU_CHECK_BUILD:-} ]]; then
+    if [[ -x $GPU_CHECK_BUILD/apps/$1 ]]; then echo "$GPU_CHECK_BUILD/apps/$1"; else echo "$GPU_CHECK_BUILD/tests/$1"; fi
+  else
+    echo "$BUNDLE/bin/$1"
+  fi
+}
+# A command with its output line-buffered, so that the log keeps every line written so far.
+lb() { if command -v stdbuf >/dev/null; then stdbuf -oL -eL "$@"; else "$@"; fi; }
+gtest() { lb "$(bin "$1")" --gtest_brief=1 "${@:2}"; }
+train() { lb "$(bin train_mnist)" --device gpu --strict-placement --seed 1 --data-dir "$DATA" "$@"; }
+# accuracy_at_least HISTORY MIN: prints the test accuracy (and epoch times); fails below MIN.
+accuracy_at_least() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for e in j.get("history", []):
+    ips = e.get("images_per_second") or 0
+    print("epoch %s: train %.4f s, with evaluation %.4f s" % (e.get("epoch"), 60000 / ips if ips else 0, e.get("seconds", 0)))
+a = j["test"]["accuracy"]
+print("test accuracy %.4f (at least %s)" % (a, sys.argv[2]))
+sys.exit(0 if a >= float(sys.argv[2]) else 1)
+EOF
 }
 
-# A command with its output line-buffered (the log is a file: a call stopped at its limit keeps
-# every line written so far), timed.
-lb() {
-  local t0=$SECONDS rc=0
-  if command -v stdbuf >/dev/null; then stdbuf -oL -eL "$@" || rc=$?; else "$@" || rc=$?; fi
-  echo "   ($((SECONDS - t0)) s, exit $rc)"
+# ---- the items ----------------------------------------------------------------------------------
+# Each runs in its own process under `timeout`; it fails by a non-zero exit; 77 says the tool it
+# needs is not on this machine (the item is then reported skipped).
+item_preflight() {
+  local f missing=0 line
+  echo "bundle commit: $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '(none: binaries of '"${GPU_CHECK_BUILD:-?}"')')"
+  for f in "$(bin ember_info)" "$(bin train_mnist)" "$(bin test_cuda_parity)" "$LIBDIR"/libember_cuda.so*; do
+    [[ -f $f && ! -L $f ]] || continue
+    while IFS= read -r line; do
+      # Without a GPU the CUDA libraries may be absent (they come from the GPU machine's wheels).
+      if [[ $GPU_CHECK_HAVE_GPU == 1 || ! $line =~ lib(cuda|cudart|cublas|cublasLt|cudnn|nccl|nvrtc|nvJitLink) ]]; then
+        echo "ldd $f: $line"; missing=1
+      fi
+    done < <(ldd "$f" 2>&1 | grep 'not found' || true)
+  done
+  ((missing == 0)) || { echo "a library the binaries need is missing"; return 1; }
+  echo "ldd: every library found"
+  [[ -f $DATA/train-images-idx3-ubyte || -f $DATA/train-images-idx3-ubyte.gz ]] ||
+    { echo "no MNIST in $DATA: prepare bundles it (scripts/gpu_check.sh prepare)"; return 1; }
+  echo "MNIST: $DATA"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+  fi
+  lb "$(bin ember_info)" || return 1
+  if [[ $GPU_CHECK_HAVE_GPU == 1 ]]; then
+    lb "$(bin ember_info)" --doctor || return 1
+  else
+    echo "no GPU here (nvidia-smi lists none): every GPU item is skipped"
+  fi
+}
+item_checks() { gtest test_cuda_checks && gtest test_cuda_tensor; }
+item_parity() { gtest test_cuda_parity; }
+item_training() { gtest test_cuda_training; }
+item_kernels() {
+  local t rc=0
+  # The fused Dense's tall, narrow case runs last inside its binary.
+  for t in test_cuda_fused_loss test_cuda_folded_advances test_cuda_losses test_cuda_fused_dense; do
+    echo "-- $t"; gtest "$t" || rc=1
+  done
   return "$rc"
 }
-
-# Data the tests read from the source tree, found where this copy of it is.
-test_data() { export EMBER_PARITY_DIR="$PWD/tests/data" EMBER_MNIST_DIR="$BUNDLE/mnist"; }
-
-part_tests() {  # every test binary whole (CPU tests too: slow, for a machine without a limit)
-  local t
-  test_data
-  for t in "$B"/test_*; do
-    echo "== $(basename "$t")"; lb "$t" --gtest_brief=1 || status=1
-  done
+item_mnist() {
+  train --epochs 5 --log-device-placement --history "$SCRATCH/mnist.json" &&
+    accuracy_at_least "$SCRATCH/mnist.json" 0.99
 }
-
-part_gputests() {  # the tests that need a GPU (the CPU ones run in CI)
-  local t
-  test_data
-  for t in test_cuda_checks test_cuda_tensor test_cuda_parity test_cuda_fused_loss test_cuda_fused_dense \
-           test_cuda_folded_advances test_cuda_losses test_cuda_training; do
-    echo "== $t"; lb "$B/$t" --gtest_brief=1 || status=1
-  done
-  echo "== test_device (placement)"; lb "$B"/test_device --gtest_brief=1 || status=1
-  echo "== test_distribute (NCCL, GPU replicas)"
-  lb "$B"/test_distribute --gtest_brief=1 --gtest_filter='Nccl.*:MirroredGpu.*' || status=1
-  echo "== test_train_mnist (the app on the GPU)"
-  lb "$B"/test_train_mnist --gtest_brief=1 --gtest_filter='*Gpu*:*Cuda*' || status=1
+item_mnist_graphs() {  # the epoch goal: 0.1 s at batch 64 (the 'train' time below)
+  train --epochs 5 --cuda-graphs --history "$SCRATCH/graphs.json" && accuracy_at_least "$SCRATCH/graphs.json" 0.99
 }
-
-# compute-sanitizer: on PATH, else in the toolkit's bin folder; said when there is none.
+item_bn_cnn() {
+  train --model bn-cnn --epochs 3 --lr-schedule cosine --cuda-graphs --nhwc --history "$SCRATCH/bn.json" &&
+    accuracy_at_least "$SCRATCH/bn.json" 0.985
+}
+item_speed_switches() {
+  train --epochs 1 --cuda-graphs --cudnn-find --fused-conv --fused-dense --fused-loss --fused-advance --nhwc \
+    --history "$SCRATCH/switches.json" && accuracy_at_least "$SCRATCH/switches.json" 0.97
+}
+item_replicas() {
+  train --epochs 1 --strategy mirrored --gpus 0,0 --history "$SCRATCH/replicas.json" &&
+    accuracy_at_least "$SCRATCH/replicas.json" 0.97
+}
+item_oom() {
+  local rc=0
+  train --epochs 1 --steps 2 --gpu-memory-limit 4MiB >"$SCRATCH/oom.txt" 2>&1 || rc=$?
+  tail -n 3 "$SCRATCH/oom.txt"
+  echo "exit $rc"
+  [[ $rc == 1 ]] && grep -qi "out of memory" "$SCRATCH/oom.txt"
+}
+item_nccl() {
+  local rc=0
+  echo "-- test_distribute (NCCL, GPU replicas)"
+  gtest test_distribute --gtest_filter='Nccl.*:MirroredGpu.*' || rc=1
+  echo "-- test_device (placement)"
+  gtest test_device || rc=1
+  echo "-- test_train_mnist (the app on the GPU)"
+  EMBER_TRAIN_MNIST_BIN="$PWD/$(bin train_mnist)" gtest test_train_mnist --gtest_filter='*Gpu*:*Cuda*' || rc=1
+  return "$rc"
+}
+pytorch() { lb python3 bench/pytorch_reference.py --device cuda --data-dir "$DATA" "$@"; }
+item_speed() {
+  local rc=0
+  lb "$(bin bench_train)" --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
+  lb "$(bin bench_train)" --device gpu --allow-tf32 --nhwc --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
+  # The peer's figure is a measurement, not a check of Ember: its failure is logged only.
+  pytorch --tf32 --memory-format channels_last --cuda-graph --mode data --batch-sizes 64,1024 --steps 100 ||
+    echo "(PyTorch's round failed: no peer figure)"
+  return "$rc"
+}
 find_sanitizer() {
   local c
   for c in "$(command -v compute-sanitizer || true)" /usr/local/cuda/bin/compute-sanitizer \
-           /usr/local/cuda-*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer; do
-    [[ -n $c && -x $c ]] && { echo "$c"; return; }
+    /usr/local/cuda-*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer; do
+    [[ -n $c && -x $c ]] && { echo "$c"; return 0; }
   done
+  return 1
 }
-
-part_sanitize() {
-  local san_bin
-  san_bin=$(find_sanitizer)
-  if [[ -z $san_bin ]]; then
-    echo "== compute-sanitizer not found (PATH, /usr/local/cuda*/bin): memcheck and racecheck NOT RUN"; return
-  fi
-  echo "== $san_bin"
-  # Tests that make CUDA API calls fail on purpose (a capture that waits for the host, a refused
-  # write inside a capture) would count as errors: left out here, they run in gputests.
+# sanitize TOOL TEST...: each test binary under compute-sanitizer, its output streamed to the log.
+sanitize() {
+  local san tool=$1 t rc=0 r
+  san=$(find_sanitizer || true)
+  [[ -n $san ]] || { echo "compute-sanitizer not found (PATH, /usr/local/cuda*/bin): not run"; return 77; }
+  # Tests that make CUDA calls fail on purpose would count as errors: they run in their own items.
   local skip='-CudaGraphs.CapturingWorkThatWaitsForTheHostFailsAndLeavesTheGpuUsable:CudaGraphs.ALearningRateWriteInsideACaptureIsRefused'
-  local tool t san rc
-  for tool in memcheck racecheck; do
-    for t in test_cuda_parity test_cuda_fused_loss test_cuda_fused_dense test_cuda_folded_advances test_cuda_losses \
-             test_cuda_training; do
-      # racecheck is slow: the own kernels' tests only (not cuBLASLt's, not training)
-      [[ $tool == racecheck && ( $t == test_cuda_fused_dense || $t == test_cuda_losses || $t == test_cuda_training ) ]] \
-        && continue
-      echo "== compute-sanitizer --tool $tool $t"
-      rc=0
-      san=$(lb "$san_bin" --tool "$tool" --error-exitcode 9 "$B/$t" --gtest_brief=1 --gtest_filter="$skip" 2>&1) || rc=$?
-      echo "$san" | tail -n 15
-      if grep -q "Device not supported" <<<"$san"; then
-        echo "   compute-sanitizer cannot attach on this machine (gVisor hosts refuse it): not run"
-      elif [[ $rc != 0 ]]; then
-        status=1
-      fi
-    done
+  for t in "${@:2}"; do
+    echo "-- compute-sanitizer --tool $tool $t"
+    r=0
+    lb "$san" --tool "$tool" --error-exitcode 9 "$(bin "$t")" --gtest_brief=1 --gtest_filter="$skip" \
+      2>&1 | tee "$SCRATCH/san.txt" | tail -n 25 || r=$?
+    if grep -q "Device not supported" "$SCRATCH/san.txt"; then
+      echo "compute-sanitizer cannot attach on this machine: not run"; return 77
+    fi
+    ((r == 0)) || rc=1
   done
+  return "$rc"
 }
-
-part_placement() {
-  echo "== soft placement: gpu:99 falls back to the cpu with one warning"
-  local soft oom rc=0
-  soft=$("$B"/train_mnist --device gpu:99 --steps 2 --epochs 1 --quiet --data-dir "$BUNDLE/mnist" 2>&1) || status=1
-  echo "$soft"; grep -q "running on cpu" <<<"$soft" || { echo "FAIL: no fallback warning"; status=1; }
-  echo "== out of memory on purpose: a 4 MiB cap"
-  oom=$("$B"/train_mnist --device gpu --strict-placement --gpu-memory-limit 4MiB --steps 2 --epochs 1 \
-        --data-dir "$BUNDLE/mnist" 2>&1) || rc=$?
-  echo "$oom" | tail -n 2; echo "exit code $rc"
-  [[ $rc == 1 ]] && grep -qi "out of memory" <<<"$oom" || { echo "FAIL: expected exit 1 and an out-of-memory error"; status=1; }
+item_sanitizer() {
+  sanitize memcheck test_cuda_fused_loss test_cuda_folded_advances && sanitize racecheck test_cuda_fused_loss
 }
-
-part_train() {
-  if [[ ! -d $BUNDLE/mnist ]]; then
-    echo "== train_mnist skipped: no $BUNDLE/mnist (prepare copies data/mnist gzipped when present)"; return
-  fi
-  local math
-  for math in tf32 fp32; do  # TF32 is the default (as TensorFlow); FP32 with --no-tf32
-    echo "== train_mnist --device gpu --epochs 5, $math math (>= 99.0% expected)"
-    lb "$B"/train_mnist --device gpu --strict-placement --epochs 5 --seed 1 --data-dir "$BUNDLE/mnist" \
-      --gpu-memory-fraction 0.5 --log-device-placement --history "$out/history_gpu_$math.json" \
-      $([[ $math == fp32 ]] && echo --no-tf32) || status=1
-    python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' \
-      "$out/history_gpu_$math.json" || { echo "FAIL: below 99.0%"; status=1; }
-  done
-  # Issue 15's goal: one epoch at batch 64 in <= 0.1 s with CUDA graphs (the training part of
-  # the epoch: 60000 / images_per_second; 'seconds' adds the evaluation).
-  echo "== train_mnist --cuda-graphs --epochs 5, TF32 (>= 99.0%; epoch goal <= 0.1 s)"
-  lb "$B"/train_mnist --device gpu --strict-placement --epochs 5 --seed 1 --cuda-graphs --data-dir "$BUNDLE/mnist" \
-    --history "$out/history_gpu_graphs.json" || status=1
-  python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
-for e in j["history"]: print("epoch", e["epoch"], "train s %.4f" % (60000 / e["images_per_second"]), "with eval s %.4f" % e["seconds"])
-a=j["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.99)' "$out/history_gpu_graphs.json" \
-    || { echo "FAIL: below 99.0%"; status=1; }
-  # Issue 17's layers end to end on the GPU (BatchNormalization, Dropout in the step, with and
-  # without graphs; MNIST: Fashion-MNIST is not in the bundle).
-  echo "== train_mnist --model bn-cnn, 3 epochs (>= 98.5%), eager then --cuda-graphs --nhwc"
-  local g
-  for g in "" "--cuda-graphs --nhwc"; do
-    lb "$B"/train_mnist --device gpu --strict-placement --model bn-cnn --epochs 3 --seed 1 --lr-schedule cosine $g \
-      --data-dir "$BUNDLE/mnist" --history "$out/history_gpu_bn.json" || status=1
-    python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.985)' \
-      "$out/history_gpu_bn.json" || { echo "FAIL: below 98.5%"; status=1; }
-  done
-  # Issue 32's graph model end to end on the GPU (merge layers, gradient sums, use_bias=false),
-  # and its checkpoint recreated without --model.
-  echo "== train_mnist --model resnet, 2 epochs on MNIST (>= 98.5%), then --evaluate-only --load"
-  lb "$B"/train_mnist --device gpu --strict-placement --model resnet --epochs 2 --seed 1 --data-dir "$BUNDLE/mnist" \
-    --history "$out/history_gpu_resnet.json" --save "$out/resnet.safetensors" || status=1
-  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["test"]["accuracy"]; print("test accuracy", a); sys.exit(a < 0.985)' \
-    "$out/history_gpu_resnet.json" || { echo "FAIL: below 98.5%"; status=1; }
-  lb "$B"/train_mnist --device gpu --strict-placement --evaluate-only --load "$out/resnet.safetensors" \
-    --data-dir "$BUNDLE/mnist" || status=1
-  echo "== the speed switches together: --cuda-graphs --cudnn-find --fused-conv --fused-dense --fused-loss --fused-advance --nhwc, 1 epoch"
-  lb "$B"/train_mnist --device gpu --strict-placement --epochs 1 --seed 1 --cuda-graphs --cudnn-find --fused-conv \
-    --fused-dense --fused-loss --fused-advance --nhwc \
-    --data-dir "$BUNDLE/mnist" || status=1
-  echo "== train_mnist --conv-algorithms exact, 1 epoch: FP32, deterministic direct/GEMM cuDNN algorithms (placement shows them)"
-  lb "$B"/train_mnist --device gpu --strict-placement --conv-algorithms exact --epochs 1 --seed 1 --log-device-placement \
-    --data-dir "$BUNDLE/mnist" || status=1
-  echo "== train_mnist --strategy mirrored --gpus 0,0: two replicas on one GPU (host-summed), 1 epoch"
-  lb "$B"/train_mnist --device gpu --strict-placement --strategy mirrored --gpus 0,0 --epochs 1 --seed 1 \
-    --data-dir "$BUNDLE/mnist" || status=1
-  echo "== PyTorch on the same GPU, 5 epochs (FP32, data on the GPU)"
-  lb python3 bench/pytorch_reference.py --device cuda --mode epochs --epochs 5 --batch-sizes 64 \
-    --data-dir "$BUNDLE/mnist" || true
-  echo "== train_mnist --strategy mirrored on every GPU (NCCL), 1 epoch"
-  lb "$B"/train_mnist --device gpu --strict-placement --strategy mirrored --epochs 1 --seed 1 \
-    --data-dir "$BUNDLE/mnist" || status=1
+item_mnist_fp32() {
+  train --epochs 5 --no-tf32 --history "$SCRATCH/fp32.json" && accuracy_at_least "$SCRATCH/fp32.json" 0.99
 }
-
-part_bench() {
-  echo "== bench_train on the GPU next to PyTorch on the same GPU (batch 64 and 1024), data on the GPU"
-  local r fmt
+item_resnet() {
+  train --model resnet --epochs 2 --history "$SCRATCH/resnet.json" --save "$SCRATCH/resnet.safetensors" &&
+    accuracy_at_least "$SCRATCH/resnet.json" 0.985 &&
+    lb "$(bin train_mnist)" --device gpu --strict-placement --evaluate-only --load "$SCRATCH/resnet.safetensors" \
+      --data-dir "$DATA"
+}
+item_bn_cnn_eager() {
+  train --model bn-cnn --epochs 3 --lr-schedule cosine --history "$SCRATCH/bn_eager.json" &&
+    accuracy_at_least "$SCRATCH/bn_eager.json" 0.985
+}
+item_exact() { train --epochs 1 --conv-algorithms exact --log-device-placement; }
+item_mirrored_all() { train --epochs 1 --strategy mirrored; }
+item_soft_placement() {
+  lb "$(bin train_mnist)" --device gpu:99 --steps 2 --epochs 1 --quiet --data-dir "$DATA" >"$SCRATCH/soft.txt" 2>&1 ||
+    { cat "$SCRATCH/soft.txt"; return 1; }
+  cat "$SCRATCH/soft.txt"
+  grep -q "running on cpu" "$SCRATCH/soft.txt"
+}
+item_pytorch_epochs() { pytorch --mode epochs --epochs 5 --batch-sizes 64; }
+item_bench_full() {
+  local r fmt rc=0
   for r in 1 2 3; do
-    lb "$B"/bench_train --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
+    echo "-- round $r"
+    lb "$(bin bench_train)" --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
     for fmt in nchw channels_last; do
-      lb python3 bench/pytorch_reference.py --device cuda --memory-format $fmt --batch-sizes 64,1024 --steps 100 \
-        --mode data --data-dir "$BUNDLE/mnist" --no-header || true
+      pytorch --memory-format $fmt --batch-sizes 64,1024 --steps 100 --mode data --no-header || true
     done
-    # PyTorch's step captured in a CUDA graph (torch.cuda.graphs): the launch-bound step's floor.
-    lb python3 bench/pytorch_reference.py --device cuda --cuda-graph --memory-format channels_last \
-      --batch-sizes 64,1024 --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
-    lb "$B"/bench_train --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" || status=1
-    lb "$B"/bench_train --device gpu --allow-tf32 --nhwc --batch-sizes 64,1024 --steps 100 --data-dir "$BUNDLE/mnist" \
-      || status=1
-    lb python3 bench/pytorch_reference.py --device cuda --tf32 --memory-format channels_last --batch-sizes 64,1024 \
-      --steps 100 --mode data --data-dir "$BUNDLE/mnist" --no-header || true
+    pytorch --cuda-graph --memory-format channels_last --batch-sizes 64,1024 --steps 100 --mode data --no-header || true
+    lb "$(bin bench_train)" --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
+    lb "$(bin bench_train)" --device gpu --allow-tf32 --nhwc --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
+    pytorch --tf32 --memory-format channels_last --batch-sizes 64,1024 --steps 100 --mode data --no-header || true
   done
-  echo "== bench_conv (the tutorials' conv experiment, CPU vs GPU)"
-  lb "$B"/bench_conv --devices cpu,gpu --threads 16 --csv "$out/conv_gpu.csv" || status=1
-  echo "== bench_matmul (CPU vs cuBLAS)"
-  lb "$B"/bench_matmul --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
-    --csv "$out/matmul_gpu.csv" || status=1
+  lb "$(bin bench_conv)" --devices cpu,gpu --threads 16 --csv "$SCRATCH/conv_gpu.csv" || rc=1
+  lb "$(bin bench_matmul)" --sizes 50,100,500,1000,2000,5000,7000,10000 --naive-max 500 --threads 16 \
+    --csv "$SCRATCH/matmul_gpu.csv" || rc=1
+  return "$rc"
+}
+item_sanitizer_full() {
+  sanitize memcheck test_cuda_parity test_cuda_training test_cuda_losses test_cuda_fused_dense &&
+    sanitize racecheck test_cuda_parity
 }
 
-ALL_PARTS="info gputests sanitize placement train bench"
-KNOWN_PARTS="$ALL_PARTS tests"
-
-run_checks() {
-  local parts=("$@") p
-  [[ ${#parts[@]} -gt 0 ]] || read -r -a parts <<<"$ALL_PARTS"
-  for p in "${parts[@]}"; do
-    [[ " $KNOWN_PARTS " == *" $p "* ]] || { echo "gpu_check: unknown part '$p' (parts: $KNOWN_PARTS)" >&2; exit 2; }
+# ---- the runner -------------------------------------------------------------------------------
+list_items() {
+  local i
+  printf '%-16s %5s %5s  %s\n' item min cap 'what it proves'
+  for i in "${ITEMS[@]}"; do
+    IFS='|' read -r n mn cap text <<<"$i"
+    printf '%-16s %4ss %4ss  %s\n' "$n" "$mn" "$cap" "$text"
   done
-  if [[ ! -d $BUNDLE && -f $BUNDLE.tar.xz ]]; then  # tar may lack xz there; Python's tarfile has it
+  echo "first:  $FIRST"
+  echo "second: $SECOND"
+}
+
+setup_run() {
+  if [[ -z ${GPU_CHECK_BUILD:-} && ! -d $BUNDLE && -f $BUNDLE.tar.xz ]]; then
+    # tar may lack xz on the GPU machine; Python's tarfile has it.
     tar -xJf "$BUNDLE.tar.xz" 2>/dev/null ||
       python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
   fi
-  [[ -d $BUNDLE ]] || { echo "gpu_check: no $BUNDLE: run 'scripts/gpu_check.sh prepare' first" >&2; exit 1; }
-  out=${OUT:-$BUNDLE}
-  # The NVIDIA libraries beside PyTorch: every folder under the `nvidia` namespace package that
-  # holds shared libraries (nvidia/<lib>/lib for CUDA 12 wheels, nvidia/cu13/lib and the like
-  # for CUDA 13 ones).
-  local libs="$PWD/$BUNDLE/lib" d
+  if [[ -n ${GPU_CHECK_BUILD:-} ]]; then
+    [[ -d $GPU_CHECK_BUILD ]] || { echo "gpu_check: GPU_CHECK_BUILD=$GPU_CHECK_BUILD is no folder" >&2; exit 2; }
+    LIBDIR=$GPU_CHECK_BUILD DATA=${GPU_CHECK_DATA:-data/mnist}
+  else
+    [[ -d $BUNDLE ]] || { echo "gpu_check: no $BUNDLE: run 'scripts/gpu_check.sh prepare' first" >&2; exit 1; }
+    LIBDIR=$BUNDLE/lib DATA=${GPU_CHECK_DATA:-$BUNDLE/mnist}
+  fi
+  # The NVIDIA libraries beside PyTorch: every folder of the `nvidia` namespace package that holds
+  # shared libraries (nvidia/<lib>/lib for CUDA 12 wheels, nvidia/cu13/lib and the like for 13).
+  local libs="$PWD/$LIBDIR" d
   while IFS= read -r d; do
     [[ -n $d ]] && libs="$libs:$d"
   done < <(python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null |
-           while IFS= read -r root; do find "$root" -name 'lib*.so*' -printf '%h\n'; done | sort -u)
+    while IFS= read -r root; do find "$root" -name 'lib*.so*' -printf '%h\n'; done | sort -u)
   export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
-  B=$BUNDLE/bin
-  status=0
-  export EMBER_TRAIN_MNIST_BIN="$PWD/$B/train_mnist"  # for test_train_mnist, built with this machine's path
-  local log="$out/gpu_check-$(IFS=-; echo "${parts[*]}").log"
-  {
-    echo "== gpu_check $(date -u +%FT%TZ) commit $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo '?') (of the bundle)," \
-         "parts: ${parts[*]}"
-    for p in "${parts[@]}"; do
-      local t0=$SECONDS
-      echo "=== part $p"
-      "part_$p"
-      echo "=== part $p: $((SECONDS - t0)) s"
-    done
-    echo "== result: $([[ $status == 0 ]] && echo PASS || echo FAIL)"
-  } > "$log" 2>&1  # a group, not a pipe: $status must survive it
-  cat "$log"
+  # The libraries' own logs, errors only (GPU_CHECK_VERBOSE=1: warnings and hints), on stderr.
+  export CUDNN_LOGDEST_DBG=stderr CUDNN_LOGLEVEL_DBG=1 CUBLASLT_LOG_LEVEL=1 NCCL_DEBUG=WARN
+  if [[ ${GPU_CHECK_VERBOSE:-0} == 1 ]]; then CUDNN_LOGLEVEL_DBG=2 CUBLASLT_LOG_LEVEL=4 NCCL_DEBUG=INFO; fi
+  export EMBER_PARITY_DIR="$PWD/tests/data" EMBER_MNIST_DIR="$DATA" LIBDIR DATA BUNDLE
+  [[ -n ${GPU_CHECK_BUILD:-} ]] && export GPU_CHECK_BUILD
+  GPU_CHECK_HAVE_GPU=0
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then GPU_CHECK_HAVE_GPU=1; fi
+  export GPU_CHECK_HAVE_GPU
+  SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
+  export SCRATCH
+}
+
+run_items() {
+  local names=("$@") n plan_start=$SECONDS
+  local deadline=${GPU_CHECK_DEADLINE:-420}
+  [[ $deadline =~ ^[0-9]+$ ]] || { echo "gpu_check: GPU_CHECK_DEADLINE must be whole seconds" >&2; exit 2; }
+  for n in "${names[@]}"; do
+    item_field "$n" 1 >/dev/null || { echo "gpu_check: unknown item '$n' (scripts/gpu_check.sh list)" >&2; exit 2; }
+  done
+  setup_run
+  local out=${OUT:-gpu-check-out}
+  mkdir -p "$out"
+  local log="$out/gpu_check.log" summary="$out/summary.txt"
+  : >"$summary"
+  exec 3>&1 4>&2
+  exec > >(tee -a "$log") 2>&1
+  local tee_pid=$!
+  echo "== gpu_check $(date -u +%FT%TZ), items: ${names[*]}; deadline ${deadline} s; GPU: $GPU_CHECK_HAVE_GPU"
+  local status=0 preflight_failed=0 mn cap left t0 rc verdict
+  for n in "${names[@]}"; do
+    mn=$(item_field "$n" 2) cap=$(item_field "$n" 3)
+    left=$((deadline - (SECONDS - plan_start)))
+    verdict=""
+    if ((preflight_failed)); then
+      verdict="skipped: the preflight failed"
+    elif [[ $n != preflight && $GPU_CHECK_HAVE_GPU != 1 ]]; then
+      verdict="skipped: no GPU"
+    elif ((left < mn)); then
+      verdict="skipped: ${left} s left before the deadline, needs ${mn}"
+    fi
+    if [[ -n $verdict ]]; then
+      printf '%-16s %4d s  %s\n' "$n" 0 "$verdict" >>"$summary"
+      continue
+    fi
+    ((cap <= left)) || cap=$left
+    echo "=== $n (cap ${cap} s): $(item_field "$n" 4)"
+    t0=$SECONDS rc=0
+    timeout -k 5 "$cap" bash "$SCRIPT" __item "$n" || rc=$?
+    case $rc in
+      0) verdict=ok ;;
+      77) verdict="skipped: not available here (see the log)" ;;
+      124 | 137) verdict="timed out at ${cap} s"; status=1 ;;
+      *) verdict="FAILED (exit $rc)"; status=1 ;;
+    esac
+    [[ $n == preflight && $rc != 0 ]] && preflight_failed=1
+    printf '%-16s %4d s  %s\n' "$n" $((SECONDS - t0)) "$verdict" >>"$summary"
+    echo "=== $n: $verdict, $((SECONDS - t0)) s"
+  done
+  rmdir "$SCRATCH" 2>/dev/null || echo "(histories and outputs of this run: $SCRATCH)"
+  echo "== summary ($((SECONDS - plan_start)) s in all)"
+  cat "$summary"
+  echo "== result: $([[ $status == 0 ]] && echo PASS || echo FAIL)"
+  exec 1>&3 2>&4
+  wait "$tee_pid" 2>/dev/null || true  # tee's last lines
   return "$status"
 }
 
+mode=${1:-}
 case "$mode" in
   prepare) prepare ;;
-  run) shift; run_checks "$@" ;;
-  *) echo "usage: $0 prepare | run [$KNOWN_PARTS]" >&2; exit 2 ;;
+  list) list_items ;;
+  run)
+    shift
+    [[ $# -gt 0 ]] || { echo "usage: $0 run first | second | ITEM..." >&2; exit 2; }
+    case "$1" in
+      first) read -r -a plan <<<"$FIRST" ;;
+      second) read -r -a plan <<<"$SECOND" ;;
+      *) plan=("$@") ;;
+    esac
+    run_items "${plan[@]}"
+    ;;
+  __item)  # one item in its own process (the runner calls this under timeout)
+    set +e
+    "item_$2"
+    ;;
+  *)
+    echo "usage: $0 prepare | list | run first | run second | run ITEM..." >&2
+    exit 2
+    ;;
 esac

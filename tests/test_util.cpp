@@ -142,4 +142,25 @@ void check_layer_gradients(Layer& layer, Tensor x, uint64_t seed, const GradChec
   EXPECT_TRUE(r.passed) << layer.type() << ": " << r.summary();
 }
 
+GpuSettingsScope::GpuSettingsScope()
+    : tf32_(allow_tf32()),
+      deterministic_(gpu_deterministic()),
+      find_(cudnn_find()),
+      nhwc_(gpu_nhwc()),
+      fused_conv_(fused_conv()),
+      fused_dense_(fused_dense()),
+      fused_loss_(fused_loss()),
+      fused_advance_(fused_advance()) {}
+
+GpuSettingsScope::~GpuSettingsScope() {
+  set_allow_tf32(tf32_);
+  set_gpu_deterministic(deterministic_);
+  set_cudnn_find(find_);
+  set_gpu_nhwc(nhwc_);
+  set_fused_conv(fused_conv_);
+  set_fused_dense(fused_dense_);
+  set_fused_loss(fused_loss_);
+  set_fused_advance(fused_advance_);
+}
+
 }  // namespace ember::test

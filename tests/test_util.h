@@ -80,4 +80,19 @@ struct Conv2dBackwardCase {
 };
 Conv2dBackwardCase conv2d_backward_case(const Conv2dShape& g, uint64_t seed);
 
+// Holds the process-wide GPU settings (TF32, deterministic algorithms, cudnnFind, NHWC
+// activations, the fused convolution, Dense, loss and advances) as they were when it was made and
+// puts them back when it goes, also when an assertion ends a test early: a test's settings never
+// reach the tests after it, whatever their order (--gtest_shuffle, --gtest_repeat, a filter).
+class GpuSettingsScope {
+ public:
+  GpuSettingsScope();
+  ~GpuSettingsScope();
+  GpuSettingsScope(const GpuSettingsScope&) = delete;
+  GpuSettingsScope& operator=(const GpuSettingsScope&) = delete;
+
+ private:
+  bool tf32_, deterministic_, find_, nhwc_, fused_conv_, fused_dense_, fused_loss_, fused_advance_;
+};
+
 }  // namespace ember::test

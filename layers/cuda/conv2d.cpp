@@ -353,6 +353,10 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   Plan& p = plan_for(ctx, g, layout == Layout::NHWC, &slot);
   const float one = 1.0f, zero = 0.0f;
   if (p.fused.load(std::memory_order_relaxed)) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
+    // cuDNN documents that beta = 0 leaves the output unread, but says nothing of alpha2 = 0 and z:
+    // z is zeroed first, so that a NaN left in y (a fresh buffer, a test's sentinel) cannot reach
+    // the result as 0 * NaN. One memset on this path only; it is captured with the step.
+    EMBER_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.nbytes(), ctx.stream()));
     const Context::Workspace ws = ctx.workspace(p.fused_workspace);
     const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
         ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws.ptr,

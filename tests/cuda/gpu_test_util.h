@@ -30,6 +30,20 @@ inline double rel_error(const std::vector<float>& a, const std::vector<float>& b
   return worst;
 }
 
+// Max |a - b| over max |b|, NaN anywhere (or unequal sizes) counting as infinite: the error of long
+// float sums relative to their tensor's scale. An entry of such a sum that lies near 0 carries the
+// rounding of the whole sum; rel_error's floor of 1 would hold it to an absolute bound of that size.
+inline double long_sum_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
 // An f32 tensor's bits (from either device), for comparisons that NaN payloads and signed zeros
 // must pass too.
 inline std::vector<uint32_t> bits(const Tensor& t) {

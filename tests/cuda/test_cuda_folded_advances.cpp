@@ -1,11 +1,11 @@
-// The one-thread advances folded into their neighbours (issue 34, C2c; docs/plans/
+// The one-thread advances folded into their neighbours (set_fused_advance; docs/plans/
 // gpu-fewer-launches.md, 2c): with set_fused_advance(true) the data loader's cursor, Adam's
 // {t, lr_t} and a Dropout layer's step counter are advanced by the last block of the kernel that
 // reads them, not by a kernel of one thread. Each test runs one sequence with the switch off and
 // then on and compares every result bit for bit: the fold may change the number of launches and
 // nothing else. The grids have hundreds of blocks, so a block that read a counter after the last
 // block had advanced it would show as another batch, step size or mask. Skips, saying why,
-// without a usable GPU (scripts/gpu_check.sh runs it on a lent one).
+// without a usable GPU (scripts/gpu_check.sh runs it on a machine with one).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// The fused softmax cross-entropy training kernel (set_fused_loss; issue 34, C2) against the three
+// The fused softmax cross-entropy training kernel (set_fused_loss) against the three
 // kernels it replaces, bit for bit, and against the CPU within the parity tests' tolerances. Skips,
-// saying why, without a usable GPU (CI here); scripts/gpu_check.sh runs it.
+// saying why, without a usable GPU; scripts/gpu_check.sh runs it.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // The losses, metrics, the any-kind gather, clipping, decay and RMSprop on the GPU against their
-// CPU twins (issue 33).
+// CPU twins.
 // Both run the same formulas (layers/losses_math.h); the GPU's expf and its fused multiply-adds
 // may round differently, so values agree to a few float ulps, counts exactly. Skips without a GPU
 // (scripts/gpu_check.sh runs it on one).

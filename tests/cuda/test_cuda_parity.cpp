@@ -1,9 +1,10 @@
 // CPU-vs-GPU parity of every GPU op, forward and backward, on seeded random inputs. Outputs are
 // pre-filled with NaN on the device, so an op that writes nothing fails. Skips, saying why,
-// without a usable GPU (CI here); scripts/gpu_check.sh runs it on a lent GPU.
+// without a usable GPU; scripts/gpu_check.sh runs it on a machine with one.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -326,9 +327,14 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
     ctx().synchronize();
     // Sums of up to 131 products, or 1024 rows, in another order (cuBLAS vs oneDNN, a tree vs a
     // loop): ~1e-6 relative; 1e-5 is far below a transposed operand or a missing bias (O(1)).
-    // The 70001-row weight and bias gradients are float sums of that length (~1e-5 from exact
-    // on the CPU's side alone): 1e-4.
-    const double tol = n > 1024 ? 1e-4 : 1e-5;
+    // The 70001-row weight and bias gradients are float sums of that length, compared to their
+    // tensor's scale (long_sum_error): the GPU's 16 sequential partials of ~4,375 rows of
+    // |dz| ~ 0.4 round by ~1.3e-4 in all, against entries of ~100 (0.4 * sqrt(70001)), so ~1e-6 of
+    // the scale; 1e-5 of it still fails one row lost or counted twice (~0.4 in one entry: ~3e-3).
+    const auto sums_error = [n](const Tensor& got, const Tensor& want) {
+      return n > 1024 ? test::long_sum_error(got.to_vector(), want.to_vector())
+                      : rel_error(got.to_vector(), want.to_vector());
+    };
     EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-5) << n;
     // The backward against the CPU's run with the GPU's y, so that both apply the same ReLU mask:
     // cuBLAS's order of summation may put a pre-activation within rounding of 0 on the other
@@ -336,8 +342,8 @@ TEST_F(Parity, DenseForwardAndBackwardWithRelu) {
     const Tensor y_gpu = yg.to(Device::cpu());
     cpu::dense_backward(x, w, y_gpu, dy, true, dz, &dx, dw, db);
     EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-5) << n;
-    EXPECT_LE(rel_error(dwg.to_vector(), dw.to_vector()), tol) << n;
-    EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), tol) << n;
+    EXPECT_LE(sums_error(dwg, dw), 1e-5) << n;
+    EXPECT_LE(sums_error(dbg, db), 1e-5) << n;
     EXPECT_EQ(dzg.to_vector(), dz.to_vector()) << n;  // the same mask: exact
     const test::ReluFlips flips = test::relu_flips(y_gpu, z);
     EXPECT_EQ(flips.far, 0) << n << ": " << flips.all << " ReLU decisions differ from the CPU's";
@@ -368,6 +374,7 @@ Pool2dShape pool_geometry(int64_t h, int64_t w, int64_t r, int64_t stride, Paddi
 // Valid; SAME with symmetric padding (cuDNN pads); SAME with an even kernel and with a stride
 // (one more row/column at the bottom/right: explicit padding on the GPU).
 TEST_F(Parity, Conv2dForwardAndBackward) {
+  const test::GpuSettingsScope settings;  // cudnnFind, the fused forward and NHWC back as they were
   const std::vector<std::pair<std::string, Conv2dShape>> cases = {
       {"valid 3x3", conv_geometry(9, 8, 3, 3, 1, Padding::Valid)},
       {"same 3x3", conv_geometry(9, 8, 3, 3, 1, Padding::Same)},
@@ -409,8 +416,14 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       EXPECT_LE(rel_error(dbg.to_vector(), db.to_vector()), 1e-4) << label;
       const std::string info = cuda::conv2d_kernel_info(ctx(), g);
       EXPECT_NE(info.find(nhwc ? "NHWC" : "NCHW"), std::string::npos) << label << ", " << mode << ": " << info;
-      if (fused) {
+      // The fused forward needs cuDNN to list implicit precomp GEMM for the shape: with NCHW
+      // activations its support tables always have; with NHWC activations and KCRS filters cuDNN 9's
+      // heuristics decide, and the three-call forward that then runs (named in the info) is checked
+      // by the numbers above: printed there, asserted for NCHW only.
+      if (fused && !nhwc) {
         EXPECT_NE(info.find("forward fused"), std::string::npos) << label << ": " << info;
+      } else if (fused && info.find("forward fused") == std::string::npos) {
+        std::printf("%s, %s: %s\n", label.c_str(), mode.c_str(), info.c_str());
       }
       if (!nhwc && !fused) {
         EXPECT_NE(info.find(mode), std::string::npos) << label << ": " << info;
@@ -507,7 +520,8 @@ TEST_F(Parity, LayoutChangesOnTheGpuEqualTheCpu) {
   EXPECT_TRUE(std::equal(bg.data<uint8_t>(), bg.data<uint8_t>() + bg.numel(), bc.data<uint8_t>()));
 }
 
-// ---- Issue 17's ops: Sigmoid/Tanh/LeakyReLU, Softmax, Dropout, BatchNormalization, average pools.
+// ---- Pointwise, softmax, dropout, normalisation and pooling ops: Sigmoid/Tanh/LeakyReLU, Softmax, Dropout,
+// BatchNormalization, average pools.
 
 // Elementwise in any layout (NCHW and NHWC here; odd sizes, one element on LeakyReLU's kink).
 // Tolerances in ulps of 1 (kUlp1 = 2^-23; every value here is O(1), so rel_error's floor of 1

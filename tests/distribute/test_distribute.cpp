@@ -2,7 +2,7 @@
 // and 4 CPU replicas equals Default on the same global batch; a failing replica ends the
 // whole step with an error naming it instead of hanging. The NCCL paths (GPU replicas) have
 // the same equivalence tests; they skip, saying why, without enough usable GPUs (CI here);
-// scripts/gpu_check.sh runs them on a lent GPU (world size 1 runs on any single GPU).
+// scripts/gpu_check.sh runs them on a machine with a GPU (world size 1 runs on any single GPU).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -669,12 +669,12 @@ TEST(Nccl, CommunicatorsFromAUniqueIdSumAcrossMembers) {
 // all-reduce of one member copies, the weight is 1), deterministic cuDNN algorithms: the same bits.
 TEST(MirroredGpu, OneGpuEqualsDefaultOnThatGpuBitForBit) {
   if (usable_gpus() < 1) GTEST_SKIP() << "no usable GPU: " << cuda_status().reason;
+  const test::GpuSettingsScope settings;  // restored however the test ends
   set_gpu_deterministic(true);
   const Dataset d = classes_dataset(400, 1);
   const Device gpu = Device::cuda(cuda_status().gpus.front().index);
   const std::vector<float> single = train_with(make_default_strategy(), d, 32, 50, gpu);
   const std::vector<float> mirrored = train_with(make_mirrored_gpu_strategy({gpu.index}), d, 32, 50, gpu);
-  set_gpu_deterministic(false);
   EXPECT_EQ(max_diff(mirrored, single), 0.0);
 }
 
@@ -701,11 +701,14 @@ TEST(MirroredGpu, ReplicasSharingOneGpuEqualOneReplica) {
   const Dataset d = classes_dataset(400, 1);
   const int g = cuda_status().gpus[0].index;
   const Device gpu = Device::cuda(g);
-  set_gpu_deterministic(true);
-  const std::vector<float> single = train_with(make_default_strategy(), d, 48, 50, gpu);
-  const std::vector<float> shared = train_with(make_mirrored_gpu_strategy({g, g, g}), d, 48, 50, gpu);
-  const std::vector<float> again = train_with(make_mirrored_gpu_strategy({g, g, g}), d, 48, 50, gpu);
-  set_gpu_deterministic(false);
+  std::vector<float> single, shared, again;
+  {
+    const test::GpuSettingsScope settings;  // deterministic for these three, however they end
+    set_gpu_deterministic(true);
+    single = train_with(make_default_strategy(), d, 48, 50, gpu);
+    shared = train_with(make_mirrored_gpu_strategy({g, g, g}), d, 48, 50, gpu);
+    again = train_with(make_mirrored_gpu_strategy({g, g, g}), d, 48, 50, gpu);
+  }
   const std::vector<float> cpu = train_with(make_mirrored_cpu_strategy(3), d, 48, 50);
   const double worst = max_diff(shared, single);
   std::printf("3 replicas on one GPU: max |parameter difference| to one replica after 50 steps = %.3g\n", worst);
