@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job against bench_train (issue 16), ROUNDS rounds, alternating, medians:
+# The main job (train_mnist) against bench_train, ROUNDS rounds, alternating, medians:
 # - step: train_mnist's time per step is the wall time of a 450-step run minus that of a 50-step
 #   run, over 400 (loading, plan building and the final evaluation cancel); bench_train's is its
 #   'data' mode's median at batch 64 (a median: the train_mnist figure is a mean, jitter included);

@@ -31,7 +31,7 @@ alternately, leaving out the spells when both OpenMP threads shared one core, se
     no flush of denormals 1.00x over these short runs, oneDNN off (NCHW) 2.0x slower; fused Adam is
     CUDA-only in 1.13.
   - glibc's heap kept (--malloc keep, the default; measured 2026-11-26 on a 2-core Intel Xeon with
-    AVX-512, issue 31): PyTorch 1.13 has no caching allocator on the CPU, so every step allocates
+    AVX-512): PyTorch 1.13 has no caching allocator on the CPU, so every step allocates
     and frees its activations and gradients (~20-35 MB) through glibc malloc, which hands the heap
     top back to the kernel whenever a free leaves more than its trim threshold there and maps the
     largest buffers with mmap; the next step then faults all of it in again: about 4,100 minor

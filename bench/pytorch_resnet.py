@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
-"""The small residual CNN planned for `train_mnist --model resnet` (issue 32), in PyTorch, to settle
-its recipe before Ember's graph engine exists: does it reach 93.0% on Fashion-MNIST in 15 epochs,
-and what does an epoch cost on this machine? Not an Ember benchmark yet: once the model exists in
-Ember, this is its side-by-side peer.
+"""The small residual CNN of `train_mnist --model resnet` (apps/model_zoo.h), in PyTorch: the
+reference for its recipe (does it reach 93.0% on Fashion-MNIST in 15 epochs, and what does an
+epoch cost on this machine?) and its side-by-side peer in bench/compare_resnet.sh.
 
   stem  Conv32 3x3 same, no bias - BN - ReLU - MaxPool 2          28x28 -> 14x14x32
   res1  [Conv32 3x3 - BN - ReLU - Conv32 3x3 - BN] + x - ReLU      14x14x32

@@ -7,6 +7,10 @@
 #      MNIST epoch under ASan takes minutes and checks nothing the release run does not). MPI is
 #      off here because OpenMPI's own allocations fail LeakSanitizer; configuration 1 runs the
 #      MPI tests (mpirun -np 2 on loopback);
+# Configuration 1 also builds the API reference (the docs target: doxygen, a warning fails), runs
+# the GPU check's first plan on its binaries (scripts/gpu_check.sh: without a GPU every GPU item is
+# skipped, so the harness itself is exercised), installs the package and compiles every C++ block
+# of README.md and docs/usage.md against it (scripts/check_doc_snippets.py). The script
 # then runs the IDX and safetensors fuzzers for a bounded time each (clang's libFuzzer). First of all,
 # scripts/check_layering.py checks the folders' floors from the #include lines, and
 # clang-format that every C++ file is formatted.
@@ -70,11 +74,20 @@ if wants release; then
 section "configuration 1: CUDA=AUTO, Release, -Werror"
 cmake -S . -B build/test-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=AUTO -DEMBER_WERROR=ON
 cmake --build build/test-cuda
+section "configuration 1: the API reference (doxygen over the public headers; a warning fails)"
+cmake --build build/test-cuda --target docs
 # -j1: each test process already uses both cores through OpenMP.
 ctest --test-dir build/test-cuda -j1
 
+section "configuration 1: the GPU check's first run on these binaries (without a GPU: every GPU item skipped)"
+rm -rf build/test-cuda/gpu-check
+OUT=build/test-cuda/gpu-check GPU_CHECK_BUILD=build/test-cuda GPU_CHECK_DEADLINE=120 bash scripts/gpu_check.sh run first
+[[ $(wc -l <build/test-cuda/gpu-check/summary.txt) -ge 14 ]] || { echo "gpu_check: summary.txt lacks items" >&2; exit 1; }
+
 section "configuration 1: install + examples/ (custom_model, residual_model, two_input, regression, autoencoder, multilabel)"
 check_install build/test-cuda build/install-cuda
+section "configuration 1: every C++ block of README.md and docs/usage.md compiles against the installed package"
+python3 scripts/check_doc_snippets.py build/install-cuda/include README.md docs/usage.md
 fi
 
 if wants sanitize; then

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     // and 0.00649 over seeds 1-3 here (mean 0.00662); Ember 0.00658-0.00703 over seeds and batch
     // slicing (docs/benchmarks.md: means within 2%). The bar: 5% over PyTorch's worst seed plus
     // Ember's own seed-to-seed spread (+-4%), so a CPU whose kernels round otherwise still passes:
-    // 0.0075. (PyTorch with nn.Linear's own init, the held run, ends at 0.0078-0.0080.)
+    // 0.0075. (PyTorch with nn.Linear's own init ends at 0.0078-0.0080.)
     return result.loss <= 0.0075 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "autoencoder: error: %s\n", e.what());

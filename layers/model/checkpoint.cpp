@@ -59,8 +59,8 @@ json config_json(const Layer& l) {
   return c;
 }
 
-// Version 2 (issue 32): each layer's configuration and inbound layers, so that load_model can
-// recreate the model and load() can name the first difference. Version 1 (371d1ae and before):
+// Version 2: each layer's configuration and inbound layers, so that load_model can
+// recreate the model and load() can name the first difference. Version 1 (Ember 0.3.0 and before):
 // names, types and parameter shapes only.
 json architecture(const Model& model) {
   json layers = json::array();
@@ -366,7 +366,7 @@ std::unique_ptr<Model> load_model(const std::string& path, TrainingState* state)
   const json a = parse_metadata(it->second, path, "architecture");
   if (!a.is_object() || !a.contains("version") || !a["version"].is_number_integer() || a["version"].get<int>() < 2)
     bad(path,
-        "was written before checkpoints held layer configurations (Ember 371d1ae and older): build the model in code "
+        "was written before checkpoints held layer configurations (Ember 0.3.0 and older): build the model in code "
         "and load() the file into it");
   const auto field = [&](const json& j, const char* key, const std::string& where) -> const json& {
     if (!j.is_object() || !j.contains(key)) bad(path, "architecture: " + where + " has no '" + key + "'");

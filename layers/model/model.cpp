@@ -978,7 +978,7 @@ int64_t Model::slice_rows(std::span<const Tensor> xs, bool training) const {
     // By default, slices only where a slice's activations outweigh the parameters: a CNN's
     // activations stay in cache (the reference CNN's slice: 2.4M values against 93k weights); an
     // MLP re-reading its weight matrices once per slice loses (the autoencoder's slice: 137k
-    // values against 435k weights ran 20% slower sliced: docs/benchmarks.md, issue 33).
+    // values against 435k weights ran 20% slower sliced: docs/benchmarks.md).
     int64_t per_row = 0;
     for (const Shape& s : output_shapes_) per_row += s.numel();
     if (per_row * cpu_micro_batch_ <= params_.numel()) return n;

@@ -1,8 +1,9 @@
-// Architecture in the file (issue 32): load_model recreates a Sequential or a graph model from a
-// checkpoint without code (configurations, connections, weights, moving statistics, optimizer
-// state), equal bit for bit in prediction and in a resumed run; load() into a model of another
-// architecture names the first difference, even where every tensor would fit; a file written by
-// 371d1ae (before configurations) still loads into its model built in code.
+// Architecture in the file (version 2, layers/model/checkpoint.cpp): load_model recreates a
+// Sequential or a graph model from a checkpoint without code (configurations, connections,
+// weights, moving statistics, optimizer state), equal bit for bit in prediction and in a resumed
+// run; load() into a model of another architecture names the first difference, even where every
+// tensor would fit; a file written by 371d1ae (before configurations) still loads into its model
+// built in code.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -91,8 +92,8 @@ TEST_F(LoadModel, RecreatesTheAppsModelsAndTheirResults) {
   EXPECT_EQ(res_back->predict(x).to_vector(), resnet.predict(x).to_vector());
 }
 
-// The library-consumer review's case: the same parameter shapes, another architecture (a ReLU
-// removed, an activation changed, an input rewired). Each is named, nothing is loaded.
+// A model of the same parameter shapes and another architecture (a ReLU removed, an activation
+// changed, an input rewired): each difference is named, nothing is loaded.
 TEST_F(LoadModel, LoadIntoAnotherArchitectureNamesTheFirstDifference) {
   const auto stack = [](bool relu_layer, Activation a) {
     Sequential m;

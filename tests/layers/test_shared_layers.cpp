@@ -310,9 +310,9 @@ TEST(Nesting, AGraphBlockInsideAModelTrainsAndRoundTrips) {
   EXPECT_THROW(block(Input(Shape{5})), ShapeError);
 }
 
-// The review's cases: a nested model's shared layer called again outside it (a twin of a twin),
-// a shared layer named after its model was made, a failed nesting undone, a shared parameterless
-// layer split by a backward range.
+// Sharing across nesting: a nested model's shared layer called again outside it (a twin of a
+// twin), a shared layer named after its model was made, a failed nesting undone, a shared
+// parameterless layer split by a backward range.
 TEST(Nesting, SharingAcrossNestingAndNamingLate) {
   SymbolicTensor x = Input(Shape{4}), y = Input(Shape{4});
   auto t = layer<Dense>(3);
