@@ -63,23 +63,18 @@ std::optional<LearningRateSchedule> schedule_of(const Args& a) {
   return s;
 }
 
-int parse_train_mnist_args(int argc, char** argv, Args& a) {
-  CLI::App app{
-      "Train a CNN on MNIST or Fashion-MNIST: the reference CNN "
-      "(Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), bn-cnn or resnet (--model).",
-      "train_mnist"};
-  set_up_help(app,
-              "  0        success\n"
-              "  1        runtime error (missing data, device, I/O, diverged training)\n"
-              "  2        bad command line\n"
-              "  3        a replica or rank hung past --collective-timeout\n"
-              "  130/143  stopped by SIGINT/SIGTERM (after the current step; a second signal exits at once)");
-  // A flag given twice takes its last value, so wrappers can set defaults users override
-  // (scripts/train.sh passes --epochs 5 before the user's arguments).
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  // --help lists the groups in the order of their first flag here.
-  app.get_help_ptr()->group("Help");
+namespace {
 
+// The options whose counts the checks after parsing read.
+struct Later {
+  CLI::Option* model = nullptr;
+  CLI::Option* seed = nullptr;
+  CLI::Option* schedule = nullptr;
+  CLI::Option* decay = nullptr;
+};
+
+// The group "Data".
+void add_data_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("Data");
   app.add_option("--dataset", a.dataset, "mnist or fashion-mnist")->check(CLI::IsMember({"mnist", "fashion-mnist"}));
   app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (.gz or not)")
@@ -89,9 +84,12 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_option("--limit-train", a.limit_train, "Train on the first N training images only")
       ->check(integer_in(0, int64_t{1} << 40))
       ->default_str("all");
+}
 
+// The group "Model and training".
+void add_model_flags(CLI::App& app, Args& a, Later& later) {
   app.option_defaults()->group("Model and training");
-  auto* model = app.add_option("--model", a.model,
+  later.model = app.add_option("--model", a.model,
                                "reference, bn-cnn (BatchNorm, Dropout) or resnet (residual blocks; a cosine "
                                "--lr-schedule by default)")
                     ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
@@ -99,7 +97,7 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_option("--steps", a.steps, "Stop after N training steps in total")
       ->check(integer_in(-1, int64_t{1} << 40))
       ->default_str("no limit");
-  auto* seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64());
+  later.seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64());
   app.add_option("--early-stopping", a.early_stopping,
                  "Stop when val_loss has not improved for N epochs; restore the best epoch's weights")
       ->check(integer_in(-1, 100000))
@@ -107,7 +105,10 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_option("--early-stopping-min-delta", a.early_stopping_min_delta,
                  "The least fall of val_loss that counts as an improvement")
       ->check(finite_in(0.0, 1e9));
+}
 
+// The group "Optimizer and schedule".
+void add_optimizer_flags(CLI::App& app, Args& a, Later& later) {
   app.option_defaults()->group("Optimizer and schedule");
   app.add_option("--optimizer", a.optimizer, "adam, adamw (decoupled weight decay), sgd (momentum 0.9) or rmsprop")
       ->check(CLI::IsMember({"adam", "adamw", "sgd", "rmsprop"}));
@@ -125,19 +126,22 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
                  "Raise the rate linearly over the first N steps; the schedule then runs per step")
       ->check(integer_in(0, int64_t{1} << 40))
       ->default_str("none");
-  auto* schedule = app.add_option("--lr-schedule", a.lr_schedule,
+  later.schedule = app.add_option("--lr-schedule", a.lr_schedule,
                                   "The rate per epoch from --lr: constant, step, exponential (x --lr-decay per "
                                   "--lr-decay-epochs) or cosine (down to --lr-decay x --lr)")
                        ->check(CLI::IsMember({"constant", "step", "exponential", "cosine"}))
                        ->default_str("constant; resnet: cosine");
-  auto* decay = app.add_option("--lr-decay", a.lr_decay,
+  later.decay = app.add_option("--lr-decay", a.lr_decay,
                                "The schedule's factor: step, exponential in (0, 1]; cosine's floor in [0, 1]")
                     ->check(finite_in(0.0, 1.0))
                     ->default_str("0.5; resnet: 0");
   app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs")
       ->check(integer_in(0, 100000))
       ->default_str("the schedule's: step 5, exponential 1, cosine --epochs");
+}
 
+// The group "Checkpoints and output".
+void add_output_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("Checkpoints and output");
   app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) here")
       ->type_name("PATH")
@@ -162,14 +166,20 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
       ->type_name("PATH")
       ->check(non_empty);
   app.add_flag("--quiet", a.quiet, "Print only the final test line");
+}
 
+// The group "Device and placement".
+void add_device_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("Device and placement");
   app.add_option("--device", a.device, "auto (the GPU when usable, else cpu), cpu, gpu, gpu:N or cuda:N");
   app.add_flag("--strict-placement", a.strict_placement,
                "Fail instead of falling back to the CPU when the GPU is missing");
   app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
   app.add_option("--threads", a.threads, "CPU threads")->check(integer_in(0, 4096))->default_str("all cores");
+}
 
+// The group "Data-parallel".
+void add_parallel_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("Data-parallel");
   app.add_option("--strategy", a.strategy,
                  "default (one replica), mirrored (replicas in this process) or multiworker (one per MPI rank)")
@@ -185,7 +195,10 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_option("--collective-timeout", a.collective_timeout,
                  "Seconds a collective may wait for the other replicas before the job ends (exit code 3)")
       ->check(finite_in(0.1, 86400.0));
+}
 
+// The group "Numerics".
+void add_numerics_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("Numerics");
   auto* tf32 = app.add_flag("--allow-tf32", a.allow_tf32,
                             "GPU: TF32 tensor cores in cuBLAS/cuDNN also with --deterministic (without it, the "
@@ -198,7 +211,10 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_option("--conv-algorithms", a.conv_algorithms,
                  "fast (Winograd where it fits) or exact (direct sums only; on the GPU deterministic too)")
       ->check(CLI::IsMember({"fast", "exact"}));
+}
 
+// The group "GPU memory".
+void add_gpu_memory_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("GPU memory");
   app.add_option("--gpu-memory-limit", a.gpu_memory_limit, "Cap GPU memory: BYTES, or with KiB/MiB/GiB/KB/MB/GB")
       ->type_name("SIZE")
@@ -214,7 +230,10 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_option("--gpu-memory-fraction", a.gpu_memory_fraction, "Cap GPU memory at this fraction of the card, (0, 1]")
       ->check(finite_in(1e-6, 1.0))
       ->default_str("no limit");
+}
 
+// The group "GPU speed".
+void add_gpu_speed_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("GPU speed (experimental, all off by default; unverified on a GPU)");
   app.add_flag("--cudnn-find", a.cudnn_find,
                "Time every cuDNN convolution algorithm once per shape and take the fastest (cudnn.benchmark)");
@@ -227,7 +246,10 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
   app.add_flag("--nhwc", a.nhwc, "Conv2D and MaxPool2D activations channels-last for cuDNN");
   app.add_flag("--cuda-graphs", a.cuda_graphs,
                "Capture the training step once as a CUDA graph and replay it: one launch per step (the same bits)");
+}
 
+// A hidden flag for the tests.
+void add_test_flags(CLI::App& app, Args& a) {
   app.add_option("--inject-fault", a.inject_fault,
                  "REPLICA:STEP[:hang] - make that replica fail (or hang) at that step (tests)")
       ->group("")  // hidden
@@ -242,19 +264,23 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
                    ? std::string()
                    : std::string("expected REPLICA:STEP[:hang] (non-negative integers)");
       });
-  if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
-  a.seed_given = seed->count() > 0;
+}
+
+// The checks across flags, once they are parsed: 2 for a bad combination (said in one line), else
+// -1; fills in what follows from other flags (--seed given; the resnet recipe's schedule).
+int check_combinations(Args& a, const Later& later) {
+  a.seed_given = later.seed->count() > 0;
   if (a.evaluate_only && a.resume.empty() && a.load.empty()) {
     std::fprintf(stderr, "train_mnist: --evaluate-only needs --resume FILE or --load FILE (see --help)\n");
     return 2;
   }
-  if (!a.load.empty() && model->count() > 0) {
+  if (!a.load.empty() && later.model->count() > 0) {
     std::fprintf(stderr, "train_mnist: --load recreates the model from the file: leave out --model (see --help)\n");
     return 2;
   }
   if (a.model == "resnet") {  // the model's recipe: a cosine schedule down to 0 over the epochs
-    if (schedule->count() == 0) a.lr_schedule = "cosine";
-    if (decay->count() == 0 && a.lr_schedule == "cosine") a.lr_decay = 0.0f;
+    if (later.schedule->count() == 0) a.lr_schedule = "cosine";
+    if (later.decay->count() == 0 && a.lr_schedule == "cosine") a.lr_decay = 0.0f;
   }
   if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && a.threads > static_cast<int>(cores))
     std::fprintf(stderr,
@@ -284,6 +310,40 @@ int parse_train_mnist_args(int argc, char** argv, Args& a) {
     return 2;
   }
   return -1;
+}
+
+}  // namespace
+
+int parse_train_mnist_args(int argc, char** argv, Args& a) {
+  CLI::App app{
+      "Train a CNN on MNIST or Fashion-MNIST: the reference CNN "
+      "(Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10), bn-cnn or resnet (--model).",
+      "train_mnist"};
+  set_up_help(app,
+              "  0        success\n"
+              "  1        runtime error (missing data, device, I/O, diverged training)\n"
+              "  2        bad command line\n"
+              "  3        a replica or rank hung past --collective-timeout\n"
+              "  130/143  stopped by SIGINT/SIGTERM (after the current step; a second signal exits at once)");
+  // A flag given twice takes its last value, so wrappers can set defaults users override
+  // (scripts/train.sh passes --epochs 5 before the user's arguments).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // --help lists the groups in the order of their first flag here.
+  app.get_help_ptr()->group("Help");
+
+  Later later;
+  add_data_flags(app, a);
+  add_model_flags(app, a, later);
+  add_optimizer_flags(app, a, later);
+  add_output_flags(app, a);
+  add_device_flags(app, a);
+  add_parallel_flags(app, a);
+  add_numerics_flags(app, a);
+  add_gpu_memory_flags(app, a);
+  add_gpu_speed_flags(app, a);
+  add_test_flags(app, a);
+  if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
+  return check_combinations(a, later);
 }
 
 }  // namespace ember::apps

@@ -120,7 +120,7 @@ prepare() {
   echo "carry $BUNDLE.tar.xz, then run: bash scripts/gpu_check.sh run first"
 }
 
-# ---- helpers the items use --------------------------------------------------------------------
+# ---- what the items call -----------------------------------------------------------------------
 # A binary of the bundle, or of GPU_CHECK_BUILD (apps/ and tests/ there).
 bin() {
   if [[ -n ${GPU_CHECK_BUILD:-} ]]; then
