@@ -181,9 +181,10 @@ inline std::string integer_range(int64_t lo, int64_t hi) {
 
 }  // namespace detail
 
-// A CLI11 check for an integer flag: a decimal integer in [lo, hi]. The message says "not a
-// number" for text, "not an integer" for 2.5 and "out of range" for one outside [lo, hi]. The
-// value is passed on in plain decimal (CLI11 itself would read 010 as octal).
+// A CLI11 transform for an integer flag (->transform: CLI11 runs ->check validators on a copy of
+// the text): a decimal integer in [lo, hi]. The message says "not a number" for text, "not an
+// integer" for 2.5 and "out of range" for one outside [lo, hi]. The value is passed on in plain
+// decimal (CLI11 itself would read 010 as octal).
 inline CLI::Validator integer_in(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) {
@@ -206,7 +207,8 @@ inline CLI::Validator integer_in(int64_t lo, int64_t hi) {
       std::string());
 }
 
-// The same for an unsigned 64-bit flag over its whole range (CLI11 would wrap -5 and clamp 1e30).
+// The same transform for an unsigned 64-bit flag over its whole range (CLI11 would wrap -5 and
+// clamp 1e30).
 inline CLI::Validator unsigned_64() {
   return CLI::Validator(
       [](std::string& text) {
@@ -249,8 +251,8 @@ inline CLI::Validator finite_in(double lo, double hi) {
       std::string());
 }
 
-// A CLI11 check for a comma-separated list of integers in [lo, hi] ("20,40,60"), each item
-// checked as integer_in checks one flag.
+// A CLI11 transform for a comma-separated list of integers in [lo, hi] ("20,40,60" or "20, 40"),
+// each item checked as integer_in checks one flag, passed on as "20,40,60".
 inline CLI::Validator integer_list_in(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [check = integer_in(lo, hi)](std::string& text) {
@@ -259,6 +261,8 @@ inline CLI::Validator integer_list_in(int64_t lo, int64_t hi) {
         for (size_t start = 0; start <= text.size(); ++index) {
           const size_t end = std::min(text.find(',', start), text.size());
           std::string item = text.substr(start, end - start);
+          item.erase(0, std::min(item.find_first_not_of(' '), item.size()));
+          item.erase(item.find_last_not_of(' ') + 1);
           if (const std::string why = check(item); !why.empty()) return "item " + std::to_string(index) + ": " + why;
           out += (out.empty() ? "" : ",") + item;
           start = end + 1;

@@ -80,9 +80,9 @@ void add_data_flags(CLI::App& app, Args& a) {
   app.add_option("--data-dir", a.data_dir, "Directory with the four IDX files (.gz or not)")
       ->type_name("DIR")
       ->default_str("data/<dataset>");
-  app.add_option("--batch-size", a.batch_size, "Batch size")->check(integer_in(1, int64_t{1} << 20));
+  app.add_option("--batch-size", a.batch_size, "Batch size")->transform(integer_in(1, int64_t{1} << 20));
   app.add_option("--limit-train", a.limit_train, "Train on the first N training images only")
-      ->check(integer_in(0, int64_t{1} << 40))
+      ->transform(integer_in(0, int64_t{1} << 40))
       ->default_str("all");
 }
 
@@ -93,14 +93,14 @@ void add_model_flags(CLI::App& app, Args& a, Later& later) {
                                "reference, bn-cnn (BatchNorm, Dropout) or resnet (residual blocks; a cosine "
                                "--lr-schedule by default)")
                     ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
-  app.add_option("--epochs", a.epochs, "Epochs to train")->check(integer_in(1, 100000));
+  app.add_option("--epochs", a.epochs, "Epochs to train")->transform(integer_in(1, 100000));
   app.add_option("--steps", a.steps, "Stop after N training steps in total")
-      ->check(integer_in(-1, int64_t{1} << 40))
+      ->transform(integer_in(-1, int64_t{1} << 40))
       ->default_str("no limit");
-  later.seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->check(unsigned_64());
+  later.seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->transform(unsigned_64());
   app.add_option("--early-stopping", a.early_stopping,
                  "Stop when val_loss has not improved for N epochs; restore the best epoch's weights")
-      ->check(integer_in(-1, 100000))
+      ->transform(integer_in(-1, 100000))
       ->default_str("off");
   app.add_option("--early-stopping-min-delta", a.early_stopping_min_delta,
                  "The least fall of val_loss that counts as an improvement")
@@ -124,7 +124,7 @@ void add_optimizer_flags(CLI::App& app, Args& a, Later& later) {
       ->default_str("off");
   app.add_option("--warmup-steps", a.warmup_steps,
                  "Raise the rate linearly over the first N steps; the schedule then runs per step")
-      ->check(integer_in(0, int64_t{1} << 40))
+      ->transform(integer_in(0, int64_t{1} << 40))
       ->default_str("none");
   later.schedule = app.add_option("--lr-schedule", a.lr_schedule,
                                   "The rate per epoch from --lr: constant, step, exponential (x --lr-decay per "
@@ -136,7 +136,7 @@ void add_optimizer_flags(CLI::App& app, Args& a, Later& later) {
                     ->check(finite_in(0.0, 1.0))
                     ->default_str("0.5; resnet: 0");
   app.add_option("--lr-decay-epochs", a.lr_decay_epochs, "The schedule's period in epochs")
-      ->check(integer_in(0, 100000))
+      ->transform(integer_in(0, 100000))
       ->default_str("the schedule's: step 5, exponential 1, cosine --epochs");
 }
 
@@ -175,7 +175,7 @@ void add_device_flags(CLI::App& app, Args& a) {
   app.add_flag("--strict-placement", a.strict_placement,
                "Fail instead of falling back to the CPU when the GPU is missing");
   app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
-  app.add_option("--threads", a.threads, "CPU threads")->check(integer_in(0, 4096))->default_str("all cores");
+  app.add_option("--threads", a.threads, "CPU threads")->transform(integer_in(0, 4096))->default_str("all cores");
 }
 
 // The group "Data-parallel".
@@ -185,7 +185,7 @@ void add_parallel_flags(CLI::App& app, Args& a) {
                  "default (one replica), mirrored (replicas in this process) or multiworker (one per MPI rank)")
       ->check(CLI::IsMember({"default", "mirrored", "multiworker"}));
   app.add_option("--replicas", a.replicas, "CPU replicas of --strategy mirrored --device cpu (one thread drives all)")
-      ->check(integer_in(1, 256));
+      ->transform(integer_in(1, 256));
   app.add_option("--gpus", a.gpus, "GPUs of --strategy mirrored, e.g. 0,1")
       ->type_name("LIST")
       ->default_str("every usable GPU")

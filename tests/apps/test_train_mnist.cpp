@@ -335,6 +335,11 @@ TEST(TrainMnist, ANonNumberIsNotANumberAndAWrongNumberIsOutOfRange) {
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << ": " << r.output;
     EXPECT_NE(r.output.find(what), std::string::npos) << args << ": " << r.output;
   }
+  // A leading zero is decimal: 08 parses (CLI11 alone reads it as octal and refuses 8 and 9), so
+  // the run gets as far as the checks across flags.
+  const AppRun r = run("--epochs 08 --evaluate-only");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--evaluate-only needs --resume"), std::string::npos) << r.output;
 }
 
 // The other apps, built next to train_mnist: the same help and the same command-line errors.
