@@ -86,7 +86,8 @@ prepare() {
   if [[ ! -f data/mnist/train-images-idx3-ubyte ]]; then
     scripts/fetch_data.sh mnist || { echo "gpu_check prepare: MNIST could not be fetched" >&2; exit 1; }
   fi
-  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_MPI=OFF >/dev/null
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_MPI=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
   cmake --build build/gpu
   rm -rf "$BUNDLE" "$BUNDLE.tar.xz" && mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/mnist"
   cp build/gpu/apps/{train_mnist,ember_info,bench_matmul,bench_train,bench_conv} "$BUNDLE/bin/"
@@ -101,7 +102,9 @@ prepare() {
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$BUNDLE/lib/"
   done
   strip --strip-unneeded "$BUNDLE"/bin/* "$BUNDLE"/lib/libember*.so.*.* 2>/dev/null || true
-  for f in data/mnist/*-ubyte; do gzip -9 -c "$f" >"$BUNDLE/mnist/$(basename "$f").gz"; done
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    if [[ -f data/mnist/$f ]]; then gzip -9 -c "data/mnist/$f" >"$BUNDLE/mnist/$f.gz"; else cp "data/mnist/$f.gz" "$BUNDLE/mnist/"; fi
+  done
   [[ $(ls "$BUNDLE"/mnist/*.gz | wc -l) == 4 ]] || { echo "gpu_check prepare: MNIST incomplete" >&2; exit 1; }
   # The device machine's copy of the tree has no .git: the commit travels in the bundle.
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu-bundle*' || echo '+uncommitted')" \
@@ -109,7 +112,7 @@ prepare() {
   tar -cf - "$BUNDLE" | xz -T0 -6 >"$BUNDLE.tar.xz"
   local archive tree
   archive=$(stat -c %s "$BUNDLE.tar.xz")
-  tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null |
+  tree=$({ git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null || true; } |
     awk '{ s += $1 } END { print s + 0 }')
   awk -v a="$archive" -v t="$tree" -v m="$MAX_CARRY_MIB" -v f="$BUNDLE.tar.xz" 'BEGIN {
     printf "gpu_check prepare: %s: %.1f MiB, the working tree %.1f MiB (limit %d MiB together)\n", f, a / 1048576, t / 1048576, m }'
@@ -128,6 +131,18 @@ bin() {
   else
     echo "$BUNDLE/bin/$1"
   fi
+}
+# A path from the repository root made absolute.
+absolute() { if [[ $1 == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
+# The libraries' logs of the last item, their last 40 lines, into the log; then emptied.
+fold_library_logs() {
+  local f
+  for f in "$SCRATCH/cudnn.log" "$SCRATCH/cublaslt.log"; do
+    [[ -s $f ]] || continue
+    echo "-- $(basename "$f" .log)'s log: $(wc -l <"$f") lines, the last 40:"
+    tail -n 40 "$f"
+    : >"$f"
+  done
 }
 # A command with its output line-buffered, so that the log keeps every line written so far.
 lb() { if command -v stdbuf >/dev/null; then stdbuf -oL -eL "$@"; else "$@"; fi; }
@@ -167,8 +182,9 @@ item_preflight() {
   [[ -f $DATA/train-images-idx3-ubyte || -f $DATA/train-images-idx3-ubyte.gz ]] ||
     { echo "no MNIST in $DATA: prepare bundles it (scripts/gpu_check.sh prepare)"; return 1; }
   echo "MNIST: $DATA"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv || true
   fi
   lb "$(bin ember_info)" || return 1
   if [[ $GPU_CHECK_HAVE_GPU == 1 ]]; then
@@ -177,7 +193,12 @@ item_preflight() {
     echo "no GPU here (nvidia-smi lists none): every GPU item is skipped"
   fi
 }
-item_checks() { gtest test_cuda_checks && gtest test_cuda_tensor; }
+item_checks() {
+  local rc=0
+  gtest test_cuda_checks || rc=1
+  gtest test_cuda_tensor || rc=1
+  return "$rc"
+}
 item_parity() { gtest test_cuda_parity; }
 item_training() { gtest test_cuda_training; }
 item_kernels() {
@@ -188,12 +209,15 @@ item_kernels() {
   done
   return "$rc"
 }
+# The reference CNN reaches 98.9-99.0% in 5 epochs on the CPU (seeds 1-3: docs/benchmarks.md); a
+# GPU's other rounding moves it by about 0.1 point either way, a wrong gradient by far more: 98.5%.
+# bn-cnn's and resnet's bars for their shorter runs are set as loosely and not yet measured on a GPU.
 item_mnist() {
   train --epochs 5 --log-device-placement --history "$SCRATCH/mnist.json" &&
-    accuracy_at_least "$SCRATCH/mnist.json" 0.99
+    accuracy_at_least "$SCRATCH/mnist.json" 0.985
 }
 item_mnist_graphs() {  # the epoch goal: 0.1 s at batch 64 (the 'train' time below)
-  train --epochs 5 --cuda-graphs --history "$SCRATCH/graphs.json" && accuracy_at_least "$SCRATCH/graphs.json" 0.99
+  train --epochs 5 --cuda-graphs --history "$SCRATCH/graphs.json" && accuracy_at_least "$SCRATCH/graphs.json" 0.985
 }
 item_bn_cnn() {
   train --model bn-cnn --epochs 3 --lr-schedule cosine --cuda-graphs --nhwc --history "$SCRATCH/bn.json" &&
@@ -204,7 +228,7 @@ item_speed_switches() {
     --history "$SCRATCH/switches.json" && accuracy_at_least "$SCRATCH/switches.json" 0.97
 }
 item_replicas() {
-  train --epochs 1 --strategy mirrored --gpus 0,0 --history "$SCRATCH/replicas.json" &&
+  train --epochs 1 --strategy mirrored --gpus 0,0 --collective-timeout 20 --history "$SCRATCH/replicas.json" &&
     accuracy_at_least "$SCRATCH/replicas.json" 0.97
 }
 item_oom() {
@@ -221,7 +245,7 @@ item_nccl() {
   echo "-- test_device (placement)"
   gtest test_device || rc=1
   echo "-- test_train_mnist (the app on the GPU)"
-  EMBER_TRAIN_MNIST_BIN="$PWD/$(bin train_mnist)" gtest test_train_mnist --gtest_filter='*Gpu*:*Cuda*' || rc=1
+  EMBER_TRAIN_MNIST_BIN="$(absolute "$(bin train_mnist)")" gtest test_train_mnist --gtest_filter='*Gpu*:*Cuda*' || rc=1
   return "$rc"
 }
 pytorch() { lb python3 bench/pytorch_reference.py --device cuda --data-dir "$DATA" "$@"; }
@@ -242,7 +266,8 @@ find_sanitizer() {
   done
   return 1
 }
-# sanitize TOOL TEST...: each test binary under compute-sanitizer, its output streamed to the log.
+# sanitize TOOL TEST...: each test binary under compute-sanitizer, its output streamed to the log
+# (gtest's brief mode: the failures and the tool's reports only).
 sanitize() {
   local san tool=$1 t rc=0 r
   san=$(find_sanitizer || true)
@@ -252,8 +277,10 @@ sanitize() {
   for t in "${@:2}"; do
     echo "-- compute-sanitizer --tool $tool $t"
     r=0
-    lb "$san" --tool "$tool" --error-exitcode 9 "$(bin "$t")" --gtest_brief=1 --gtest_filter="$skip" \
-      2>&1 | tee "$SCRATCH/san.txt" | tail -n 25 || r=$?
+    # CUDA calls that fail on purpose (a cuDNN candidate refused, a fused call declined) are the
+    # code's fall-backs, not errors: only memory errors and hazards count.
+    lb "$san" --tool "$tool" --report-api-errors no --error-exitcode 9 "$(bin "$t")" --gtest_brief=1 \
+      --gtest_filter="$skip" 2>&1 | tee "$SCRATCH/san.txt" || r=$?
     if grep -q "Device not supported" "$SCRATCH/san.txt"; then
       echo "compute-sanitizer cannot attach on this machine: not run"; return 77
     fi
@@ -265,7 +292,7 @@ item_sanitizer() {
   sanitize memcheck test_cuda_fused_loss test_cuda_folded_advances && sanitize racecheck test_cuda_fused_loss
 }
 item_mnist_fp32() {
-  train --epochs 5 --no-tf32 --history "$SCRATCH/fp32.json" && accuracy_at_least "$SCRATCH/fp32.json" 0.99
+  train --epochs 5 --no-tf32 --history "$SCRATCH/fp32.json" && accuracy_at_least "$SCRATCH/fp32.json" 0.985
 }
 item_resnet() {
   train --model resnet --epochs 2 --history "$SCRATCH/resnet.json" --save "$SCRATCH/resnet.safetensors" &&
@@ -278,7 +305,7 @@ item_bn_cnn_eager() {
     accuracy_at_least "$SCRATCH/bn_eager.json" 0.985
 }
 item_exact() { train --epochs 1 --conv-algorithms exact --log-device-placement; }
-item_mirrored_all() { train --epochs 1 --strategy mirrored; }
+item_mirrored_all() { train --epochs 1 --strategy mirrored --collective-timeout 20; }
 item_soft_placement() {
   lb "$(bin train_mnist)" --device gpu:99 --steps 2 --epochs 1 --quiet --data-dir "$DATA" >"$SCRATCH/soft.txt" 2>&1 ||
     { cat "$SCRATCH/soft.txt"; return 1; }
@@ -322,10 +349,17 @@ list_items() {
 }
 
 setup_run() {
-  if [[ -z ${GPU_CHECK_BUILD:-} && ! -d $BUNDLE && -f $BUNDLE.tar.xz ]]; then
-    # tar may lack xz on the GPU machine; Python's tarfile has it.
-    tar -xJf "$BUNDLE.tar.xz" 2>/dev/null ||
-      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
+  if [[ -z ${GPU_CHECK_BUILD:-} && -f $BUNDLE.tar.xz ]]; then
+    # A machine kept from an earlier call may hold an older unpacked bundle: unpacked again when
+    # the archive's commit differs. tar may lack xz there; Python's tarfile has it.
+    local carried
+    carried=$(python3 -c 'import sys, tarfile; print(tarfile.open(sys.argv[1]).extractfile(sys.argv[2]).read().decode().strip())' \
+      "$BUNDLE.tar.xz" "$BUNDLE/COMMIT" 2>/dev/null || echo '?')
+    if [[ ! -d $BUNDLE || $carried != "$(cat "$BUNDLE/COMMIT" 2>/dev/null)" ]]; then
+      rm -rf "$BUNDLE"
+      tar -xJf "$BUNDLE.tar.xz" 2>/dev/null ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
+    fi
   fi
   if [[ -n ${GPU_CHECK_BUILD:-} ]]; then
     [[ -d $GPU_CHECK_BUILD ]] || { echo "gpu_check: GPU_CHECK_BUILD=$GPU_CHECK_BUILD is no folder" >&2; exit 2; }
@@ -336,22 +370,33 @@ setup_run() {
   fi
   # The NVIDIA libraries beside PyTorch: every folder of the `nvidia` namespace package that holds
   # shared libraries (nvidia/<lib>/lib for CUDA 12 wheels, nvidia/cu13/lib and the like for 13).
-  local libs="$PWD/$LIBDIR" d
+  local libs d
+  libs=$(absolute "$LIBDIR")
   while IFS= read -r d; do
     [[ -n $d ]] && libs="$libs:$d"
   done < <(python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null |
     while IFS= read -r root; do find "$root" -name 'lib*.so*' -printf '%h\n'; done | sort -u)
   export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
   # The libraries' own logs, errors only (GPU_CHECK_VERBOSE=1: warnings and hints), on stderr.
-  export CUDNN_LOGDEST_DBG=stderr CUDNN_LOGLEVEL_DBG=1 CUBLASLT_LOG_LEVEL=1 NCCL_DEBUG=WARN
-  if [[ ${GPU_CHECK_VERBOSE:-0} == 1 ]]; then CUDNN_LOGLEVEL_DBG=2 CUBLASLT_LOG_LEVEL=4 NCCL_DEBUG=INFO; fi
+  SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
+  export SCRATCH
+  # cuDNN's and cuBLASLt's own logs, errors only (GPU_CHECK_VERBOSE=1: warnings, and cuBLASLt's
+  # hints), each to a file of its own that the runner folds into the log, at most its last lines,
+  # after every item (cuDNN may log a block per declined engine: thousands of lines).
+  export CUDNN_LOGDEST_DBG="$SCRATCH/cudnn.log" CUDNN_LOGLEVEL_DBG=1 CUBLASLT_LOG_FILE="$SCRATCH/cublaslt.log"
+  export CUBLASLT_LOG_LEVEL=1 NCCL_DEBUG=WARN
+  if [[ ${GPU_CHECK_VERBOSE:-0} == 1 ]]; then
+    CUDNN_LOGLEVEL_DBG=2 NCCL_DEBUG=INFO
+    unset CUBLASLT_LOG_LEVEL
+    export CUBLASLT_LOG_MASK=5
+  fi
   export EMBER_PARITY_DIR="$PWD/tests/data" EMBER_MNIST_DIR="$DATA" LIBDIR DATA BUNDLE
   [[ -n ${GPU_CHECK_BUILD:-} ]] && export GPU_CHECK_BUILD
   GPU_CHECK_HAVE_GPU=0
-  if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then GPU_CHECK_HAVE_GPU=1; fi
+  local listed=0
+  if command -v nvidia-smi >/dev/null; then listed=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true); fi
+  ((listed > 0)) && GPU_CHECK_HAVE_GPU=1
   export GPU_CHECK_HAVE_GPU
-  SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
-  export SCRATCH
 }
 
 run_items() {
@@ -369,11 +414,13 @@ run_items() {
   exec 3>&1 4>&2
   exec > >(tee -a "$log") 2>&1
   local tee_pid=$!
-  echo "== gpu_check $(date -u +%FT%TZ), items: ${names[*]}; deadline ${deadline} s; GPU: $GPU_CHECK_HAVE_GPU"
+  echo "== gpu_check $(date -u +%FT%TZ), commit $(cat "$BUNDLE/COMMIT" 2>/dev/null || echo "of ${GPU_CHECK_BUILD:-?}")," \
+    "items: ${names[*]}; deadline ${deadline} s; GPU: $GPU_CHECK_HAVE_GPU"
   local status=0 preflight_failed=0 mn cap left t0 rc verdict
   for n in "${names[@]}"; do
     mn=$(item_field "$n" 2) cap=$(item_field "$n" 3)
     left=$((deadline - (SECONDS - plan_start)))
+    ((left > 0)) || left=0
     verdict=""
     if ((preflight_failed)); then
       verdict="skipped: the preflight failed"
@@ -389,9 +436,11 @@ run_items() {
     ((cap <= left)) || cap=$left
     echo "=== $n (cap ${cap} s): $(item_field "$n" 4)"
     t0=$SECONDS rc=0
-    timeout -k 5 "$cap" bash "$SCRIPT" __item "$n" || rc=$?
+    timeout -k 5 "$cap" bash "$SCRIPT" __item "$n" 3>&- 4>&- || rc=$?
+    fold_library_logs
     case $rc in
       0) verdict=ok ;;
+      3) verdict="FAILED (exit 3: a replica or rank hung)"; status=1 ;;
       77) verdict="skipped: not available here (see the log)" ;;
       124 | 137) verdict="timed out at ${cap} s"; status=1 ;;
       *) verdict="FAILED (exit $rc)"; status=1 ;;
@@ -403,7 +452,13 @@ run_items() {
   rmdir "$SCRATCH" 2>/dev/null || echo "(histories and outputs of this run: $SCRATCH)"
   echo "== summary ($((SECONDS - plan_start)) s in all)"
   cat "$summary"
-  echo "== result: $([[ $status == 0 ]] && echo PASS || echo FAIL)"
+  if [[ $status != 0 ]]; then
+    echo "== result: FAIL"
+  elif [[ $GPU_CHECK_HAVE_GPU != 1 ]]; then
+    echo "== result: PASS (no GPU here: only the preflight ran)"
+  else
+    echo "== result: PASS"
+  fi
   exec 1>&3 2>&4
   wait "$tee_pid" 2>/dev/null || true  # tee's last lines
   return "$status"
@@ -424,6 +479,9 @@ case "$mode" in
     run_items "${plan[@]}"
     ;;
   __item)  # one item in its own process (the runner calls this under timeout)
+    # At the cap, timeout's TERM waits here until the item's command ends; a command that does
+    # not (a hung train_mnist finishing its step) is killed with the group 5 s later (-k 5).
+    trap 'exit 143' TERM
     set +e
     "item_$2"
     ;;
