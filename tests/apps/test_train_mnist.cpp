@@ -28,38 +28,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app_run.h"
 #include "core/cpu/cpu_features.h"
 #include "ember.h"
 #include "idx_fixtures.h"
 
 namespace {
 
-struct AppRun {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-// The app under test: the one built with the tests, or EMBER_TRAIN_MNIST_BIN (a bundle moved
-// to another machine, scripts/gpu_check.sh).
-std::string train_mnist_bin() {
-  const char* env = std::getenv("EMBER_TRAIN_MNIST_BIN");
-  return env && *env ? env : EMBER_TRAIN_MNIST;
-}
-
-// Runs a shell command line; its exit code and its stdout and stderr together.
-AppRun run_raw(const std::string& cmd) {
-  AppRun r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-AppRun run(const std::string& args) { return run_raw(train_mnist_bin() + " " + args); }
+using ember::test::all_values;
+using ember::test::AppRun;
+using ember::test::run;
+using ember::test::run_raw;
+using ember::test::train_mnist_bin;
 
 TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
   for (const char* args : {"--epochs 0",
@@ -540,16 +520,6 @@ TEST(TrainMnist, CudaGraphsFlagIsRefusedWhereItCannotApply) {
 }  // namespace
 
 namespace {
-
-std::vector<float> all_values(const std::string& path) {
-  std::vector<float> out;
-  for (const auto& [name, t] : ember::read_safetensors(path).tensors)
-    if (t.dtype() == ember::DType::F32) {
-      const auto v = t.to_vector();
-      out.insert(out.end(), v.begin(), v.end());
-    }
-  return out;
-}
 
 // --model resnet, a graph model: its summary with the Input and Keras' "Connected to", its recipe's
 // cosine schedule without --lr-schedule, a model that learns, and a resume of its checkpoint
