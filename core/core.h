@@ -10,5 +10,6 @@
 #include "output_file.h"
 #include "rng.h"
 #include "runtime.h"
+#include "safetensors.h"
 #include "shape.h"
 #include "tensor.h"

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "../core/cuda_module.h"
 
@@ -307,6 +308,155 @@ void DataParallelStrategy::apply_gradients() {
   ++loop_step_;
 }
 
+// The replicas of this process (and, through `world`, every rank's) as fit_loop's target: one
+// loader and one set of sums per local replica; a step feeds every replica its shard and runs the
+// data-parallel step; the epoch's sums are read from every replica and reduced over the world.
+class DataParallelStrategy::Training final : public TrainingTarget {
+ public:
+  Training(DataParallelStrategy& s, const Dataset& train, const FitOptions& options)
+      : s_(s),
+        comm_(*s.gradients_),
+        busy0_(comm_.busy_seconds()),
+        flag_(Tensor::empty(Shape{1}, DType::F32, Device::cpu())) {
+    // One loader per local replica: each builds its shard on its replica's device (on a GPU from
+    // the data set held there).
+    for (size_t i = 0; i < s.replicas_.size(); ++i) {
+      const Device d = s.config_.devices[i];
+      loaders_.push_back(
+          std::make_unique<DataLoader>(train, DataLoaderOptions{.batch_size = options.batch_size,
+                                                                .shuffle = options.shuffle,
+                                                                .seed = options.seed,
+                                                                .num_shards = comm_.size(),
+                                                                .shard = comm_.rank() + static_cast<int>(i),
+                                                                .device = d}));
+      sums_.push_back(s.replicas_[i]->make_sums(d));
+    }
+    shards_.resize(s.replicas_.size());
+    num_metrics_ = s.replicas_[0]->metric_names().size();
+    if (s.config_.replica_timeout.count() > 0)
+      watchdog_ = std::make_unique<ReplicaWatchdog>(s.config_.kind, s.config_.replica_timeout);
+  }
+  DataLoader& loader() { return *loaders_[0]; }
+
+  std::vector<std::string> metric_names() const override { return s_.replicas_[0]->metric_names(); }
+  void begin_epoch(int epoch, int64_t first_batch) override {
+    for (size_t i = 1; i < loaders_.size(); ++i) loaders_[i]->start_epoch(epoch, first_batch);
+    for (auto& sums : sums_) sums.reset();
+  }
+  int64_t step(const Batch& b0) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    shards_[0] = b0;
+    for (size_t i = 1; i < loaders_.size(); ++i)
+      EMBER_CHECK(loaders_[i]->next(shards_[i]), Error,
+                  s_.config_.kind + ": replica " + std::to_string(i) + "'s loader ran out before replica 0's");
+    if (s_.config_.world) s_.config_.world->set_step(step_);
+    try {
+      data_parallel_step(s_.replicas_, s_.config_.devices, shards_, b0.global_size, sums_, comm_, step_, s_.fault,
+                         watchdog_.get());
+    } catch (const std::exception& e) {
+      if (s_.config_.world)
+        s_.config_.world->abort("step " + std::to_string(step_) + ": " + e.what());  // ends every rank
+      throw;
+    }
+    ++step_;
+    int64_t rows = 0;
+    for (const Batch& shard : shards_) rows += shard.rows();
+    s_.stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return rows;
+  }
+  StepResult epoch_totals() override {
+    StepResult t;
+    t.metrics.assign(num_metrics_, 0.0);
+    for (size_t r = 0; r < sums_.size(); ++r) {
+      const MetricSums::Values v = sums_[r].read();  // waits for that device's queued work
+      t.loss_sum += v.loss_sum;
+      const std::vector<double> m = s_.replicas_[r]->metric_sums(v);
+      for (size_t i = 0; i < m.size(); ++i) t.metrics[i] += m[i];
+      if (!v.finite() && (t.first_nonfinite < 0 || v.finite_batches < t.first_nonfinite))
+        t.first_nonfinite = v.finite_batches;  // the earliest replica to see it
+    }
+    comm_.wait();
+    s_.stats_.allreduce_seconds = comm_.busy_seconds() - busy0_ - not_gradients_;
+    return t;
+  }
+  bool totals_on_host() const override {
+    return std::all_of(s_.config_.devices.begin(), s_.config_.devices.end(),
+                       [](const Device& d) { return d.is_cpu(); });
+  }
+  StepResult reduce_epoch(const StepResult& mine) override {
+    if (!s_.config_.world) return mine;
+    // {loss sum, samples, metric sums...} over the world (f32: counts <= 2^24 stay exact).
+    Tensor t = Tensor::empty(Shape{2 + static_cast<int64_t>(mine.metrics.size())}, DType::F32, Device::cpu());
+    t.f32()[0] = static_cast<float>(mine.loss_sum);
+    t.f32()[1] = static_cast<float>(mine.samples);
+    for (size_t i = 0; i < mine.metrics.size(); ++i) t.f32()[2 + i] = static_cast<float>(mine.metrics[i]);
+    on_world([&] {
+      s_.config_.world->all_reduce_sum(t);
+      return 0;
+    });
+    StepResult total;
+    total.loss_sum = t.f32()[0];
+    total.samples = static_cast<int64_t>(t.f32()[1]);
+    for (size_t i = 0; i < mine.metrics.size(); ++i) total.metrics.push_back(t.f32()[2 + i]);
+    return total;
+  }
+  EvalResult evaluate(const Dataset& d, int64_t batch_size) override {
+    return on_world([&] { return s_.evaluate(d, batch_size); });
+  }
+  void set_learning_rate(float rate) override {
+    for (auto& m : s_.replicas_) m->optimizer()->set_learning_rate(rate);
+  }
+  float learning_rate() const override { return s_.replicas_[0]->optimizer()->learning_rate(); }
+  int64_t iterations() const override { return s_.replicas_[0]->optimizer()->iterations(); }
+  // The replicas agree, so replica 0's weights are every replica's; every rank sees the same
+  // val_loss (reduced over the world) and decides alike. Parameters and moving statistics (not
+  // the step counters).
+  void keep_best_weights() override {
+    best_params_ = s_.replicas_[0]->params().clone();
+    best_stats_ = s_.replicas_[0]->averaged_state().clone();
+  }
+  void restore_best_weights() override {
+    for (auto& m : s_.replicas_) {
+      m->params().copy_from(best_params_);
+      m->averaged_state().copy_from(best_stats_);
+    }
+  }
+  // Every rank stops at the same step: one flag summed over the world per step.
+  bool agree_stop(bool mine) override {
+    if (!s_.config_.world) return mine;
+    flag_.f32()[0] = mine ? 1.0f : 0.0f;
+    on_world([&] {
+      s_.config_.world->all_reduce_sum(flag_);
+      return 0;
+    });
+    return flag_.f32()[0] > 0.0f;
+  }
+
+ private:
+  // The gradient all-reduces' time: where the gradients go over the world itself (MultiWorker on
+  // CPUs), the world's metric and evaluation reductions are taken out again (`not_gradients_`).
+  template <typename F>
+  std::invoke_result_t<F&> on_world(F&& fn) {
+    const double b = comm_.busy_seconds();
+    auto r = fn();
+    if (s_.config_.world.get() == &comm_) not_gradients_ += comm_.busy_seconds() - b;
+    return r;
+  }
+
+  DataParallelStrategy& s_;
+  Communicator& comm_;
+  const double busy0_;
+  double not_gradients_ = 0;
+  std::vector<std::unique_ptr<DataLoader>> loaders_;
+  std::vector<MetricSums> sums_;
+  std::vector<Batch> shards_;
+  size_t num_metrics_ = 0;
+  std::unique_ptr<ReplicaWatchdog> watchdog_;
+  int64_t step_ = 0;
+  Tensor best_params_, best_stats_;
+  Tensor flag_;  // agree_stop's, reused every step
+};
+
 History DataParallelStrategy::fit(const Dataset& all_train, const FitOptions& options,
                                   const Dataset* given_validation) {
   EMBER_CHECK(!replicas_.empty(), Error, "strategy: build() first");
@@ -316,134 +466,15 @@ History DataParallelStrategy::fit(const Dataset& all_train, const FitOptions& op
   const Dataset train = replicas_[0]->arranged(data.train, "fit");
   std::optional<Dataset> arranged_validation;
   if (data.validation) arranged_validation = replicas_[0]->arranged(*data.validation, "fit (validation data)");
-  const Dataset* validation = arranged_validation ? &*arranged_validation : nullptr;
-  Communicator& comm = *gradients_;
-  const int members = comm.size();
+  const int members = gradients_->size();
   EMBER_CHECK(options.batch_size % members == 0, ArgumentError,
               config_.kind + ": the global batch size " + std::to_string(options.batch_size) +
                   " does not split evenly over " + std::to_string(members) + " " + config_.unit);
   stats_ = {};
-  // One loader per local replica: each builds its shard on its replica's device (on a GPU from
-  // the data set held there).
-  const size_t local = replicas_.size();
-  std::vector<std::unique_ptr<DataLoader>> loaders;
-  std::vector<MetricSums> sums;
-  for (size_t i = 0; i < local; ++i) {
-    const Device d = config_.devices[i];
-    loaders.push_back(std::make_unique<DataLoader>(train, DataLoaderOptions{.batch_size = options.batch_size,
-                                                                            .shuffle = options.shuffle,
-                                                                            .seed = options.seed,
-                                                                            .num_shards = members,
-                                                                            .shard = comm.rank() + static_cast<int>(i),
-                                                                            .device = d}));
-    sums.push_back(replicas_[i]->make_sums(d));
-  }
-  // The gradient all-reduces' time: where the gradients go over the world itself (MultiWorker on
-  // CPUs), the world's metric and evaluation reductions are taken out again (`not_gradients`).
-  const double busy0 = comm.busy_seconds();
-  double not_gradients = 0;
-  auto on_world = [&](auto&& fn) {
-    const double b = comm.busy_seconds();
-    auto r = fn();
-    if (config_.world.get() == &comm) not_gradients += comm.busy_seconds() - b;
-    return r;
-  };
-  int64_t step = 0;
-  std::vector<Batch> shards(local);
-  std::unique_ptr<ReplicaWatchdog> watchdog;
-  if (config_.replica_timeout.count() > 0)
-    watchdog = std::make_unique<ReplicaWatchdog>(config_.kind, config_.replica_timeout);
-  FitLoopHooks hooks;
-  hooks.metric_names = replicas_[0]->metric_names();
-  hooks.begin_epoch = [&](int epoch, int64_t first_batch) {
-    for (size_t i = 1; i < local; ++i) loaders[i]->start_epoch(epoch, first_batch);
-    for (auto& s : sums) s.reset();
-  };
-  hooks.step = [&](const Batch& b0) {
-    const auto t0 = std::chrono::steady_clock::now();
-    shards[0] = b0;
-    for (size_t i = 1; i < local; ++i)
-      EMBER_CHECK(loaders[i]->next(shards[i]), Error,
-                  config_.kind + ": replica " + std::to_string(i) + "'s loader ran out before replica 0's");
-    if (config_.world) config_.world->set_step(step);
-    try {
-      data_parallel_step(replicas_, config_.devices, shards, b0.global_size, sums, comm, step, fault, watchdog.get());
-    } catch (const std::exception& e) {
-      if (config_.world) config_.world->abort("step " + std::to_string(step) + ": " + e.what());  // ends every rank
-      throw;
-    }
-    ++step;
-    int64_t rows = 0;
-    for (const Batch& s : shards) rows += s.rows();
-    stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return StepResult{.metrics = {}, .samples = rows};
-  };
-  hooks.epoch_totals = [&] {
-    StepResult t;
-    t.metrics.assign(hooks.metric_names.size(), 0.0);
-    for (size_t r = 0; r < sums.size(); ++r) {
-      const MetricSums::Values v = sums[r].read();  // waits for that device's queued work
-      t.loss_sum += v.loss_sum;
-      const std::vector<double> m = replicas_[r]->metric_sums(v);
-      for (size_t i = 0; i < m.size(); ++i) t.metrics[i] += m[i];
-      if (!v.finite() && (t.first_nonfinite < 0 || v.finite_batches < t.first_nonfinite))
-        t.first_nonfinite = v.finite_batches;  // the earliest replica to see it
-    }
-    comm.wait();
-    stats_.allreduce_seconds = comm.busy_seconds() - busy0 - not_gradients;
-    return t;
-  };
-  if (config_.world)
-    hooks.reduce_epoch = [&](const StepResult& mine) {
-      // {loss sum, samples, metric sums...} over the world (f32: counts <= 2^24 stay exact).
-      Tensor t = Tensor::empty(Shape{2 + static_cast<int64_t>(mine.metrics.size())}, DType::F32, Device::cpu());
-      t.f32()[0] = static_cast<float>(mine.loss_sum);
-      t.f32()[1] = static_cast<float>(mine.samples);
-      for (size_t i = 0; i < mine.metrics.size(); ++i) t.f32()[2 + i] = static_cast<float>(mine.metrics[i]);
-      on_world([&] {
-        config_.world->all_reduce_sum(t);
-        return 0;
-      });
-      StepResult total;
-      total.loss_sum = t.f32()[0];
-      total.samples = static_cast<int64_t>(t.f32()[1]);
-      for (size_t i = 0; i < mine.metrics.size(); ++i) total.metrics.push_back(t.f32()[2 + i]);
-      return total;
-    };
-  hooks.evaluate = [&](const Dataset& d, int64_t bs) { return on_world([&] { return evaluate(d, bs); }); };
-  hooks.set_learning_rate = [&](float lr) {
-    for (auto& m : replicas_) m->optimizer()->set_learning_rate(lr);
-  };
-  hooks.learning_rate = [&] { return replicas_[0]->optimizer()->learning_rate(); };
-  hooks.iterations = [&] { return replicas_[0]->optimizer()->iterations(); };
-  // Early stopping: the replicas agree, so replica 0's weights are every replica's; every rank
-  // sees the same val_loss (reduced over the world) and decides alike.
-  Tensor best_params, best_stats;  // parameters and moving statistics (not the step counters)
-  hooks.keep_best_weights = [&] {
-    best_params = replicas_[0]->params().clone();
-    best_stats = replicas_[0]->averaged_state().clone();
-  };
-  hooks.restore_best_weights = [&] {
-    for (auto& m : replicas_) {
-      m->params().copy_from(best_params);
-      m->averaged_state().copy_from(best_stats);
-    }
-  };
-  hooks.totals_on_host =
-      std::all_of(config_.devices.begin(), config_.devices.end(), [](const Device& d) { return d.is_cpu(); });
-  Tensor flag = Tensor::empty(Shape{1}, DType::F32, Device::cpu());  // reused every step
-  if (config_.world)  // every rank stops at the same step: one flag summed over the world per step
-    hooks.agree_stop = [&](bool mine) {
-      flag.f32()[0] = mine ? 1.0f : 0.0f;
-      on_world([&] {
-        config_.world->all_reduce_sum(flag);
-        return 0;
-      });
-      return flag.f32()[0] > 0.0f;
-    };
-  hooks.print = options.verbose > 0 && is_chief();
+  Training target(*this, train, options);
   try {
-    return fit_loop(*loaders[0], options, validation, hooks);
+    return fit_loop(target.loader(), options, arranged_validation ? &*arranged_validation : nullptr, target,
+                    options.verbose > 0 && is_chief());
   } catch (const NumericalError& e) {
     // Another rank may not have seen it yet: end every rank now, not at its next collective.
     if (config_.world) config_.world->abort(std::string("rank ") + std::to_string(rank()) + ": " + e.what());

@@ -4,11 +4,11 @@
 ember_folder(layers
   PUBLIC_HEADERS layers.h activation.h activations.h avgpool2d.h batch_normalization.h conv2d.h dense.h
                  dropout.h flatten.h geometry.h gradient_check.h layer.h layer_config.h loss.h losses_kinds.h matmul.h maxpool2d.h merge.h metrics.h random_bits.h relu.h
-                 model/checkpoint.h model/graph.h model/model.h model/registry.h model/sequential.h
-  SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp conv2d.cpp conv_pool_block.cpp cuda_ops.cpp
+                 model/checkpoint.h model/fit_options.h model/graph.h model/learning_rate.h model/model.h model/registry.h model/sequential.h model/training_state.h
+  SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp conv2d.cpp cuda_ops.cpp
           dense.cpp dropout.cpp flatten.cpp geometry.cpp gradient_check.cpp layer.cpp layer_config.cpp loss.cpp matmul.cpp maxpool2d.cpp merge.cpp
           metrics.cpp
-          relu.cpp model/checkpoint.cpp model/fit.cpp model/graph.cpp model/learning_rate.cpp model/model.cpp
+          relu.cpp model/architecture.cpp model/checkpoint.cpp model/conv_pool_block.cpp model/fit.cpp model/fit_loop.cpp model/graph.cpp model/graphed_step.cpp model/learning_rate.cpp model/model.cpp
           model/progress.cpp model/registry.cpp
           ops/avgpool2d.cpp ops/batchnorm.cpp ops/conv2d.cpp ops/dense.cpp ops/dropout.cpp ops/elementwise.cpp ops/maxpool2d.cpp
           ops/pointwise.cpp ops/relu.cpp ops/softmax.cpp ops/softmax_xent.cpp ops/losses.cpp

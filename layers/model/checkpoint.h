@@ -14,47 +14,12 @@
 /// anything: a bad file throws CheckpointError and leaves the model as it was.
 #pragma once
 
-#include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "../../core/safetensors.h"
-#include "../../core/tensor.h"
-#include "../../optim/optimizer.h"
+#include "training_state.h"
 
 namespace ember {
-
-class Model;
-
-/// Where training stands, saved with the weights so a run can resume exactly.
-struct TrainingState {
-  int epochs_done = 0;  ///< completed epochs (the next fit starts at this epoch)
-  /// Batches of epoch `epochs_done` done already: a run stopped mid-epoch (a signal) resumes
-  /// after them (FitOptions::initial_batch); 0 at an epoch boundary.
-  int64_t batches_done = 0;
-  uint64_t seed = 0;                           ///< the run's seed (shuffling; random layers)
-  int64_t batch_size = 0;                      ///< the run's batch size
-  std::map<std::string, std::string> extra{};  ///< free-form caller metadata
-};
-
-/// Optimizer state read from a checkpoint by load() before the model was compiled: compile()
-/// restores it into an optimizer of the same name (another optimizer starts fresh, with a warning).
-struct SavedOptimizerState {
-  std::string name;                                     ///< "adam", ...
-  int64_t iterations = 0;                               ///< the optimizer's step count
-  std::vector<std::pair<std::string, Tensor>> tensors;  ///< "m", "v": f32, one value per parameter
-  std::string path;                                     ///< the checkpoint, for messages
-};
-namespace detail {
-// Checks `saved` against `opt` (every state tensor it keeps is there when iterations > 0, none
-// it does not keep) and restores it onto `device`. Throws CheckpointError and changes nothing.
-void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& saved);
-void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device);
-// Holds `saved` in a model without an optimizer until compile() (load_checkpoint's part).
-void keep_optimizer_state(Model& model, SavedOptimizerState saved);
-}  // namespace detail
 
 /// Model-level save/load (Model::save / Model::load call these).
 void save_checkpoint(const Model& model, const std::string& path, const TrainingState& state = {});

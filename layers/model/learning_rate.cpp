@@ -1,9 +1,10 @@
-// LearningRateSchedule (declared in sequential.h with FitOptions).
+// LearningRateSchedule (learning_rate.h).
+#include "learning_rate.h"
+
 #include <cmath>
 #include <numbers>
 
 #include "../../core/error.h"
-#include "sequential.h"
 
 namespace ember {
 

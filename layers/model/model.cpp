@@ -11,8 +11,8 @@
 #include "../../core/logger.h"
 #include "../../core/pairwise_sum.h"
 #include "../../core/runtime.h"
-#include "../conv_pool_block.h"
 #include "../ops/elementwise.h"
+#include "conv_pool_block.h"
 
 namespace ember {
 
@@ -612,12 +612,6 @@ void Model::compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss
   }
   set_optimizer(std::move(optimizer));
   heads_ = std::move(heads);
-}
-
-std::optional<double> find_value(const NamedValues& values, const std::string& name) {
-  for (const auto& [k, v] : values)
-    if (k == name) return v;
-  return std::nullopt;
 }
 
 std::vector<std::string> Model::metric_names() const {

@@ -3,8 +3,8 @@
 
 #include <typeinfo>
 
-#include "../core/error.h"
-#include "cpu/conv2d_maxpool.h"
+#include "../../core/error.h"
+#include "../cpu/conv2d_maxpool.h"
 
 namespace ember::detail {
 

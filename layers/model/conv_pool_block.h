@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "../core/tensor.h"
-#include "conv2d.h"
-#include "maxpool2d.h"
+#include "../../core/tensor.h"
+#include "../conv2d.h"
+#include "../maxpool2d.h"
 
 namespace ember::detail {
 
