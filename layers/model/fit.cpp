@@ -11,6 +11,7 @@
 #include "fit_loop.h"
 #include "graphed_step.h"
 #include "model.h"
+#include "topology.h"
 
 namespace ember {
 
@@ -21,43 +22,43 @@ std::optional<double> find_value(const NamedValues& values, const std::string& n
 }
 
 void Model::check_data(const Dataset& data, const char* what) const {
-  EMBER_CHECK(data.num_inputs() == input_shapes_.size(), ShapeError,
+  EMBER_CHECK(data.num_inputs() == topo_->input_shapes.size(), ShapeError,
               std::string(what) + ": the data has " + std::to_string(data.num_inputs()) + " inputs but the model " +
-                  std::to_string(input_shapes_.size()));
-  for (size_t k = 0; k < input_shapes_.size(); ++k) {
+                  std::to_string(topo_->input_shapes.size()));
+  for (size_t k = 0; k < topo_->input_shapes.size(); ++k) {
     const DataInput& in = data.input(k);
-    const std::string which = input_shapes_.size() == 1 ? "samples" : "input '" + input_names_[k] + "'";
-    EMBER_CHECK(in.name.empty() || in.name == input_names_[k], ShapeError,
+    const std::string which = topo_->input_shapes.size() == 1 ? "samples" : "input '" + topo_->input_names[k] + "'";
+    EMBER_CHECK(in.name.empty() || in.name == topo_->input_names[k], ShapeError,
                 std::string(what) + ": the data's input " + std::to_string(k) + " is '" + in.name +
-                    "' but the model's is '" + input_names_[k] + "' (Model::arranged puts them in order)");
+                    "' but the model's is '" + topo_->input_names[k] + "' (Model::arranged puts them in order)");
     const Shape sample = in.values.shape().without_batch();
-    EMBER_CHECK(sample == input_shapes_[k], ShapeError,
-                std::string(what) + ": the data's " + which + (input_shapes_.size() == 1 ? " are " : " is ") +
-                    sample.str() + " but the model was built for " + input_shapes_[k].str());
+    EMBER_CHECK(sample == topo_->input_shapes[k], ShapeError,
+                std::string(what) + ": the data's " + which + (topo_->input_shapes.size() == 1 ? " are " : " is ") +
+                    sample.str() + " but the model was built for " + topo_->input_shapes[k].str());
   }
   require_heads(what);
-  EMBER_CHECK(data.num_targets() == outputs_.size(), ShapeError,
+  EMBER_CHECK(data.num_targets() == topo_->outputs.size(), ShapeError,
               std::string(what) + ": the data has " + std::to_string(data.num_targets()) + " targets but the model " +
-                  std::to_string(outputs_.size()) + " outputs");
+                  std::to_string(topo_->outputs.size()) + " outputs");
   const std::vector<std::string> outs = output_names();
-  for (size_t k = 0; k < outputs_.size(); ++k) {
+  for (size_t k = 0; k < topo_->outputs.size(); ++k) {
     const DataTarget& t = data.target(k);
     EMBER_CHECK(t.name.empty() || t.name == outs[k], ShapeError,
                 std::string(what) + ": the data's target " + std::to_string(k) + " is '" + t.name +
                     "' but the model's output is '" + outs[k] + "' (Model::arranged puts them in order)");
     check_targets(t.values.dtype(), t.values.shape().without_batch(), what, k);
-    const Shape& out = output_shapes_[static_cast<size_t>(outputs_[k])];
+    const Shape& out = topo_->output_shapes[static_cast<size_t>(topo_->outputs[k])];
     if (data.num_classes() > 0 && t.values.dtype() == DType::I32 && out.rank() == 1)
       EMBER_CHECK(data.num_classes() <= out[0], ShapeError,
                   std::string(what) + ": the data has " + std::to_string(data.num_classes()) +
                       " classes but the model outputs " + std::to_string(out[0]) + " logits" +
-                      (outputs_.size() == 1 ? std::string() : " at '" + outs[k] + "'"));
+                      (topo_->outputs.size() == 1 ? std::string() : " at '" + outs[k] + "'"));
   }
 }
 
 Dataset Model::arranged(const Dataset& data, const char* what) const {
   require_built(what);
-  Dataset d = data.arranged_for(input_names_, output_names(), what);
+  Dataset d = data.arranged_for(topo_->input_names, output_names(), what);
   check_data(d, what);
   return d;
 }
@@ -150,7 +151,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
   EMBER_CHECK(optimizer_ != nullptr, Error, "fit: compile() the model with an optimizer first");
   if (!built()) {
     const Shape sample = data.train.sample_shape();
-    build_model(graph_ ? nullptr : &sample, options.seed);
+    build_model(topo_->graph ? nullptr : &sample, options.seed);
   }
   // The inputs in the model's order (named ones matched by name), checked.
   const Dataset train = arranged(data.train, "fit");
@@ -202,14 +203,16 @@ EvalResult Model::eval_result(const MetricSums::Values& v, int64_t seen) const {
 }
 
 Tensor Model::predict(const Tensor& x, int64_t batch_size) {
-  EMBER_CHECK(outputs_.size() <= 1, ArgumentError,
-              "predict: the model has " + std::to_string(outputs_.size()) + " outputs: predict_outputs() gives each");
+  EMBER_CHECK(
+      topo_->outputs.size() <= 1, ArgumentError,
+      "predict: the model has " + std::to_string(topo_->outputs.size()) + " outputs: predict_outputs() gives each");
   return predict_of({&x, 1}, batch_size)[0];
 }
 
 Tensor Model::predict(const std::vector<Tensor>& xs, int64_t batch_size) {
-  EMBER_CHECK(outputs_.size() <= 1, ArgumentError,
-              "predict: the model has " + std::to_string(outputs_.size()) + " outputs: predict_outputs() gives each");
+  EMBER_CHECK(
+      topo_->outputs.size() <= 1, ArgumentError,
+      "predict: the model has " + std::to_string(topo_->outputs.size()) + " outputs: predict_outputs() gives each");
   return predict_of(xs, batch_size)[0];
 }
 
@@ -220,20 +223,21 @@ std::vector<Tensor> Model::predict_outputs(const std::vector<Tensor>& xs, int64_
 std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t batch_size) {
   require_built("predict");
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
-  EMBER_CHECK(given.size() == input_shapes_.size(), ArgumentError,
-              "predict: the model takes " + std::to_string(input_shapes_.size()) + " inputs, given " +
+  EMBER_CHECK(given.size() == topo_->input_shapes.size(), ArgumentError,
+              "predict: the model takes " + std::to_string(topo_->input_shapes.size()) + " inputs, given " +
                   std::to_string(given.size()));
   // Row-major copies on the model's device where needed (views: no copy otherwise).
   std::vector<Tensor> xs;
   for (size_t k = 0; k < given.size(); ++k) {
     const Tensor& x = given[k];
-    const Shape& in = input_shapes_[k];
+    const Shape& in = topo_->input_shapes[k];
     // The whole sample shape: a view of other samples as the model's shape would be silent nonsense.
     EMBER_CHECK(x.dtype() == DType::F32 && x.rank() == in.rank() + 1 && x.shape().without_batch() == in &&
                     x.dim(0) == given[0].dim(0),
                 ShapeError,
-                "predict: expects f32 input" + (given.size() == 1 ? std::string() : " '" + input_names_[k] + "'") +
-                    " (" + std::to_string(given[0].dim(0)) + ", ...) with samples " + in.str() + ", given " + x.str());
+                "predict: expects f32 input" +
+                    (given.size() == 1 ? std::string() : " '" + topo_->input_names[k] + "'") + " (" +
+                    std::to_string(given[0].dim(0)) + ", ...) with samples " + in.str() + ", given " + x.str());
     Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
     xs.push_back(rm.device() == device_ ? rm : rm.to(device_));
   }
@@ -245,7 +249,7 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
   const int64_t step = std::min(batch_size, slice_rows(slice_inputs(xs, 0, std::min(batch_size, n)), false));
   for (int64_t i = 0; i < n; i += step) {
     const int64_t b = std::min(step, n - i);
-    run_layers(slice_inputs(xs, i, b), false, 0, layers_.size(), "predict", true);
+    run_layers(slice_inputs(xs, i, b), false, 0, topo_->layers.size(), "predict", true);
     for (size_t k = 0; k < outs.size(); ++k) {  // device to host when the model is on a GPU
       const Shape s = outs[k].shape().without_batch();
       outs[k].view(i * s.numel(), s.with_batch(b)).copy_from(output(k));

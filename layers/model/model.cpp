@@ -13,28 +13,17 @@
 #include "../../core/runtime.h"
 #include "../ops/elementwise.h"
 #include "conv_pool_block.h"
+#include "params.h"
+#include "topology.h"
 
 namespace ember {
 
-Model::Model() = default;
+Model::Model() : topo_(std::make_unique<detail::Topology>()), arena_(std::make_unique<detail::ParamArena>()) {}
 Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
 namespace {
-// Keras' names: the type in snake case ("BatchNormalization" -> "batch_normalization", "Conv2D"
-// -> "conv2d", "ReLU" -> "re_lu"), numbered from the second of a kind.
-std::string default_name(const std::string& type, std::map<std::string, int>& counts) {
-  std::string base;
-  for (size_t i = 0; i < type.size(); ++i) {
-    const auto c = static_cast<unsigned char>(type[i]);
-    if (i > 0 && std::isupper(c) && std::islower(static_cast<unsigned char>(type[i - 1]))) base += '_';
-    base += static_cast<char>(std::tolower(c));
-  }
-  const int k = counts[base]++;
-  return k == 0 ? base : base + "_" + std::to_string(k);
-}
-
 std::string with_commas(int64_t v) {  // 93322 -> "93,322"
   const std::string digits = std::to_string(v);
   std::string out;
@@ -56,119 +45,10 @@ Model::Model(const SymbolicTensor& input, const SymbolicTensor& output, std::str
     : Model(std::vector<SymbolicTensor>{input}, std::vector<SymbolicTensor>{output}, std::move(name)) {}
 
 Model::Model(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs, std::string name)
-    : name_(std::move(name)) {
-  define_graph(inputs, outputs);
-}
-
-void Model::define_graph(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs) {
-  EMBER_CHECK(!inputs.empty() && !outputs.empty(), ArgumentError,
-              "Model: " + std::to_string(inputs.size()) + " inputs and " + std::to_string(outputs.size()) +
-                  " outputs; a model needs at least one of each");
-  for (const SymbolicTensor& out : outputs)
-    EMBER_CHECK(out.node() != nullptr, ArgumentError, "Model: an undefined SymbolicTensor");
-  std::map<const detail::GraphNode*, int> index;  // -1 - k: input k; -2 - inputs: being visited
-  input_names_.clear();
-  input_shapes_.clear();
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const auto& in = inputs[k].node();
-    EMBER_CHECK(in != nullptr, ArgumentError, "Model: an undefined SymbolicTensor");
-    EMBER_CHECK(in->layer == nullptr, ArgumentError,
-                "Model: input " + std::to_string(k) + " must be an Input(), not a layer's output");
-    for (const SymbolicTensor& out : outputs)
-      EMBER_CHECK(out.node() != in, ArgumentError, "Model: an output is an input itself (no layer between)");
-    EMBER_CHECK(index.emplace(in.get(), -1 - static_cast<int>(k)).second, ArgumentError,
-                "Model: input " + std::to_string(k) + " is given twice");
-    input_names_.push_back(in->input_name);
-    input_shapes_.push_back(in->shape);
-  }
-  const int visiting = -2 - static_cast<int>(inputs.size());
-  std::vector<const detail::GraphNode*> order;
-  std::vector<std::pair<const detail::GraphNode*, size_t>> stack;
-  for (const SymbolicTensor& out : outputs) {  // each output's calls not placed yet, in turn
-    if (index.count(out.node().get())) continue;
-    index[out.node().get()] = visiting;
-    stack.emplace_back(out.node().get(), 0);
-    while (!stack.empty()) {
-      auto& [node, next] = stack.back();
-      if (node->layer == nullptr)
-        throw ArgumentError("Model: an output depends on an Input" +
-                            (node->input_name.empty() ? std::string() : " '" + node->input_name + "'") +
-                            " that is not among the model's inputs");
-      if (next < node->inputs.size()) {
-        const detail::GraphNode* child = node->inputs[next++].get();
-        const auto it = index.find(child);
-        if (it == index.end()) {
-          index[child] = visiting;
-          stack.emplace_back(child, 0);
-        }
-        continue;  // a child already placed (or the input); a cycle cannot be built
-      }
-      index[node] = static_cast<int>(order.size());
-      order.push_back(node);
-      stack.pop_back();
-    }
-  }
-  outputs_.clear();
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    const int at = index.at(outputs[k].node().get());
-    EMBER_CHECK(std::find(outputs_.begin(), outputs_.end(), at) == outputs_.end(), ArgumentError,
-                "Model: output " + std::to_string(k) + " is given twice");
-    outputs_.push_back(at);
-  }
-  layers_.clear();
-  nodes_.assign(order.size(), Node{});
-  linear_ = inputs.size() == 1 && outputs.size() == 1;
-  std::vector<bool> used(inputs.size(), false);
-  for (size_t i = 0; i < order.size(); ++i) {
-    const auto same = std::find_if(layers_.begin(), layers_.end(), [&](const auto& l) { return l == order[i]->layer; });
-    EMBER_CHECK(same == layers_.end(), Error, "Model: one layer object runs two calls (graph.h makes twins)");
-    layers_.push_back(order[i]->layer);
-    output_shapes_.push_back(order[i]->shape);
-    for (const auto& child : order[i]->inputs) {
-      const int from = index.at(child.get());
-      nodes_[i].inputs.push_back(from);
-      if (from >= 0) nodes_[static_cast<size_t>(from)].consumers.push_back(static_cast<int>(i));
-      if (from < 0) used[static_cast<size_t>(-1 - from)] = true;
-    }
-    linear_ = linear_ && nodes_[i].inputs.size() == 1 && nodes_[i].inputs[0] == static_cast<int>(i) - 1;
-  }
-  // A later call's twin uses the parameters of the layer its first call ran, which must be here.
-  shares_.assign(layers_.size(), -1);
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (!order[i]->shares) continue;
-    const auto first = std::find(layers_.begin(), layers_.end(), order[i]->shares);
-    EMBER_CHECK(first != layers_.end(), ArgumentError,
-                "Model: a " + order[i]->shares->type() + " layer" +
-                    (order[i]->shares->name().empty() ? std::string() : " '" + order[i]->shares->name() + "'") +
-                    " is called here again, sharing its weights, but its first call is not part of the model");
-    shares_[i] = static_cast<int>(first - layers_.begin());
-  }
-  // Whichever call of a shared layer runs first owns the parameters (their place in the flat
-  // buffers is its place in the run order, as load_model recreates it from the file's order); the
-  // others, the first call's object included, are its twins. The owner takes the layer's name
-  // (adopt_names, when the model is built or nested: the user may name the layer until then). A
-  // twin of a twin (a nested model's shared layer called again) belongs to the same root.
-  for (size_t i = 0; i < shares_.size(); ++i)
-    while (shares_[i] >= 0 && shares_[static_cast<size_t>(shares_[i])] >= 0)
-      shares_[i] = shares_[static_cast<size_t>(shares_[i])];
-  std::vector<int> owner(layers_.size());
-  for (size_t i = 0; i < owner.size(); ++i) owner[i] = static_cast<int>(i);
-  for (size_t i = 0; i < shares_.size(); ++i)
-    if (shares_[i] >= 0)
-      owner[static_cast<size_t>(shares_[i])] = std::min(owner[static_cast<size_t>(shares_[i])], static_cast<int>(i));
-  name_from_.assign(layers_.size(), -1);
-  for (size_t i = 0; i < shares_.size(); ++i) {
-    const int root = shares_[i] >= 0 ? shares_[i] : static_cast<int>(i);
-    const int o = owner[static_cast<size_t>(root)];
-    if (static_cast<int>(i) == root && o != root) name_from_[static_cast<size_t>(o)] = root;
-    shares_[i] = static_cast<int>(i) == o ? -1 : o;
-  }
-  for (size_t k = 0; k < inputs.size(); ++k)
-    EMBER_CHECK(used[k], ArgumentError,
-                "Model: input " + std::to_string(k) +
-                    (input_names_[k].empty() ? std::string() : " '" + input_names_[k] + "'") +
-                    " does not reach an output (an input the model would not read)");
-  graph_ = true;
+    : name_(std::move(name)),
+      topo_(std::make_unique<detail::Topology>()),
+      arena_(std::make_unique<detail::ParamArena>()) {
+  topo_->from_symbolic(inputs, outputs);
 }
 
 SymbolicTensor Model::operator()(const SymbolicTensor& x) {
@@ -185,300 +65,194 @@ std::vector<SymbolicTensor> Model::operator()(const std::vector<SymbolicTensor>&
               who +
                   " as a layer: it is built; a nested model is a block whose layers the outer model owns (call it "
                   "before building anything of it)");
-  EMBER_CHECK(!layers_.empty(), ArgumentError, who + ": it has no layers");
-  const size_t inputs = graph_ ? input_shapes_.size() : 1;
+  EMBER_CHECK(!topo_->layers.empty(), ArgumentError, who + ": it has no layers");
+  const size_t inputs = topo_->graph ? topo_->input_shapes.size() : 1;
   EMBER_CHECK(xs.size() == inputs, ArgumentError,
               who + ": it takes " + std::to_string(inputs) + " inputs, given " + std::to_string(xs.size()));
   for (size_t k = 0; k < xs.size(); ++k) {
     EMBER_CHECK(xs[k].defined(), ArgumentError, who + ": input " + std::to_string(k) + " is undefined");
-    EMBER_CHECK(
-        !graph_ || xs[k].shape() == input_shapes_[k], ShapeError,
-        who + ": its input " + std::to_string(k) + " is " + input_shapes_[k].str() + ", given " + xs[k].shape().str());
+    EMBER_CHECK(!topo_->graph || xs[k].shape() == topo_->input_shapes[k], ShapeError,
+                who + ": its input " + std::to_string(k) + " is " + topo_->input_shapes[k].str() + ", given " +
+                    xs[k].shape().str());
   }
   // The first call names the layers within this model and prefixes them with its name, once the
   // whole graph is made: a call that fails (a Sequential's layer refusing the shape) leaves the
   // names and the layers' call counts as they were.
   std::vector<int> calls_before;
-  for (const auto& l : layers_) calls_before.push_back(l->calls());
-  std::vector<SymbolicTensor> mapped(layers_.size()), out;
+  for (const auto& l : topo_->layers) calls_before.push_back(l->calls());
+  std::vector<SymbolicTensor> mapped(topo_->layers.size()), out;
   try {
-    if (!graph_) {  // a Sequential: its layers in a line (the first call builds them, later ones twin them)
+    if (!topo_->graph) {  // a Sequential: its layers in a line (the first call builds them, later ones twin them)
       SymbolicTensor h = xs[0];
-      for (size_t i = 0; i < layers_.size(); ++i) h = mapped[i] = call_layer(layers_[i], {h});
+      for (size_t i = 0; i < topo_->layers.size(); ++i) h = mapped[i] = call_layer(topo_->layers[i], {h});
       out = {h};
     } else {
-      for (size_t i = 0; i < layers_.size(); ++i) {
+      for (size_t i = 0; i < topo_->layers.size(); ++i) {
         std::vector<SymbolicTensor> ins;
-        for (int from : nodes_[i].inputs)
+        for (int from : topo_->nodes[i].inputs)
           ins.push_back(from < 0 ? xs[static_cast<size_t>(-1 - from)] : mapped[static_cast<size_t>(from)]);
-        const std::shared_ptr<Layer>& first = shares_[i] >= 0 ? layers_[static_cast<size_t>(shares_[i])] : layers_[i];
+        const std::shared_ptr<Layer>& first =
+            topo_->shares[i] >= 0 ? topo_->layers[static_cast<size_t>(topo_->shares[i])] : topo_->layers[i];
         if (nested_calls_ > 0) {  // a later call: twins of the first call's layers
           mapped[i] = call_layer(first, ins);
           continue;
         }
         // The first call: these layer objects, already built for these shapes, in new calls.
         auto node = std::make_shared<detail::GraphNode>();
-        node->layer = layers_[i];
+        node->layer = topo_->layers[i];
         for (const SymbolicTensor& in : ins) node->inputs.push_back(in.node());
-        node->shape = output_shapes_[i];
-        if (shares_[i] >= 0) node->shares = first;
+        node->shape = topo_->output_shapes[i];
+        if (topo_->shares[i] >= 0) node->shares = first;
         mapped[i] = SymbolicTensor(std::move(node));
       }
-      for (int o : outputs_) out.push_back(mapped[static_cast<size_t>(o)]);
+      for (int o : topo_->outputs) out.push_back(mapped[static_cast<size_t>(o)]);
     }
   } catch (...) {
-    for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->restore_calls(calls_before[i]);
+    for (size_t i = 0; i < topo_->layers.size(); ++i) topo_->layers[i]->restore_calls(calls_before[i]);
     throw;
   }
   if (nested_calls_ == 0) {
-    adopt_names();
+    topo_->adopt_names();
     std::map<std::string, int> counts;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      if (i < shares_.size() && shares_[i] >= 0) continue;  // a twin: its first call's name at build
-      Layer& l = *layers_[i];
-      l.set_name(name_ + "/" + (l.name().empty() ? default_name(l.type(), counts) : l.name()));
+    for (size_t i = 0; i < topo_->layers.size(); ++i) {
+      if (i < topo_->shares.size() && topo_->shares[i] >= 0) continue;  // a twin: its first call's name at build
+      Layer& l = *topo_->layers[i];
+      l.set_name(name_ + "/" + (l.name().empty() ? detail::default_layer_name(l.type(), counts) : l.name()));
     }
   }
   ++nested_calls_;
   return out;
 }
 
-void Model::adopt_names() {
-  for (size_t i = 0; i < name_from_.size(); ++i)
-    if (name_from_[i] >= 0 && !layers_[static_cast<size_t>(name_from_[i])]->name().empty())
-      layers_[i]->set_name(layers_[static_cast<size_t>(name_from_[i])]->name());
-}
-
 Layer& Model::append(std::shared_ptr<Layer> layer, const char* who) {
   EMBER_CHECK(layer != nullptr, ArgumentError, std::string(who) + ": null layer");
   EMBER_CHECK(!built(), Error, std::string(who) + ": the model is already built; add layers before build()");
-  layers_.push_back(std::move(layer));
-  return *layers_.back();
+  topo_->layers.push_back(std::move(layer));
+  return *topo_->layers.back();
 }
 
 const std::vector<int>& Model::layer_inputs(size_t i) const {
-  EMBER_CHECK(i < nodes_.size(), ArgumentError,
-              "Model::layer_inputs: layer " + std::to_string(i) + " of a model of " + std::to_string(nodes_.size()) +
-                  (built() || graph_ ? "" : " (a Sequential's graph exists from build())"));
-  return nodes_[i].inputs;
+  EMBER_CHECK(i < topo_->nodes.size(), ArgumentError,
+              "Model::layer_inputs: layer " + std::to_string(i) + " of a model of " +
+                  std::to_string(topo_->nodes.size()) +
+                  (built() || topo_->graph ? "" : " (a Sequential's graph exists from build())"));
+  return topo_->nodes[i].inputs;
 }
 
 void Model::build(uint64_t seed) {
-  EMBER_CHECK(graph_, Error, "Model::build: a Sequential needs its input shape: build(Shape{...}, seed)");
+  EMBER_CHECK(topo_->graph, Error, "Model::build: a Sequential needs its input shape: build(Shape{...}, seed)");
   build_model(nullptr, seed);
 }
 
 void Model::build(const Shape& sample_shape, uint64_t seed) { build_model(&sample_shape, seed); }
 
 void Model::build_model(const Shape* sample_shape, uint64_t seed) {
-  EMBER_CHECK(!layers_.empty(), Error, "Model::build: the model has no layers");
+  EMBER_CHECK(!topo_->layers.empty(), Error, "Model::build: the model has no layers");
   EMBER_CHECK(!built(), Error, "Model::build: the model is already built");
   check_cpu_support();
-  if (graph_) {
+  if (topo_->graph) {
     if (sample_shape != nullptr) {
-      EMBER_CHECK(input_shapes_.size() == 1, ShapeError,
-                  "Model::build: the model has " + std::to_string(input_shapes_.size()) +
+      EMBER_CHECK(topo_->input_shapes.size() == 1, ShapeError,
+                  "Model::build: the model has " + std::to_string(topo_->input_shapes.size()) +
                       " inputs; build(seed) builds it for their shapes");
-      EMBER_CHECK(*sample_shape == input_shapes_[0], ShapeError,
-                  "Model::build: the model's input is " + input_shapes_[0].str() + ", given " + sample_shape->str());
+      EMBER_CHECK(
+          *sample_shape == topo_->input_shapes[0], ShapeError,
+          "Model::build: the model's input is " + topo_->input_shapes[0].str() + ", given " + sample_shape->str());
     }
   } else {  // a Sequential: the line of calls
-    nodes_.assign(layers_.size(), Node{});
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      nodes_[i].inputs = {static_cast<int>(i) - 1};
-      if (i + 1 < layers_.size()) nodes_[i].consumers = {static_cast<int>(i) + 1};
-    }
-    linear_ = true;
+    topo_->line();
   }
-  if (!graph_) shares_.assign(layers_.size(), -1);
-  adopt_names();
-  std::map<std::string, int> counts;
-  std::vector<std::string> used;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    Layer& l = *layers_[i];
-    if (shares_[i] >= 0) continue;  // a twin: its first call's name, below
-    if (l.name().empty()) l.set_name(default_name(l.type(), counts));
-    EMBER_CHECK(std::find(used.begin(), used.end(), l.name()) == used.end(), ArgumentError,
-                "Model: two layers are named '" + l.name() + "'");
-    EMBER_CHECK(l.name().find('[') == std::string::npos, ArgumentError,
-                "Model: layer name '" + l.name() + "' has a '[' (\"name[k]\" names a shared layer's later calls)");
-    used.push_back(l.name());
-  }
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (shares_[i] >= 0) layers_[i]->set_name(layers_[static_cast<size_t>(shares_[i])]->name());
-  // Unnamed inputs: "input_1", "input_2", ... (Keras' names), skipping names already taken.
-  int next_input = 1;
-  for (std::string& n : input_names_) {
-    if (!n.empty()) continue;
-    const auto taken = [&](const std::string& c) {
-      return std::find(input_names_.begin(), input_names_.end(), c) != input_names_.end();
-    };
-    while (taken("input_" + std::to_string(next_input))) ++next_input;
-    n = "input_" + std::to_string(next_input++);
-  }
-  for (size_t k = 0; k < input_names_.size(); ++k) {
-    EMBER_CHECK(std::find(used.begin(), used.end(), input_names_[k]) == used.end(), ArgumentError,
-                "Model: a layer is named '" + input_names_[k] + "' like an input");
-    for (size_t j = 0; j < k; ++j)
-      EMBER_CHECK(input_names_[j] != input_names_[k], ArgumentError,
-                  "Model: two inputs are named '" + input_names_[k] + "'");
-  }
-  for (const auto& l : layers_) {
+  topo_->name_layers();
+  for (const auto& l : topo_->layers) {
     const auto owner = l->owner().lock();
     EMBER_CHECK(!owner || owner == identity_, ArgumentError,
                 "Model::build: layer '" + l->name() + "' (" + l->type() +
                     ") belongs to another built model; a layer serves one model (make new layers for each model, "
                     "e.g. inside ModelRecipe::make_model)");
   }
-  if (!graph_) {
-    input_shapes_ = {*sample_shape};
-    output_shapes_.clear();
+  if (!topo_->graph) {
+    topo_->input_shapes = {*sample_shape};
+    topo_->output_shapes.clear();
     Shape s = *sample_shape;
-    for (auto& l : layers_) {
+    for (auto& l : topo_->layers) {
       try {
         s = l->build(s);
       } catch (const ShapeError& e) {
         throw ShapeError("layer '" + l->name() + "': " + e.what());
       }
-      output_shapes_.push_back(s);
+      topo_->output_shapes.push_back(s);
     }
   }
-  if (!graph_) outputs_ = {static_cast<int>(layers_.size()) - 1};
-  for (int out : outputs_) {
-    const Shape& s = output_shapes_[static_cast<size_t>(out)];
+  if (!topo_->graph) topo_->outputs = {static_cast<int>(topo_->layers.size()) - 1};
+  for (int out : topo_->outputs) {
+    const Shape& s = topo_->output_shapes[static_cast<size_t>(out)];
     EMBER_CHECK(s.rank() == 1, ShapeError,
-                "Model: " + std::string(outputs_.size() == 1 ? "the last layer" : "an output layer") +
+                "Model: " + std::string(topo_->outputs.size() == 1 ? "the last layer" : "an output layer") +
                     " must output per-sample values (features,), got " + s.str());
   }
-  int64_t total = 0;  // twins own nothing: their first call's parameters and state are theirs
-  num_params_ = 0;
-  param_views_.clear();
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (shares_[i] >= 0) continue;
-    const auto specs = layers_[i]->param_specs();
-    for (size_t k = 0; k < specs.size(); ++k) {
-      const int64_t n = specs[k].shape.numel();
-      param_views_.push_back({i, k, total, num_params_, n});
-      total += aligned_view(n);
-      num_params_ += n;
-    }
-  }
-  params_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());  // initialised here, then moved
-  grads_ = Tensor::zeros(Shape{total}, DType::F32, Device::cpu());
-  int64_t state_total = 0;
-  averaged_state_numel_ = 0;
-  num_non_trainable_ = 0;
-  for (size_t i = 0; i < layers_.size(); ++i)
-    for (const auto& spec : layers_[i]->state_specs()) {
-      if (shares_[i] >= 0) break;
-      state_total += aligned_view(spec.shape.numel());
-      if (spec.averaged) {
-        averaged_state_numel_ += aligned_view(spec.shape.numel());
-        num_non_trainable_ += spec.shape.numel();
-      }
-    }
-  state_ = Tensor::zeros(Shape{state_total}, DType::F32, Device::cpu());
-  bind_layers();
-  for (auto& l : layers_) l->set_owner(identity_);
+  arena_->allocate(*topo_);
+  for (auto& l : topo_->layers) l->set_owner(identity_);
   Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (shares_[i] < 0) layers_[i]->init_params(init);  // on the cpu, then moved by to()
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (shares_[i] >= 0) continue;
-    const auto specs = layers_[i]->state_specs();
-    for (size_t k = 0; k < specs.size(); ++k) Tensor(layers_[i]->state()[k]).fill(specs[k].init);  // fills the buffer
+  for (size_t i = 0; i < topo_->layers.size(); ++i)
+    if (topo_->shares[i] < 0) topo_->layers[i]->init_params(init);  // on the cpu, then moved by to()
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    if (topo_->shares[i] >= 0) continue;
+    const auto specs = topo_->layers[i]->state_specs();
+    for (size_t k = 0; k < specs.size(); ++k)
+      Tensor(topo_->layers[i]->state()[k]).fill(specs[k].init);  // fills the buffer
   }
   seed_ = seed;
   seed_random_layers();
+  plan_passes();
+  if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
+}
+
+// What the passes decide once, at build: which layers compute an input gradient, which premask
+// their output gradient with a ReLU's mask, which Conv2D -> MaxPool2D pairs fuse on the CPU, who
+// reads each output last; and the passes' slots.
+void Model::plan_passes() {
   // Nobody consumes d(loss)/d(input): a layer that reads only the input computes no input gradient.
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (std::all_of(nodes_[i].inputs.begin(), nodes_[i].inputs.end(), [](int from) { return from < 0; }))
-      layers_[i]->set_needs_input_grad(false);
+  for (size_t i = 0; i < topo_->layers.size(); ++i)
+    if (std::all_of(topo_->nodes[i].inputs.begin(), topo_->nodes[i].inputs.end(), [](int from) { return from < 0; }))
+      topo_->layers[i]->set_needs_input_grad(false);
   // ReLU-backward fusion: a layer whose output goes through a ReLU into one consumer that applies
   // the mask in its own backward.
   // An output's own gradient (from its loss) is neither premasked nor a fused pair's inner tensor.
-  const auto is_output = [&](size_t i) {
-    return std::find(outputs_.begin(), outputs_.end(), static_cast<int>(i)) != outputs_.end();
-  };
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (nodes_[i].consumers.size() != 1 || is_output(i)) continue;
-    Layer& next = *layers_[static_cast<size_t>(nodes_[i].consumers[0])];
-    if (layers_[i]->relu_output() && !next.multi_input() && next.fuse_input_relu_mask())
-      layers_[i]->set_output_grad_premasked(true);
+  const auto is_output = [&](size_t i) { return topo_->is_output(i); };
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    if (topo_->nodes[i].consumers.size() != 1 || is_output(i)) continue;
+    Layer& next = *topo_->layers[static_cast<size_t>(topo_->nodes[i].consumers[0])];
+    if (topo_->layers[i]->relu_output() && !next.multi_input() && next.fuse_input_relu_mask())
+      topo_->layers[i]->set_output_grad_premasked(true);
   }
   // Conv2D -> MaxPool2D fusion: a pattern of the graph, the pool the conv's only consumer and
   // next in the run order.
   blocks_.clear();
-  blocks_.resize(layers_.size());
-  ran_fused_.assign(layers_.size(), kAlone);
-  for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    if (nodes_[i].consumers == std::vector<int>{static_cast<int>(i) + 1} &&
-        nodes_[i + 1].inputs == std::vector<int>{static_cast<int>(i)} && !is_output(i))
-      blocks_[i] = detail::ConvPoolBlock::make(*layers_[i], *layers_[i + 1]);
-  const size_t slots = layers_.size() + input_shapes_.size();  // the layers' outputs, then the inputs
-  acts_.assign(layers_.size(), nullptr);
-  held_.assign(layers_.size(), Tensor());
+  blocks_.resize(topo_->layers.size());
+  ran_fused_.assign(topo_->layers.size(), kAlone);
+  for (size_t i = 0; i + 1 < topo_->layers.size(); ++i)
+    if (topo_->nodes[i].consumers == std::vector<int>{static_cast<int>(i) + 1} &&
+        topo_->nodes[i + 1].inputs == std::vector<int>{static_cast<int>(i)} && !is_output(i))
+      blocks_[i] = detail::ConvPoolBlock::make(*topo_->layers[i], *topo_->layers[i + 1]);
+  const size_t slots = topo_->layers.size() + topo_->input_shapes.size();  // the layers' outputs, then the inputs
+  acts_.assign(topo_->layers.size(), nullptr);
+  held_.assign(topo_->layers.size(), Tensor());
   holding_ = false;
   // An output layer is read after the pass (by the losses, predict, output(k)): never released.
-  last_reader_.assign(layers_.size(), 0);
-  for (size_t i = 0; i < layers_.size(); ++i)
-    for (int c : nodes_[i].consumers) last_reader_[i] = std::max(last_reader_[i], static_cast<size_t>(c));
-  for (int o : outputs_) last_reader_[static_cast<size_t>(o)] = SIZE_MAX;
+  last_reader_.assign(topo_->layers.size(), 0);
+  for (size_t i = 0; i < topo_->layers.size(); ++i)
+    for (int c : topo_->nodes[i].consumers) last_reader_[i] = std::max(last_reader_[i], static_cast<size_t>(c));
+  for (int o : topo_->outputs) last_reader_[static_cast<size_t>(o)] = SIZE_MAX;
   gouts_.assign(slots, nullptr);
   gsums_.resize(slots);
   gconv_.resize(slots);
-  input_whole_.assign(input_shapes_.size(), false);
-  if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
-}
-
-void Model::bind_layers() {
-  // State: the averaged specs of every layer first, then the others (one averaged region).
-  int64_t averaged = 0, other = averaged_state_numel_;
-  auto view = param_views_.begin();
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (shares_[i] >= 0) continue;
-    Layer& l = *layers_[i];
-    std::vector<Tensor> p, g, st;
-    for (const auto& spec : l.param_specs()) {
-      EMBER_CHECK(view != param_views_.end() && view->layer == i, Error,
-                  "Model::bind_layers: the parameter views do not match the layers (build() again)");
-      p.push_back(params_.view(view->padded, spec.shape));
-      g.push_back(grads_.view(view->padded, spec.shape));
-      ++view;
-    }
-    l.bind(std::move(p), std::move(g));
-    for (const auto& spec : l.state_specs()) {
-      int64_t& at = spec.averaged ? averaged : other;
-      st.push_back(state_.view(at, spec.shape));
-      at += aligned_view(spec.shape.numel());
-    }
-    l.bind_state(std::move(st));
-  }
-  // Twins: their first call's parameters and state, gradients of their own (added to the first
-  // call's after every backward pass).
-  int64_t twin_total = 0;
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (shares_[i] >= 0)
-      for (const auto& spec : layers_[i]->param_specs()) twin_total += aligned_view(spec.shape.numel());
-  twin_grads_ = twin_total > 0 ? Tensor::zeros(Shape{twin_total}, DType::F32, params_.device()) : Tensor();
-  int64_t at = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (shares_[i] < 0) continue;
-    const Layer& first = *layers_[static_cast<size_t>(shares_[i])];
-    std::vector<Tensor> g;
-    for (const auto& spec : layers_[i]->param_specs()) {
-      g.push_back(twin_grads_.view(at, spec.shape));
-      at += aligned_view(spec.shape.numel());
-    }
-    layers_[i]->bind(first.params(), std::move(g));
-    layers_[i]->bind_state(first.state());
-  }
+  input_whole_.assign(topo_->input_shapes.size(), false);
 }
 
 void Model::seed_random_layers() {
   // Per layer and replica stream: mixed, so that neighbouring layers or replicas share nothing.
   const Rng base = Rng(seed_).fork(0x524E47ull /* "RNG" */).fork(random_stream_);
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_random_seed(base.fork(i).next_u64());
+  for (size_t i = 0; i < topo_->layers.size(); ++i) topo_->layers[i]->set_random_seed(base.fork(i).next_u64());
 }
 
 void Model::set_random_seed(uint64_t seed) {
@@ -493,57 +267,43 @@ void Model::set_random_stream(uint64_t stream) {
 
 Tensor Model::pack_params_layout(const Tensor& padded) const {
   require_built("pack_params_layout");
-  EMBER_CHECK(padded.numel() == params_.numel() && padded.dtype() == DType::F32, ShapeError,
-              "Model::pack_params_layout: expects an f32 buffer of " + std::to_string(params_.numel()) +
-                  " values (params()' layout), got " + padded.str());
-  Tensor packed = Tensor::empty(Shape{num_params_}, DType::F32, padded.device());
-  Tensor src = padded.reshape(Shape{padded.numel()});
-  for (const ParamView& v : param_views_) packed.view(v.packed, Shape{v.n}).copy_from(src.view(v.padded, Shape{v.n}));
-  return packed;
+  return arena_->pack(padded);
 }
 
 Tensor Model::unpack_params_layout(const Tensor& packed) const {
   require_built("unpack_params_layout");
-  EMBER_CHECK(packed.numel() == num_params_ && packed.dtype() == DType::F32, ShapeError,
-              "Model::unpack_params_layout: expects an f32 buffer of " + std::to_string(num_params_) +
-                  " values (one per parameter), got " + packed.str());
-  Tensor padded = Tensor::zeros(Shape{params_.numel()}, DType::F32, packed.device());
-  Tensor src = packed.reshape(Shape{packed.numel()});
-  for (const ParamView& v : param_views_) padded.view(v.padded, Shape{v.n}).copy_from(src.view(v.packed, Shape{v.n}));
-  return padded;
+  return arena_->unpack(packed);
 }
 
 Tensor Model::averaged_state() const {
   require_built("averaged_state");
-  return state_.view(0, Shape{averaged_state_numel_});
+  return arena_->averaged_state();
 }
 
 size_t Model::logit_layers() const {
-  return outputs_.size() == 1 && !layers_.empty() && outputs_[0] + 1 == static_cast<int>(layers_.size()) &&
-                 layers_.back()->softmax_output() && heads_[0].loss->takes_softmax_logits()
-             ? layers_.size() - 1
-             : layers_.size();
+  return topo_->outputs.size() == 1 && !topo_->layers.empty() &&
+                 topo_->outputs[0] + 1 == static_cast<int>(topo_->layers.size()) &&
+                 topo_->layers.back()->softmax_output() && heads_[0].loss->takes_softmax_logits()
+             ? topo_->layers.size() - 1
+             : topo_->layers.size();
 }
 
 std::vector<Shape> Model::output_shapes() const {
   std::vector<Shape> out;
-  for (int i : outputs_) out.push_back(output_shapes_.at(static_cast<size_t>(i)));
+  for (int i : topo_->outputs) out.push_back(topo_->output_shapes.at(static_cast<size_t>(i)));
   return out;
 }
 
 std::vector<std::string> Model::output_names() const {
   std::vector<std::string> out;  // a later call of a shared layer: "name[k]" (unique)
-  for (int i : outputs_) out.push_back(layer_ref(static_cast<size_t>(i)));
+  for (int i : topo_->outputs) out.push_back(layer_ref(static_cast<size_t>(i)));
   return out;
 }
 
 void Model::to(Device device) {
   require_built("to");
   if (device == device_) return;
-  params_ = params_.to(device);
-  grads_ = Tensor::zeros(grads_.shape(), DType::F32, device);
-  state_ = state_.to(device);
-  bind_layers();
+  arena_->to(device, *topo_);
   if (optimizer_)
     for (const auto& [name, t] : optimizer_->state())
       if (t.defined()) optimizer_->set_state(name, t.to(device));
@@ -576,7 +336,7 @@ void Model::compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> 
 }
 
 void Model::compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss> outputs) {
-  const size_t expected = outputs_.empty() ? 1 : outputs_.size();  // a Sequential before build: one
+  const size_t expected = topo_->outputs.empty() ? 1 : topo_->outputs.size();  // a Sequential before build: one
   EMBER_CHECK(outputs.size() == expected, ArgumentError,
               "Model::compile: " + std::to_string(outputs.size()) + " losses for a model of " +
                   std::to_string(expected) + " output" + (expected == 1 ? "" : "s"));
@@ -596,7 +356,7 @@ void Model::compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss
                     "Model::compile: two metrics are named '" + metrics[i]->name() + "'" + which);
     }
     if (outputs.size() > 1) {
-      const Layer& l = *layers_.at(static_cast<size_t>(outputs_[k]));
+      const Layer& l = *topo_->layers.at(static_cast<size_t>(topo_->outputs[k]));
       EMBER_CHECK(!(l.softmax_output() && outputs[k].loss->takes_softmax_logits()), ArgumentError,
                   "Model::compile: output " + std::to_string(k) + " is a Softmax and its loss " +
                       outputs[k].loss->name() +
@@ -661,7 +421,7 @@ std::vector<double> Model::metric_sums(const MetricSums::Values& v) const {
 
 void Model::check_targets(DType target, const Shape& target_sample, const char* what, size_t output) const {
   const Head& h = heads_.at(output);
-  const Shape& shape = output_shapes_.at(static_cast<size_t>(outputs_.at(output)));
+  const Shape& shape = topo_->output_shapes.at(static_cast<size_t>(topo_->outputs.at(output)));
   try {
     h.loss->check(shape, target, target_sample);
     for (const auto& m : h.metrics) m->check(shape, target, target_sample);
@@ -678,8 +438,8 @@ void Model::accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& ta
   const Tensor* y = &outputs;
   for (size_t i = 0; i < h.metrics.size(); ++i) {
     if (h.metrics[i]->fused_with(*h.loss)) continue;
-    if (y == &outputs && logit_layers() < layers_.size() && h.metrics[i]->reads_model_output())
-      y = &layers_.back()->forward(outputs, false);
+    if (y == &outputs && logit_layers() < topo_->layers.size() && h.metrics[i]->reads_model_output())
+      y = &topo_->layers.back()->forward(outputs, false);
     const Tensor& seen = h.metrics[i]->reads_model_output() ? *y : outputs;
     const int64_t slot = MetricSums::kSlots + static_cast<int64_t>(i);
     EMBER_CHECK(sums.blocks() == heads_.size() && slot < sums.block(k).buffer().numel(), ArgumentError,
@@ -689,7 +449,7 @@ void Model::accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& ta
   if (release && y != &outputs) {  // an inference pass: the Softmax's output moves to the model, as
     held_.back() = *y;             // run_layers hands on every layer's, and the layer frees the rest
     acts_.back() = &held_.back();
-    layers_.back()->release_buffers();
+    topo_->layers.back()->release_buffers();
   }
 }
 
@@ -698,9 +458,9 @@ void Model::require_built(const char* what) const {
 }
 
 void Model::check_range(size_t begin, size_t end, const char* what) const {
-  EMBER_CHECK(begin <= end && end <= layers_.size(), ArgumentError,
+  EMBER_CHECK(begin <= end && end <= topo_->layers.size(), ArgumentError,
               std::string("Model::") + what + ": layers [" + std::to_string(begin) + ", " + std::to_string(end) +
-                  ") of a model of " + std::to_string(layers_.size()));
+                  ") of a model of " + std::to_string(topo_->layers.size()));
 }
 
 detail::ConvPoolBlock* Model::block_at(size_t i, size_t end) const {
@@ -709,12 +469,12 @@ detail::ConvPoolBlock* Model::block_at(size_t i, size_t end) const {
   return blocks_[i].get();
 }
 
-bool Model::fused_with_next(size_t i) const { return block_at(i, layers_.size()) != nullptr; }
+bool Model::fused_with_next(size_t i) const { return block_at(i, topo_->layers.size()) != nullptr; }
 
 // The k-th input of layer i in a pass over layers [begin, ...) on xs: a model input, or (a stack's
 // range from layer begin > 0) what the range starts from, xs[0].
 const Tensor& Model::input_of(size_t i, size_t k, std::span<const Tensor> xs, size_t begin) const {
-  const int from = nodes_[i].inputs[k];
+  const int from = topo_->nodes[i].inputs[k];
   if (from < 0) return xs[static_cast<size_t>(-1 - from)];
   if (static_cast<size_t>(from) + 1 == begin) return xs[0];
   return *acts_[static_cast<size_t>(from)];
@@ -725,22 +485,22 @@ const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_
                                 bool release) {
   require_built(what);
   check_range(begin, end, what);
-  EMBER_CHECK(begin == 0 || linear_, ArgumentError,
+  EMBER_CHECK(begin == 0 || topo_->linear, ArgumentError,
               std::string("Model::") + what + ": a range from layer " + std::to_string(begin) +
                   " needs a stack (is_linear()); a graph model runs from its input");
-  const size_t count = begin == 0 ? input_shapes_.size() : 1;
+  const size_t count = begin == 0 ? topo_->input_shapes.size() : 1;
   EMBER_CHECK(xs.size() == count, ArgumentError,
               std::string("Model::") + what + ": the model takes " + std::to_string(count) + " input" +
                   (count == 1 ? "" : "s") + ", given " + std::to_string(xs.size()));
   for (size_t k = 0; k < count; ++k) {
-    const Shape& in = begin == 0 ? input_shapes_[k] : output_shapes_[begin - 1];
+    const Shape& in = begin == 0 ? topo_->input_shapes[k] : topo_->output_shapes[begin - 1];
     const Tensor& x = xs[k];
-    const auto which = [&] { return count == 1 ? std::string("input") : "input '" + input_names_[k] + "'"; };
+    const auto which = [&] { return count == 1 ? std::string("input") : "input '" + topo_->input_names[k] + "'"; };
     EMBER_CHECK(x.rank() == in.rank() + 1 && x.shape().without_batch() == in, ShapeError,
                 "Model: expects " + which() + " (N" + batch_shape(in).substr(5) + ", given " + x.shape().str());
     EMBER_CHECK(k == 0 || x.dim(0) == xs[0].dim(0), ShapeError,
-                "Model: " + which() + " has " + std::to_string(x.dim(0)) + " rows but '" + input_names_[0] + "' " +
-                    std::to_string(xs[0].dim(0)));
+                "Model: " + which() + " has " + std::to_string(x.dim(0)) + " rows but '" + topo_->input_names[0] +
+                    "' " + std::to_string(xs[0].dim(0)));
     EMBER_CHECK(x.device() == device_, DeviceError,
                 "Model: the " + which() + " is on " + x.device().str() + " but the model on " + device_.str() +
                     ": copy it with to() (nothing migrates silently)");
@@ -756,7 +516,7 @@ const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_
     if (!release) return;
     held_[i] = *acts_[i];  // a handle: the storage stays while someone holds it
     acts_[i] = &held_[i];
-    for (int from : nodes_[reader].inputs)
+    for (int from : topo_->nodes[reader].inputs)
       if (from >= 0 && last_reader_[static_cast<size_t>(from)] == reader) held_[static_cast<size_t>(from)] = Tensor();
   };
   std::vector<const Tensor*> ins;
@@ -769,17 +529,17 @@ const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_
       if (release) {
         hand_on(i + 1, i);  // the pair read the convolution's inputs
         b->release_buffers();
-        layers_[i]->release_buffers();
-        layers_[i + 1]->release_buffers();
+        topo_->layers[i]->release_buffers();
+        topo_->layers[i + 1]->release_buffers();
       }
       ++i;
       continue;
     }
     ran_fused_[i] = kAlone;
-    Layer& l = *layers_[i];
+    Layer& l = *topo_->layers[i];
     if (l.multi_input()) {
       ins.clear();
-      for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) ins.push_back(&input_of(i, k, xs, begin));
+      for (size_t k = 0; k < topo_->nodes[i].inputs.size(); ++k) ins.push_back(&input_of(i, k, xs, begin));
       acts_[i] = &l.forward_inputs(ins, training);
     } else {
       acts_[i] = &l.forward(input_of(i, 0, xs, begin), training);
@@ -794,24 +554,24 @@ const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_
 
 // With several outputs: output 0's (the last layer run is the last output's).
 const Tensor& Model::forward(const Tensor& x, bool training) {
-  const Tensor& last = run_layers({&x, 1}, training, 0, layers_.size(), "forward");
-  return outputs_.size() > 1 ? output(0) : last;
+  const Tensor& last = run_layers({&x, 1}, training, 0, topo_->layers.size(), "forward");
+  return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
-  const Tensor& last = run_layers(xs, training, 0, layers_.size(), "forward");
-  return outputs_.size() > 1 ? output(0) : last;
+  const Tensor& last = run_layers(xs, training, 0, topo_->layers.size(), "forward");
+  return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 // Without a final Softmax: the loss reads its input.
 const Tensor& Model::forward_logits(const Tensor& x, bool training) {
   const Tensor& last = run_layers({&x, 1}, training, 0, logit_layers(), "forward_logits");
-  return outputs_.size() > 1 ? output(0) : last;
+  return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward_logits(const std::vector<Tensor>& xs, bool training) {
   const Tensor& last = run_layers(xs, training, 0, logit_layers(), "forward_logits");
-  return outputs_.size() > 1 ? output(0) : last;
+  return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward_layers(const Tensor& x, bool training, size_t begin, size_t end) {
@@ -843,43 +603,43 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
 const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t begin, size_t end) {
   require_built("backward_layers");
   check_range(begin, end, "backward_layers");
-  EMBER_CHECK(begin == 0 || linear_, ArgumentError,
+  EMBER_CHECK(begin == 0 || topo_->linear, ArgumentError,
               "Model::backward_layers: a range from layer " + std::to_string(begin) + " needs a stack (is_linear())");
   static const Tensor none;  // the input gradient of a fused pair (a first layer's: none)
   const auto split = [&] {   // built only when the check fails
     return "Model::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
            ") split a pair that ran fused";
   };
-  const size_t input_slot = layers_.size();  // input k's: input_slot + k
+  const size_t input_slot = topo_->layers.size();  // input k's: input_slot + k
   // A reader of an input that gave no gradient: that input's is not whole.
   std::fill(input_whole_.begin(), input_whole_.end(), true);
   const auto deliver = [&](size_t slot, const Tensor& dx) {
     if (slot >= input_slot && !dx.defined()) input_whole_[slot - input_slot] = false;
     deliver_grad(slot, dx);
   };
-  for (size_t i = 0; i < shares_.size(); ++i)
-    if (shares_[i] >= 0 && (layers_[i]->num_params() > 0 || !layers_[i]->state_specs().empty())) {
-      const auto o = static_cast<size_t>(shares_[i]);
+  for (size_t i = 0; i < topo_->shares.size(); ++i)
+    if (topo_->shares[i] >= 0 && (topo_->layers[i]->num_params() > 0 || !topo_->layers[i]->state_specs().empty())) {
+      const auto o = static_cast<size_t>(topo_->shares[i]);
       EMBER_CHECK((i >= begin && i < end) == (o >= begin && o < end), ArgumentError,
                   "Model::backward_layers: layers [" + std::to_string(begin) + ", " + std::to_string(end) +
-                      ") hold one call of the shared layer '" + layers_[o]->name() + "' but not another");
+                      ") hold one call of the shared layer '" + topo_->layers[o]->name() + "' but not another");
     }
   for (size_t i = begin; i < end; ++i) gouts_[i] = nullptr;
   for (size_t k = input_slot; k < gouts_.size(); ++k) gouts_[k] = nullptr;
   if (seeds.size() == 1 && end > begin) gouts_[end - 1] = seeds[0];
   if (seeds.size() > 1)  // an output that other layers read too gets their gradients added
-    for (size_t k = 0; k < seeds.size(); ++k) deliver_grad(static_cast<size_t>(outputs_[k]), *seeds[k]);
+    for (size_t k = 0; k < seeds.size(); ++k) deliver_grad(static_cast<size_t>(topo_->outputs[k]), *seeds[k]);
   // Where layer i's k-th input gradient goes: the model input's slot for an input (input 0's for
   // what a stack's range starts from), else the producing layer's.
   const auto slot_of = [&](size_t i, size_t k) {
-    const int from = nodes_[i].inputs[k];
+    const int from = topo_->nodes[i].inputs[k];
     if (from < 0) return input_slot + static_cast<size_t>(-1 - from);
     return static_cast<size_t>(from) < begin ? input_slot : static_cast<size_t>(from);
   };
   for (size_t i = end; i-- > begin;) {
     const Tensor* g = gouts_[i];
     EMBER_CHECK(g != nullptr, Error,
-                "Model::backward_layers: no gradient reached layer '" + layers_[i]->name() +
+                "Model::backward_layers: no gradient reached layer '" + topo_->layers[i]->name() +
                     "' (not on a path to the output?)");
     if (ran_fused_[i] == kFusedSecond) {  // layer i ran inside the pair (i - 1, i)
       EMBER_CHECK(i > begin, ArgumentError, split());
@@ -889,7 +649,7 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
       continue;
     }
     EMBER_CHECK(ran_fused_[i] == kAlone, ArgumentError, split());  // the first of a pair, its second beyond end
-    Layer& l = *layers_[i];
+    Layer& l = *topo_->layers[i];
     if (l.multi_input()) {
       const std::vector<Tensor>& dxs = l.backward_inputs(*g);
       for (size_t k = 0; k < dxs.size(); ++k) deliver(slot_of(i, k), dxs[k]);
@@ -900,9 +660,9 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
   // A shared layer's gradient: its first call's plus every later call's (in run order). A range
   // holds every call of a shared layer or none (checked above).
   for (size_t i = begin; i < end; ++i) {
-    if (shares_[i] < 0) continue;
-    const std::vector<Tensor>& from = layers_[i]->grads();
-    const std::vector<Tensor>& into = layers_[static_cast<size_t>(shares_[i])]->grads();
+    if (topo_->shares[i] < 0) continue;
+    const std::vector<Tensor>& from = topo_->layers[i]->grads();
+    const std::vector<Tensor>& into = topo_->layers[static_cast<size_t>(topo_->shares[i])]->grads();
     for (size_t k = 0; k < from.size(); ++k) {
       Tensor sum = into[k];  // a view: the sum lands in the gradient buffer
       detail::elementwise_binary(detail::BinaryOp::Add, into[k], from[k], sum);
@@ -913,29 +673,30 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
 
 const Tensor& Model::input_gradient(size_t k) const {
   static const Tensor none;
-  const size_t slot = layers_.size() + k;
+  const size_t slot = topo_->layers.size() + k;
   return slot < gouts_.size() && gouts_[slot] != nullptr && input_whole_[k] ? *gouts_[slot] : none;
 }
 
 void Model::backward(const Tensor& dlogits) {
-  EMBER_CHECK(outputs_.size() <= 1, ArgumentError,
-              "Model::backward: the model has " + std::to_string(outputs_.size()) +
+  EMBER_CHECK(topo_->outputs.size() <= 1, ArgumentError,
+              "Model::backward: the model has " + std::to_string(topo_->outputs.size()) +
                   " outputs: give a gradient for each (backward({&d0, &d1, ...}))");
   backward_layers(dlogits, 0, logit_layers());
 }
 
 void Model::backward(const std::vector<const Tensor*>& doutputs) {
-  EMBER_CHECK(doutputs.size() == outputs_.size(), ArgumentError,
+  EMBER_CHECK(doutputs.size() == topo_->outputs.size(), ArgumentError,
               "Model::backward: " + std::to_string(doutputs.size()) + " gradients for a model of " +
-                  std::to_string(outputs_.size()) + " outputs");
+                  std::to_string(topo_->outputs.size()) + " outputs");
   for (const Tensor* d : doutputs) EMBER_CHECK(d != nullptr, ArgumentError, "Model::backward: a null gradient");
   backward_pass(doutputs, 0, logit_layers());
 }
 
 const Tensor& Model::output(size_t k) const {
-  EMBER_CHECK(k < outputs_.size(), ArgumentError,
-              "Model::output(" + std::to_string(k) + ") of a model of " + std::to_string(outputs_.size()) + " outputs");
-  const Tensor* t = acts_.empty() ? nullptr : acts_[static_cast<size_t>(outputs_[k])];
+  EMBER_CHECK(
+      k < topo_->outputs.size(), ArgumentError,
+      "Model::output(" + std::to_string(k) + ") of a model of " + std::to_string(topo_->outputs.size()) + " outputs");
+  const Tensor* t = acts_.empty() ? nullptr : acts_[static_cast<size_t>(topo_->outputs[k])];
   EMBER_CHECK(t != nullptr, Error, "Model::output: no forward has run");
   return *t;
 }
@@ -965,7 +726,7 @@ int64_t Model::slice_rows(std::span<const Tensor> xs, bool training) const {
     if (x.layout() != Layout::RowMajor || x.rank() == 0 || x.dim(0) != n) return n;  // run whole: forward checks
   const bool exact = training && conv_algorithms() == ConvAlgorithms::Exact;
   if (!exact && (cpu_micro_batch_ == 0 || n <= cpu_micro_batch_)) return n;
-  for (const auto& l : layers_)
+  for (const auto& l : topo_->layers)
     if (!l->rows_independent(training)) return n;
   if (exact) return std::min(n, kExactSliceRows);
   if (micro_batch_auto_) {
@@ -974,8 +735,8 @@ int64_t Model::slice_rows(std::span<const Tensor> xs, bool training) const {
     // MLP re-reading its weight matrices once per slice loses (the autoencoder's slice: 137k
     // values against 435k weights ran 20% slower sliced: docs/benchmarks.md).
     int64_t per_row = 0;
-    for (const Shape& s : output_shapes_) per_row += s.numel();
-    if (per_row * cpu_micro_batch_ <= params_.numel()) return n;
+    for (const Shape& s : topo_->output_shapes) per_row += s.numel();
+    if (per_row * cpu_micro_batch_ <= arena_->params.numel()) return n;
   }
   return cpu_micro_batch_;
 }
@@ -1023,13 +784,13 @@ void Model::check_sliced_targets(std::span<const Tensor> targets, int64_t n) con
     const Tensor& t = targets[k];
     EMBER_CHECK(t.rank() >= 1 && t.dim(0) == n && t.layout() == Layout::RowMajor && t.device().is_cpu(), ShapeError,
                 "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " + t.str());
-    heads_[k].loss->check_targets(t, output_shapes_[static_cast<size_t>(outputs_[k])]);
+    heads_[k].loss->check_targets(t, topo_->output_shapes[static_cast<size_t>(topo_->outputs[k])]);
   }
 }
 
 void Model::require_heads(const char* what) const {
-  EMBER_CHECK(heads_.size() == std::max<size_t>(outputs_.size(), 1), Error,
-              std::string("Model::") + what + ": compile() a model of " + std::to_string(outputs_.size()) +
+  EMBER_CHECK(heads_.size() == std::max<size_t>(topo_->outputs.size(), 1), Error,
+              std::string("Model::") + what + ": compile() a model of " + std::to_string(topo_->outputs.size()) +
                   " outputs with a loss per output (OutputLoss) first");
 }
 
@@ -1047,7 +808,7 @@ void Model::run_heads(const Tensor& last, std::span<const Tensor> ys, MetricSums
     Head& h = heads_[k];
     // One output: what the loss reads, the last layer run (a final Softmax's input when the loss
     // takes logits; the input itself for a model that is only that Softmax).
-    const Tensor& out = heads_.size() == 1 ? last : *acts_[static_cast<size_t>(outputs_[k])];
+    const Tensor& out = heads_.size() == 1 ? last : *acts_[static_cast<size_t>(topo_->outputs[k])];
     if (!training) {
       h.eval_loss->forward(out, ys[k], sums.block(k));
       accumulate_metrics(k, out, ys[k], sums, true);  // evaluate frees as it goes (run_layers)
@@ -1089,7 +850,7 @@ void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Ten
   // The slices' gradients as the batch's pairwise tree (core/pairwise_sum.h: PairwiseTree's binary
   // counter of subtrees, the order every CPU weight gradient sums its groups in and the all-reduce
   // its replicas in); grad_tree_ holds the subtrees.
-  const int64_t count = grads_.numel();
+  const int64_t count = arena_->grads.numel();
   PairwiseTree tree;
   const auto add_into = [this, count](int64_t into, int64_t from) {
     float* l = grad_tree_[size_t(into)].f32();
@@ -1101,12 +862,12 @@ void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Ten
     run_heads(last, slice_targets(ys, begin, b), sums, true, n);  // the mean over the whole batch
     const size_t at = size_t(tree.next_slot());
     if (grad_tree_.size() <= at) grad_tree_.emplace_back();
-    ensure(grad_tree_[at], grads_.shape(), DType::F32, grads_.device());
-    grad_tree_[at].copy_from(grads_);
+    ensure(grad_tree_[at], arena_->grads.shape(), DType::F32, arena_->grads.device());
+    grad_tree_[at].copy_from(arena_->grads);
     tree.push(add_into);
   });
   tree.finish(add_into);
-  grads_.copy_from(grad_tree_[0]);
+  arena_->grads.copy_from(grad_tree_[0]);
 }
 
 void Model::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
@@ -1157,24 +918,15 @@ void Model::apply_gradients() {
   EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
   if (optimizer_->regularization().weight_decay > 0) {
     const Tensor& m = optimizer_->decay_mask();
-    if (!m.defined() || m.numel() != params_.numel() || m.device() != params_.device())
+    if (!m.defined() || m.numel() != arena_->params.numel() || m.device() != arena_->params.device())
       optimizer_->set_decay_mask(decay_mask());
   }
-  optimizer_->step(params_, grads_);
+  optimizer_->step(arena_->params, arena_->grads);
 }
 
 Tensor Model::decay_mask() const {
   require_built("decay_mask");
-  Tensor mask = Tensor::zeros(Shape{params_.numel()}, DType::F32, Device::cpu());  // the padding: 0, never decayed
-  for (const ParamView& v : param_views_) {  // twins own no view: their parameters are their first call's
-    const Layer& l = *layers_[v.layer];
-    const std::string spec = l.param_specs()[v.spec].name;
-    bool decay = spec == "kernel";
-    for (const auto& [name, on] : decay_overrides_)
-      if (name == l.name() + "/" + spec) decay = on;
-    if (decay) mask.view(v.padded, Shape{v.n}).fill(1.0f);
-  }
-  return device_.is_cpu() ? mask : mask.to(device_);
+  return arena_->decay_mask(*topo_, decay_overrides_, device_);
 }
 
 void Model::set_weight_decay(const std::string& param, bool decay) {
@@ -1193,18 +945,13 @@ float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct)
   return loss;
 }
 
-std::string Model::layer_ref(size_t i, const char* first) const {
-  const std::string& name = layers_.at(i)->name();
-  int64_t earlier = 0;  // the calls of this layer before this one, in run order
-  for (size_t j = 0; j < i; ++j) earlier += layers_[j]->name() == name ? 1 : 0;
-  return earlier == 0 ? name + first : name + "[" + std::to_string(earlier) + "]";
-}
+std::string Model::layer_ref(size_t i, const char* first) const { return topo_->layer_ref(i, first); }
 
 std::vector<std::pair<std::string, Tensor>> Model::named_params() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (size_t k = 0; k < layers_.size(); ++k) {
+  for (size_t k = 0; k < topo_->layers.size(); ++k) {
     if (is_twin(k)) continue;  // a shared layer's parameters are listed once
-    const auto& l = layers_[k];
+    const auto& l = topo_->layers[k];
     const auto specs = l->param_specs();
     for (size_t i = 0; i < specs.size(); ++i) out.emplace_back(l->name() + "/" + specs[i].name, l->params()[i]);
   }
@@ -1213,22 +960,46 @@ std::vector<std::pair<std::string, Tensor>> Model::named_params() const {
 
 std::vector<std::pair<std::string, Tensor>> Model::named_state() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (size_t k = 0; k < layers_.size(); ++k) {
+  for (size_t k = 0; k < topo_->layers.size(); ++k) {
     if (is_twin(k)) continue;
-    const auto& l = layers_[k];
+    const auto& l = topo_->layers[k];
     const auto specs = l->state_specs();
     for (size_t i = 0; i < specs.size(); ++i) out.emplace_back(l->name() + "/" + specs[i].name, l->state()[i]);
   }
   return out;
 }
 
+const std::vector<std::shared_ptr<Layer>>& Model::layers() const { return topo_->layers; }
+bool Model::is_twin(size_t i) const { return topo_->is_twin(i); }
+int Model::shared_with(size_t i) const { return i < topo_->shares.size() ? topo_->shares[i] : -1; }
+bool Model::is_linear() const { return topo_->linear; }
+bool Model::is_graph() const { return topo_->graph; }
+const std::string& Model::input_name() const { return topo_->input_names.at(0); }
+const Shape& Model::input_shape() const { return topo_->input_shapes.at(0); }
+size_t Model::num_inputs() const { return topo_->input_shapes.size(); }
+const std::vector<std::string>& Model::input_names() const { return topo_->input_names; }
+const std::vector<Shape>& Model::input_shapes() const { return topo_->input_shapes; }
+const Shape& Model::output_shape() const { return topo_->output_shapes.at(static_cast<size_t>(topo_->outputs.at(0))); }
+size_t Model::num_outputs() const { return topo_->outputs.size(); }
+const std::vector<int>& Model::output_layers() const { return topo_->outputs; }
+const std::vector<Shape>& Model::layer_output_shapes() const { return topo_->output_shapes; }
+
+bool Model::built() const { return arena_ && arena_->params.defined(); }
+Tensor& Model::params() { return arena_->params; }
+const Tensor& Model::params() const { return arena_->params; }
+Tensor& Model::grads() { return arena_->grads; }
+int64_t Model::num_params() const { return arena_->num_params; }
+Tensor& Model::state() { return arena_->state; }
+const Tensor& Model::state() const { return arena_->state; }
+int64_t Model::num_non_trainable() const { return arena_->num_non_trainable; }
+
 std::string Model::summary() const {
   require_built("summary");
   std::ostringstream os;
   // A stack: Keras' Sequential table; a graph: its functional table, with the Input and what
   // each layer is called on.
-  const size_t width = graph_ ? 98 : 65;
-  const std::vector<size_t> stops = graph_ ? std::vector<size_t>{31, 57, 69} : std::vector<size_t>{29, 55};
+  const size_t width = topo_->graph ? 98 : 65;
+  const std::vector<size_t> stops = topo_->graph ? std::vector<size_t>{31, 57, 69} : std::vector<size_t>{29, 55};
   const std::string rule(width, '_'), dbl(width, '=');
   auto row = [&](const std::vector<std::string>& cells) {
     std::string line = " " + cells[0];
@@ -1240,33 +1011,33 @@ std::string Model::summary() const {
   };
   const auto connected = [&](size_t i) {
     std::string out = "[";
-    for (size_t k = 0; k < nodes_[i].inputs.size(); ++k) {
-      const int from = nodes_[i].inputs[k];
+    for (size_t k = 0; k < topo_->nodes[i].inputs.size(); ++k) {
+      const int from = topo_->nodes[i].inputs[k];
       out += (k ? ", '" : "'") +
-             (from < 0 ? input_names_[static_cast<size_t>(-1 - from)] + "[0]"
+             (from < 0 ? topo_->input_names[static_cast<size_t>(-1 - from)] + "[0]"
                        : layer_ref(static_cast<size_t>(from), "[0]")) +
              "[0]'";
     }
     return out + "]";
   };
   os << "Model: \"" << name_ << "\"\n" << rule << "\n";
-  if (graph_)
+  if (topo_->graph)
     row({"Layer (type)", "Output Shape", "Param #", "Connected to"});
   else
     row({"Layer (type)", "Output Shape", "Param #"});
   os << dbl << "\n";
-  if (graph_)
-    for (size_t k = 0; k < input_shapes_.size(); ++k) {
-      row({input_names_[k] + " (InputLayer)", "[" + batch_shape(input_shapes_[k]) + "]", "0", "[]"});
+  if (topo_->graph)
+    for (size_t k = 0; k < topo_->input_shapes.size(); ++k) {
+      row({topo_->input_names[k] + " (InputLayer)", "[" + batch_shape(topo_->input_shapes[k]) + "]", "0", "[]"});
       os << "\n";
     }
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
     std::vector<std::string> cells{
-        layers_[i]->name() + " (" + layers_[i]->type() + ")", batch_shape(output_shapes_[i]),
-        is_twin(i) ? "shared" : with_commas(layers_[i]->num_params() + layers_[i]->num_non_trainable())};
-    if (graph_) cells.push_back(connected(i));
+        topo_->layers[i]->name() + " (" + topo_->layers[i]->type() + ")", batch_shape(topo_->output_shapes[i]),
+        is_twin(i) ? "shared" : with_commas(topo_->layers[i]->num_params() + topo_->layers[i]->num_non_trainable())};
+    if (topo_->graph) cells.push_back(connected(i));
     row(cells);
-    if (i + 1 < layers_.size()) os << "\n";
+    if (i + 1 < topo_->layers.size()) os << "\n";
   }
   os << dbl << "\n";
   os << "Total params: " << with_commas(num_params() + num_non_trainable()) << "\n";
@@ -1278,12 +1049,12 @@ std::string Model::summary() const {
 std::string Model::placement_report(int64_t batch_size) const {
   require_built("placement_report");
   std::ostringstream os;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& l = *layers_[i];
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    const Layer& l = *topo_->layers[i];
     const bool second_of_pair = i > 0 && fused_with_next(i - 1);
     os << "  " << l.name() << " (" << l.type() << "): " << device_.str() << ", "
        << (fused_with_next(i) ? blocks_[i]->kernel_info()
-           : second_of_pair   ? "fused into '" + layers_[i - 1]->name() + "'"
+           : second_of_pair   ? "fused into '" + topo_->layers[i - 1]->name() + "'"
                               : l.kernel_info(batch_size, device_))
        << "\n";
   }

@@ -52,7 +52,9 @@ class Dataset;
 class DataLoader;
 namespace detail {
 class ConvPoolBlock;
-}
+struct Topology;
+class ParamArena;
+}  // namespace detail
 
 /// compile(optimizer, outputs): one output's loss, its weight in the model's loss (Keras'
 /// loss_weights) and its metrics.
@@ -100,8 +102,8 @@ class Model {
   /// graph model's layers were built when they were called: `sample_shape` must be its input's
   /// (ShapeError else); a Sequential builds its layers for it here.
   void build(const Shape& sample_shape, uint64_t seed = 0);
-  void build(uint64_t seed = 0);                    ///< a graph model, for its input's shape
-  bool built() const { return params_.defined(); }  ///< Whether build() has run.
+  void build(uint64_t seed = 0);  ///< a graph model, for its input's shape
+  bool built() const;             ///< Whether build() has run.
   /// Sets the optimizer. After a load() without one, the checkpoint's optimizer state goes into
   /// it when it is the same kind (Adam's moments and step count: the run continues exactly);
   /// another kind starts fresh, with a warning.
@@ -315,9 +317,9 @@ class Model {
     constexpr int64_t per = kViewAlignment / static_cast<int64_t>(sizeof(float));
     return (n + per - 1) / per * per;
   }
-  Tensor& params() { return params_; }              ///< The flat parameter buffer (f32, padded).
-  const Tensor& params() const { return params_; }  ///< The flat parameter buffer (f32, padded).
-  Tensor& grads() { return grads_; }                ///< The flat gradient buffer, of params()' layout.
+  Tensor& params();              ///< The flat parameter buffer (f32, padded).
+  const Tensor& params() const;  ///< The flat parameter buffer (f32, padded).
+  Tensor& grads();               ///< The flat gradient buffer, of params()' layout.
   /// A flat buffer of params()' layout (the optimizers' state) without its padding (num_params()
   /// values, the layers' parameters in order: what a checkpoint stores), and back.
   ///@{
@@ -326,7 +328,7 @@ class Model {
   ///@}
   Optimizer* optimizer() { return optimizer_.get(); }  ///< The compiled optimizer (null before compile).
   /// The layers in the order they run (a graph model's topological order; no Input).
-  const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
+  const std::vector<std::shared_ptr<Layer>>& layers() const;
   /// Per layer, what it is called on: an index into layers(), or -1 - k for the model's input k.
   const std::vector<int>& layer_inputs(size_t i) const;
   /// Layer i runs a later call of a shared layer (a twin: the parameters and state of layer
@@ -334,41 +336,41 @@ class Model {
   /// first call in run order, "name[1]", "name[2]" ... for the later ones (Keras' node index; the
   /// summary appends "[0]" to the first, checkpoints do not).
   ///@{
-  bool is_twin(size_t i) const { return i < shares_.size() && shares_[i] >= 0; }
-  int shared_with(size_t i) const { return i < shares_.size() ? shares_[i] : -1; }
+  bool is_twin(size_t i) const;
+  int shared_with(size_t i) const;
   std::string layer_ref(size_t i, const char* first = "") const;
   ///@}
   /// True when every layer takes the one before it (or the input, the first): a stack.
-  bool is_linear() const { return linear_; }
+  bool is_linear() const;
   /// Made from symbolic tensors (a Sequential is not), and the name of its input ("input_1").
-  bool is_graph() const { return graph_; }
-  const std::string& input_name() const { return input_names_.at(0); }  ///< Input 0's name ("input_1").
-  const Shape& input_shape() const { return input_shapes_.at(0); }      ///< Input 0's per-sample shape.
+  bool is_graph() const;
+  const std::string& input_name() const;  ///< Input 0's name ("input_1").
+  const Shape& input_shape() const;       ///< Input 0's per-sample shape.
   /// Every input, in the order a batch gives them ("input_1", "input_2", ... unless named).
   ///@{
-  size_t num_inputs() const { return input_shapes_.size(); }
-  const std::vector<std::string>& input_names() const { return input_names_; }
-  const std::vector<Shape>& input_shapes() const { return input_shapes_; }
+  size_t num_inputs() const;
+  const std::vector<std::string>& input_names() const;
+  const std::vector<Shape>& input_shapes() const;
   ///@}
-  const Shape& output_shape() const { return output_shapes_.at(static_cast<size_t>(outputs_.at(0))); }  ///< output 0's
+  const Shape& output_shape() const;  ///< output 0's
   /// Every output (per sample), its name (its layer's, after build) and its layer's index.
   ///@{
-  size_t num_outputs() const { return outputs_.size(); }
+  size_t num_outputs() const;
   std::vector<Shape> output_shapes() const;
   std::vector<std::string> output_names() const;
-  const std::vector<int>& output_layers() const { return outputs_; }
+  const std::vector<int>& output_layers() const;
   ///@}
-  const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }  ///< per sample
-  int64_t num_params() const { return num_params_; }  ///< trainable values (the padding not counted)
+  const std::vector<Shape>& layer_output_shapes() const;  ///< per sample
+  int64_t num_params() const;                             ///< trainable values (the padding not counted)
   /// The flat non-trainable state (see StateSpec): every layer's, averaged statistics first.
   ///@{
-  Tensor& state() { return state_; }
-  const Tensor& state() const { return state_; }
+  Tensor& state();
+  const Tensor& state() const;
   ///@}
   /// The part of state() that replicas average after every step (a view; may be empty).
   Tensor averaged_state() const;
   /// Elements of averaged state: summary()'s "Non-trainable params".
-  int64_t num_non_trainable() const { return num_non_trainable_; }
+  int64_t num_non_trainable() const;
   /// "<layer>/<state>" views ("batch_normalization/moving_mean"), in layer order (the buffer
   /// holds every layer's averaged statistics first).
   std::vector<std::pair<std::string, Tensor>> named_state() const;
@@ -393,23 +395,15 @@ class Model {
 
  private:
   void require_built(const char* what) const;
-  void define_graph(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs);
   void build_model(const Shape* sample_shape, uint64_t seed);  // null: a graph model's own input shapes
+  void plan_passes();                                          // build's decisions for the passes
   const Tensor& backward_pass(std::span<const Tensor* const> seeds, size_t begin, size_t end);
 
-  // The graph: per layer (in run order) the calls' inputs (-1: the model's input), and who
-  // consumes each layer's output.
-  struct Node {
-    std::vector<int> inputs;
-    std::vector<int> consumers;
-  };
-  std::vector<std::shared_ptr<Layer>> layers_;
-  std::vector<Node> nodes_;
+  // The graph: the layer calls in run order, their inputs and consumers, the model's inputs and
+  // outputs, shapes, twins and names (topology.h).
+  std::unique_ptr<detail::Topology> topo_;
   // This model's identity for Layer::owner (moves with the model).
   std::shared_ptr<const int> identity_ = std::make_shared<const int>(0);
-  bool graph_ = false;  // made from symbolic tensors (not a Sequential)
-  bool linear_ = true;  // each layer takes the one before it
-  std::vector<std::string> input_names_{""};
   // A pass's tensors: each layer's output (forward), each layer's output gradient (backward; the
   // slots after the layers': the model inputs'), the sums of gradients from several consumers,
   // conversions.
@@ -418,24 +412,10 @@ class Model {
   std::vector<bool> input_whole_;  // per model input: its gradient in gouts_ is whole
   void deliver_grad(size_t slot, const Tensor& dx);
   const Tensor& input_of(size_t i, size_t k, std::span<const Tensor> xs, size_t begin) const;
-  std::vector<Shape> output_shapes_;
-  std::vector<Shape> input_shapes_{Shape{}};
-  std::vector<int> shares_;  // per layer: the layer whose parameters a twin uses, or -1
-  int nested_calls_ = 0;
-  std::vector<int> name_from_;  // per layer: the layer whose name an owner takes (the user's object), or -1
-  void adopt_names();           // times this model was called as a layer (operator())
-  Tensor twin_grads_;           // the twins' own gradients, added to their first calls' after backward
+  int nested_calls_ = 0;                     // times this model was called as a layer (operator())
   std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
-  void bind_layers();                        // (re)binds every layer's views into params_ / grads_
-  // Where each owned parameter view lies, in buffer order (twins own none): made once by build(),
-  // read by bind_layers, decay_mask and the packed-layout conversions.
-  struct ParamView {
-    size_t layer, spec;  // layers_[layer]->param_specs()[spec]
-    int64_t padded;      // offset in params_ / grads_ (kViewAlignment-aligned)
-    int64_t packed;      // offset in the packed layout (checkpoints: one value after another)
-    int64_t n;           // values
-  };
-  std::vector<ParamView> param_views_;
+  // The flat parameter, gradient and state buffers and the layers' views into them (params.h).
+  std::unique_ptr<detail::ParamArena> arena_;
 
   void seed_random_layers();
   size_t logit_layers() const;  // layers before the loss: all but a final Softmax
@@ -472,9 +452,6 @@ class Model {
   detail::ConvPoolBlock* block_at(size_t i, size_t end) const;         // the pair (i, i + 1) if it runs fused here
   void check_range(size_t begin, size_t end, const char* what) const;  // ArgumentError unless [begin, end) are layers
 
-  Tensor params_, grads_, state_;
-  int64_t averaged_state_numel_ = 0;                // the averaged region of state_, padding included
-  int64_t num_params_ = 0, num_non_trainable_ = 0;  // values, padding not included
   uint64_t seed_ = 0, random_stream_ = 0;
   Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;
@@ -492,7 +469,6 @@ class Model {
     Tensor scaled;  // weight * the loss's gradient (weight != 1)
   };
   std::vector<Head> heads_ = std::vector<Head>(1);
-  std::vector<int> outputs_;  // the output layers (indices into layers_), in output order
   std::vector<const Tensor*> head_grads_;
   // Adds output k's metrics on `outputs` to `sums` (a metric the loss fused is skipped).
   // release: an inference pass (see run_layers): a final Softmax run here for a metric hands its
