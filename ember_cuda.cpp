@@ -15,7 +15,7 @@ void fill_core_entries(detail::CudaModuleApi& api);      // core/cuda/memory.cpp
 const ::ember::detail::LayerCudaOps* layer_ops_table();  // layers/cuda/ops_table.cpp
 const ::ember::detail::OptimCudaOps* optim_ops_table();  // optim/cuda/ops_table.cpp
 const ::ember::detail::DataCudaOps* data_ops_table();    // data/cuda/ops_table.cpp
-const ::ember::detail::NcclOps* nccl_ops_table();        // distribute/cuda/nccl.cpp (null without NCCL)
+const ::ember::detail::NcclOps* nccl_ops_table();        // distribute/cuda/nccl_collectives.cpp (null without NCCL)
 }  // namespace ember::cuda
 
 extern "C" __attribute__((visibility("default"))) const ember::detail::CudaModuleApi* ember_cuda_api_v1() {

@@ -1,7 +1,7 @@
 /// @file
 /// CudaGraph: the work a callable queues on one GPU, captured once and replayed with one launch
 /// (CUDA graphs). A training step of about 45 small kernels and library calls (the reference CNN) costs ~100 us of
-/// launches on the host; a replay costs one. Sequential::fit uses it with
+/// launches on the host; a replay costs one. Model::fit uses it with
 /// FitOptions::cuda_graphs; custom loops may too.
 ///
 /// What can be captured: work that queues on the device's stream and never waits for the host

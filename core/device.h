@@ -37,7 +37,7 @@ Device exchange_current_device(Device d);  // sets this thread's current device,
 
 /// TensorFlow's `with tf.device('/GPU:0'):` in C++. For the scope's lifetime, on this thread,
 /// tensors created without a device (Tensor::empty, zeros, uniform, normal, from_vector) and models being built
-/// (Sequential::build, and so fit() of an unbuilt model) land on `device`:
+/// (Model::build, and so fit() of an unbuilt model) land on `device`:
 ///
 /// @code
 ///   {

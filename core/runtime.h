@@ -140,7 +140,7 @@ bool fused_advance();  ///< Whether device-side counters advance inside their re
 /// @}
 
 /// Convolution algorithms on both backends (as PyTorch's torch.backends.cudnn.deterministic or
-/// TensorFlow's op determinism), read when a convolution shape's plan is made and by Sequential on
+/// TensorFlow's op determinism), read when a convolution shape's plan is made and by Model on
 /// every CPU training batch (Exact's slices): set it before training, never during a step. Under both, structural zeros
 /// are exact (an output whose inputs are all zero equals what the direct sum gives, so ReLU and max-pool decide on
 /// exact values).
@@ -172,7 +172,7 @@ ConvAlgorithms parse_conv_algorithms(const std::string& name);
 
 /// Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
 /// (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.
-/// Sequential::build and the apps call it.
+/// Model::build and the apps call it.
 void check_cpu_support();
 
 /// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool). 0 = all cores.

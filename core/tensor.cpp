@@ -168,6 +168,13 @@ Tensor Tensor::view(int64_t offset, const Shape& shape) const {
   return t;
 }
 
+Tensor Tensor::rows(int64_t begin, int64_t count) const {
+  EMBER_CHECK(defined() && rank() >= 1 && begin >= 0 && count >= 0 && begin + count <= dim(0), ShapeError,
+              "rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " + str());
+  const Shape sample = shape_.without_batch();
+  return view(begin * sample.numel(), sample.with_batch(count));
+}
+
 Tensor Tensor::reshape(const Shape& shape) const {
   EMBER_CHECK(shape.numel() == numel(), ShapeError, "cannot reshape " + shape_.str() + " to " + shape.str());
   EMBER_CHECK(layout_ == Layout::RowMajor, ShapeError, "reshape needs a row-major tensor");

@@ -104,6 +104,9 @@ class Tensor {
 
   /// A view of `shape.numel()` elements starting `offset` elements into this tensor (row-major).
   Tensor view(int64_t offset, const Shape& shape) const;
+  /// Rows [begin, begin + count) of a row-major tensor (N, ...), as a view of shape (count, ...):
+  /// a batch's slice, a replica's shard, a data set's part. ShapeError for rows outside [0, N).
+  Tensor rows(int64_t begin, int64_t count) const;
   /// Same storage, new logical shape with the same number of elements (row-major only).
   Tensor reshape(const Shape& shape) const;
 

@@ -221,14 +221,8 @@ Dataset Dataset::slice(int64_t begin, int64_t end) const {
               "Dataset::slice(" + std::to_string(begin) + ", " + std::to_string(end) + ") of a dataset of " +
                   std::to_string(size()));
   Dataset d = *this;
-  for (DataInput& in : d.inputs_) {
-    const Shape sample = in.values.shape().without_batch();
-    in.values = in.values.view(begin * sample.numel(), sample.with_batch(end - begin));
-  }
-  for (DataTarget& t : d.targets_) {
-    const Shape sample = t.values.shape().without_batch();
-    t.values = t.values.view(begin * sample.numel(), sample.with_batch(end - begin));
-  }
+  for (DataInput& in : d.inputs_) in.values = in.values.rows(begin, end - begin);
+  for (DataTarget& t : d.targets_) t.values = t.values.rows(begin, end - begin);
   return d;
 }
 

@@ -256,22 +256,18 @@ float DataParallelStrategy::compute_gradients(const std::vector<Tensor>& xs, con
     loop_sums_.clear();
     for (size_t i = 0; i < local; ++i) loop_sums_.push_back(replicas_[i]->make_sums(config_.devices[i]));
   }
-  const auto rows_of = [](const Tensor& t, int64_t begin, int64_t n) {
-    const Shape sample = t.shape().without_batch();
-    return t.view(begin * sample.numel(), sample.with_batch(n));
-  };
   for (size_t i = 0; i < local; ++i) {  // near-equal contiguous shards, as fit's loaders cut a batch
     const int64_t lo = rows * static_cast<int64_t>(i) / static_cast<int64_t>(local);
     const int64_t hi = rows * static_cast<int64_t>(i + 1) / static_cast<int64_t>(local);
     const Device d = config_.devices[i];
     shards[i].inputs.clear();
     for (const Tensor& x : xs) {
-      const Tensor part = rows_of(x, lo, hi - lo);
+      const Tensor part = x.rows(lo, hi - lo);
       shards[i].inputs.push_back(part.device() == d ? part : part.to(d));
     }
     shards[i].targets.clear();
     for (const Tensor& y : ys) {
-      const Tensor part = rows_of(y, lo, hi - lo);
+      const Tensor part = y.rows(lo, hi - lo);
       shards[i].targets.push_back(part.device() == d ? part : part.to(d));
     }
     loop_sums_[i].reset();

@@ -88,7 +88,7 @@ class DataParallelStrategy final : public Strategy {
   FaultPlan fault;  // detail::inject_fault
 
  private:
-  class Training;  // fit's TrainingTarget (data_parallel.cpp)
+  class Training;                            // fit's TrainingTarget (data_parallel.cpp)
   DataParallelConfig config_;                // holds `world`: destroyed last (MPI_Finalize)
   std::shared_ptr<Communicator> gradients_;  // may be `world` itself (MultiWorker on CPUs)
   std::vector<std::unique_ptr<Model>> replicas_;

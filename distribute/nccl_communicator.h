@@ -1,5 +1,5 @@
 // NcclCommunicator: the Communicator of GPU replicas (private to distribute/). NCCL itself lives
-// in the CUDA module (distribute/cuda/nccl.cpp); this is its libember face.
+// in the CUDA module (distribute/cuda/nccl_collectives.cpp); this is its libember face.
 //
 // Unlike the host communicators, its collectives do not block the host: they are queued on the
 // buffer's device stream, in order with the kernels before and after them, like every GPU op.

@@ -1,5 +1,5 @@
-// NCCL as the CUDA module offers it (filled in distribute/cuda/nccl.cpp; absent from a CUDA
-// build without NCCL). Communicators are opaque handles owned by the caller (destroy).
+// NCCL as the CUDA module offers it (filled in distribute/cuda/nccl_collectives.cpp; absent
+// from a CUDA build without NCCL). Communicators are opaque handles owned by the caller (destroy).
 // Collectives are queued on each buffer's device stream, one group for all the given local
 // members; waits are bounded by timeout_ms and throw CollectiveError (timeout) or NcclError
 // (asynchronous failure) after aborting. Private to the library (distribute/nccl_communicator.h

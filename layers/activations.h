@@ -5,7 +5,7 @@
 ///   LeakyReLU(alpha = 0.3)      x for x > 0, alpha * x below (Keras' default slope);
 ///   Softmax()                   over the features of (N, K) rows (Flatten first). As a model's
 ///                               last layer it gives probabilities to predict() while the loss is
-///                               computed from its input, the logits (stable; Sequential does it).
+///                               computed from its input, the logits (stable; Model does it).
 /// @endcode
 #pragma once
 

@@ -43,7 +43,7 @@ detail::BatchNormArgs args(const std::vector<Tensor>& params, std::vector<Tensor
 const Tensor& BatchNormalization::do_forward(const Tensor& x, bool training) {
   EMBER_CHECK(channels_ > 0, Error, "BatchNormalization: forward() before build()");
   EMBER_CHECK(state_tensors_.size() == 2 && params_.size() == 2, Error,
-              "BatchNormalization: bind() and bind_state() first (Sequential::build does)");
+              "BatchNormalization: bind() and bind_state() first (Model::build does)");
   EMBER_CHECK(x.rank() == in_.rank() + 1 && x.shape().without_batch() == in_, ShapeError,
               "BatchNormalization: expects input (N, ...) with samples " + in_.str() + "; given " + x.shape().str());
   return detail::batchnorm_forward(state_, args(params_, state_tensors_, momentum_, epsilon_), x, training);

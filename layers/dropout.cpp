@@ -22,7 +22,7 @@ std::vector<StateSpec> Dropout::state_specs() const {
 }
 
 const Tensor& Dropout::do_forward(const Tensor& x, bool training) {
-  EMBER_CHECK(state_tensors_.size() == 1, Error, "Dropout: bind_state() first (Sequential::build does)");
+  EMBER_CHECK(state_tensors_.size() == 1, Error, "Dropout: bind_state() first (Model::build does)");
   masked_ = training && rate_ > 0.0f;
   if (!masked_) return x;
   return detail::dropout_forward(state_, params_rng_, state_tensors_.at(0), x);

@@ -84,6 +84,19 @@ Conv2dBackwardCase conv2d_backward_case(const Conv2dShape& g, uint64_t seed);
 // activations, the fused convolution, Dense, loss and advances) as they were when it was made and
 // puts them back when it goes, also when an assertion ends a test early: a test's settings never
 // reach the tests after it, whatever their order (--gtest_shuffle, --gtest_repeat, a filter).
+/// The convolution policy (set_conv_algorithms) set for a scope, and the one before restored at
+/// its end, also when an assertion returns early or a call throws.
+class ConvAlgorithmsScope {
+ public:
+  explicit ConvAlgorithmsScope(ConvAlgorithms policy) : saved_(conv_algorithms()) { set_conv_algorithms(policy); }
+  ~ConvAlgorithmsScope() { set_conv_algorithms(saved_); }
+  ConvAlgorithmsScope(const ConvAlgorithmsScope&) = delete;
+  ConvAlgorithmsScope& operator=(const ConvAlgorithmsScope&) = delete;
+
+ private:
+  ConvAlgorithms saved_;
+};
+
 class GpuSettingsScope {
  public:
   GpuSettingsScope();

@@ -15,6 +15,7 @@
 #include "../../core/cpu/cpu_features.h"
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
+#include "simd.h"
 
 namespace ember::cpu {
 
@@ -38,14 +39,13 @@ Range valid(int64_t out, int64_t in, int64_t stride, int64_t tap, int64_t pad) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EMBER_DIRECT_WGRAD 1
-typedef float f16 __attribute__((vector_size(64)));               // local values only, never passed by value
-typedef float f16u __attribute__((vector_size(64), aligned(4)));  // the same at any float's address
+using simd::f16;
+using simd::f16u;
 
 // One block over images [n0, n1): sums (row stride C, at (k0, c0) of its tap) = (first ? 0 :
 // sums) + sum over the valid positions of dy[pos][k0 + k] * x[pos under tap][c0 + c].
-__attribute__((target("avx512f"))) void block_sums(const Conv2dShape& g, const float* x, const float* dy, int64_t r,
-                                                   int64_t s, int64_t k0, int64_t c0, int64_t n0, int64_t n1,
-                                                   bool first, float* sums) {
+EMBER_AVX512 void block_sums(const Conv2dShape& g, const float* x, const float* dy, int64_t r, int64_t s, int64_t k0,
+                             int64_t c0, int64_t n0, int64_t n1, bool first, float* sums) {
   f16 acc[kBlockK][2];
   for (int64_t k = 0; k < kBlockK; ++k)
     for (int64_t h = 0; h < 2; ++h)

@@ -13,6 +13,7 @@
 
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
+#include "simd.h"
 
 namespace ember::cpu {
 
@@ -61,11 +62,10 @@ const float* image(const Conv2dShape& g, const Geo& e, const Tensor& x, int64_t 
   return xp;
 }
 
-// Eight floats, ints and bytes as GCC/Clang vector types: one AVX2 register (two SSE ones where the
-// kernels are built for plain x86-64). Local values only: never passed by value (-Wpsabi).
-typedef float f8 __attribute__((vector_size(32)));
-typedef int32_t i8 __attribute__((vector_size(32)));
-typedef uint8_t b8 __attribute__((vector_size(8)));
+// Eight floats, ints and bytes (simd.h): one AVX2 register.
+using simd::b8;
+using simd::f8;
+using simd::i8;
 constexpr int64_t kLanes = 8;
 
 // Lanes [0, n) of p into v, the rest 0 (n < kLanes only at a K that is not a multiple of 8).

@@ -36,18 +36,16 @@
 #include "../../core/cpu/cpu_features.h"
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
+#include "simd.h"
 
 namespace ember::cpu {
 
 namespace {
-typedef float f8 __attribute__((vector_size(32)));  // local values only, never passed by value (-Wpsabi)
-// The same vector at any float's address: loads and stores through it are single unaligned vector
-// moves (a 32-byte __builtin_memcpy became two 16-byte moves through the stack, whose reload as one
-// vector stalls on store forwarding).
-typedef float f8u __attribute__((vector_size(32), aligned(4)));
-typedef double d4 __attribute__((vector_size(32)));
-typedef double d4u __attribute__((vector_size(32), aligned(8)));
-typedef double d8u __attribute__((vector_size(64), aligned(8)));  // two d4s; where a f8 adds into M
+using simd::d4;
+using simd::d4u;
+using simd::d8u;  // two d4s; where a f8 adds into M
+using simd::f8;
+using simd::f8u;
 inline void load(f8& v, const float* p) { v = *reinterpret_cast<const f8u*>(p); }
 inline void store(float* p, const f8& v) { *reinterpret_cast<f8u*>(p) = v; }
 constexpr int64_t kLanes = 8;
@@ -141,11 +139,11 @@ void accumulate_block(const float* v, int64_t sv, const float* u, int64_t su, in
 // AVX-512 whatever the build's target; called only after the CPU check.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EMBER_WINOGRAD_AVX512 1
-__attribute__((target("avx512f"))) void accumulate_point_avx512(const float* v, const float* u, int64_t tiles,
-                                                                double* m, int64_t k_count, int64_t c_count, bool add) {
-  typedef float f16 __attribute__((vector_size(64)));
-  typedef float f16u __attribute__((vector_size(64), aligned(4)));
-  typedef double d16u __attribute__((vector_size(128), aligned(8)));
+EMBER_AVX512 void accumulate_point_avx512(const float* v, const float* u, int64_t tiles, double* m, int64_t k_count,
+                                          int64_t c_count, bool add) {
+  using simd::d16u;
+  using simd::f16;
+  using simd::f16u;
   constexpr int64_t kRows = 8;
   for (int64_t k0 = 0; k0 < k_count; k0 += kRows)
     for (int64_t c0 = 0; c0 < c_count; c0 += 32) {

@@ -28,6 +28,7 @@
 #include "../../core/cpu/cpu_features.h"
 #include "../../core/error.h"
 #include "conv2d_winograd.h"
+#include "simd.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>  // the AVX-512 compare of the structural-zero mask
 #endif
@@ -37,11 +38,8 @@ namespace ember::cpu {
 namespace {
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EMBER_WINOGRAD_DATA 1
-#define EMBER_AVX512 __attribute__((target("avx512f")))
-#define EMBER_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
-
-typedef float f16 __attribute__((vector_size(64)));               // local values only, never passed by value
-typedef float f16u __attribute__((vector_size(64), aligned(4)));  // the same at any float's address
+using simd::f16;
+using simd::f16u;
 constexpr int64_t kLanes = 16;
 constexpr int64_t kPoints = 36;
 // Tiles per group, taken across image boundaries (each tile's output depends on its own row

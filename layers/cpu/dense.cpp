@@ -11,6 +11,7 @@
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
 #include "relu.h"
+#include "simd.h"
 
 namespace ember::cpu {
 
@@ -65,10 +66,10 @@ bool own_weight_gradient_fits(int64_t in, int64_t out) {
 // from zero, in row order: 16 accumulators of 16 lanes, per row 2 loads of x, 8 broadcasts of g.
 // Written to s (8 x 32). AVX-512 (the target attribute); called only after the CPU check.
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f"))) void block_rows(const float* g, const float* x, int64_t in, int64_t out, int64_t o0,
-                                                   int64_t i0, int64_t r0, int64_t r1, float* s) {
-  typedef float f16 __attribute__((vector_size(64)));
-  typedef float f16u __attribute__((vector_size(64), aligned(4)));
+EMBER_AVX512 void block_rows(const float* g, const float* x, int64_t in, int64_t out, int64_t o0, int64_t i0,
+                             int64_t r0, int64_t r1, float* s) {
+  using simd::f16;
+  using simd::f16u;
   f16 acc[kBlockO][2];
   for (int64_t k = 0; k < kBlockO; ++k) acc[k][0] = acc[k][1] = f16{};
   for (int64_t r = r0; r < r1; ++r) {

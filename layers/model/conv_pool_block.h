@@ -1,7 +1,7 @@
-// A Conv2D -> MaxPool2D pair that Sequential runs as one fused pass on the CPU
+// A Conv2D -> MaxPool2D pair that Model runs as one fused pass on the CPU
 // (cpu/conv2d_maxpool.h: the convolution's output never exists in memory). Private to the library.
 //
-// Sequential makes one per fusable pair at build (make() says which pairs fuse); on the CPU its
+// Model makes one per fusable pair at build (make() says which pairs fuse); on the CPU its
 // forward/backward replace the two layers' (the layers' own stay untouched and keep working on
 // their own, as in a custom loop or on a GPU). The results equal the unfused pair's up to the
 // order of the convolution's float sums.

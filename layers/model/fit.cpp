@@ -89,8 +89,7 @@ namespace {
 // uploaded once per fit) and early stopping's copy of its weights.
 class ModelTraining final : public TrainingTarget {
  public:
-  ModelTraining(Model& model, const FitOptions& options)
-      : model_(model), sums_(model.make_sums()), opt_(*model.optimizer()) {
+  ModelTraining(Model& model, const FitOptions& options) : model_(model), sums_(model.make_sums()) {
     if (options.cuda_graphs && model.device().is_cuda()) graphed_.emplace(options.batch_size);
   }
   std::vector<std::string> metric_names() const override { return model_.metric_names(); }
@@ -117,9 +116,10 @@ class ModelTraining final : public TrainingTarget {
           d, DataLoaderOptions{.batch_size = batch_size, .shuffle = false, .device = model_.device()});
     return model_.evaluate(*val_loader_);
   }
-  void set_learning_rate(float rate) override { opt_.set_learning_rate(rate); }
-  float learning_rate() const override { return opt_.learning_rate(); }
-  int64_t iterations() const override { return opt_.iterations(); }
+  // The model's optimizer at each call: a callback may compile() another during the fit.
+  void set_learning_rate(float rate) override { model_.optimizer()->set_learning_rate(rate); }
+  float learning_rate() const override { return model_.optimizer()->learning_rate(); }
+  int64_t iterations() const override { return model_.optimizer()->iterations(); }
   // The parameters and the moving statistics, on the model's device (not the step counters: a
   // later fit must not draw the same Dropout masks again).
   void keep_best_weights() override {
@@ -134,7 +134,6 @@ class ModelTraining final : public TrainingTarget {
  private:
   Model& model_;
   MetricSums sums_;
-  Optimizer& opt_;
   std::optional<detail::GraphedStep> graphed_;
   std::unique_ptr<DataLoader> val_loader_;
   Tensor best_params_, best_stats_;
@@ -250,10 +249,8 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
   for (int64_t i = 0; i < n; i += step) {
     const int64_t b = std::min(step, n - i);
     run_layers(slice_inputs(xs, i, b), false, 0, topo_->layers.size(), "predict", true);
-    for (size_t k = 0; k < outs.size(); ++k) {  // device to host when the model is on a GPU
-      const Shape s = outs[k].shape().without_batch();
-      outs[k].view(i * s.numel(), s.with_batch(b)).copy_from(output(k));
-    }
+    for (size_t k = 0; k < outs.size(); ++k)  // device to host when the model is on a GPU
+      outs[k].rows(i, b).copy_from(output(k));
   }
   return outs;
 }

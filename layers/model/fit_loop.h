@@ -1,6 +1,7 @@
 // The epoch loop behind Model::fit and the data-parallel strategies: batches from a DataLoader,
 // the steps, running metrics, the Keras progress bar, schedules, validation, history, callbacks
 // and early stopping. What a step is (one model, N replicas, N ranks) is the TrainingTarget's.
+// Knows the loader, the progress bar, fit_options.h and the target; nothing of the model.
 #pragma once
 
 #include <string>
@@ -22,10 +23,12 @@ struct StepResult {
 
 /// What fit_loop trains: one model (Model::fit) or a strategy's replicas and ranks
 /// (DataParallelStrategy::fit). The loop calls it in this order per epoch: set_learning_rate
-/// (per epoch, or before each step when the schedule is stepwise), begin_epoch, then step per
-/// batch with epoch_totals when it reports, reduce_epoch and evaluate at the epoch's end;
-/// agree_stop after every step when something may ask to stop; keep_best_weights and
-/// restore_best_weights for early stopping.
+/// (per epoch, or before each step when the schedule is stepwise, with iterations()),
+/// begin_epoch, then per batch learning_rate() (the step's rate, for the logs), step, and
+/// epoch_totals when it reports (the bar, on_batch_end with iterations(), a host-side check),
+/// agree_stop after the step when something may ask to stop (epoch_totals again at a stop
+/// mid-epoch); at the epoch's end epoch_totals, reduce_epoch, learning_rate() and evaluate;
+/// keep_best_weights and restore_best_weights for early stopping.
 class TrainingTarget {
  public:
   virtual ~TrainingTarget() = default;

@@ -1,6 +1,7 @@
 // fit's training step as a CUDA graph (FitOptions::cuda_graphs): how a step runs, not what it
 // is (Model::train_step is). Two eager full-size steps make every lazy choice (cuDNN plans,
-// workspaces, the optimizer's state), the third is captured, the rest replay it.
+// workspaces, the optimizer's state), the third is captured, the rest replay it. fit's
+// ModelTraining (fit.cpp) owns one; it knows Model's public API and CudaGraph.
 #pragma once
 
 #include <cstdint>

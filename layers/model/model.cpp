@@ -1,4 +1,5 @@
-// Model: the graph, building, the flat parameter buffers, forward/backward, summary.
+// Model: building its parts (topology.h, params.h), the passes (forward, backward, the losses and
+// metrics, CPU micro-batches), the training step, nesting, summary and placement.
 #include "model.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "../../core/error.h"
 #include "../../core/logger.h"
@@ -18,7 +20,23 @@
 
 namespace ember {
 
-Model::Model() : topo_(std::make_unique<detail::Topology>()), arena_(std::make_unique<detail::ParamArena>()) {}
+namespace detail {
+template <class T>
+Part<T>::Part() : p_(std::make_unique<T>()) {}
+template <class T>
+Part<T>::Part(Part&& other) noexcept : p_(std::exchange(other.p_, std::make_unique<T>())) {}
+template <class T>
+Part<T>& Part<T>::operator=(Part&& other) noexcept {
+  p_ = std::exchange(other.p_, std::make_unique<T>());
+  return *this;
+}
+template <class T>
+Part<T>::~Part() = default;
+template class Part<Topology>;
+template class Part<ParamArena>;
+}  // namespace detail
+
+Model::Model() = default;
 Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
@@ -45,9 +63,7 @@ Model::Model(const SymbolicTensor& input, const SymbolicTensor& output, std::str
     : Model(std::vector<SymbolicTensor>{input}, std::vector<SymbolicTensor>{output}, std::move(name)) {}
 
 Model::Model(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs, std::string name)
-    : name_(std::move(name)),
-      topo_(std::make_unique<detail::Topology>()),
-      arena_(std::make_unique<detail::ParamArena>()) {
+    : name_(std::move(name)) {
   topo_->from_symbolic(inputs, outputs);
 }
 
@@ -453,6 +469,11 @@ void Model::accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& ta
   }
 }
 
+// Before any of a step's work: the step ends in the optimizer.
+void Model::require_optimizer() const {
+  EMBER_CHECK(optimizer_ != nullptr, Error, "Model: compile() the model with an optimizer first");
+}
+
 void Model::require_built(const char* what) const {
   EMBER_CHECK(built(), Error, std::string("Model::") + what + ": build() the model first (or call fit())");
 }
@@ -756,10 +777,6 @@ void for_each_slice(int64_t n, int64_t rows, MetricSums& sums, std::vector<doubl
   }
 }
 
-Tensor rows_of(const Tensor& t, int64_t begin, int64_t rows) {
-  const Shape sample = t.shape().without_batch();
-  return t.view(begin * sample.numel(), sample.with_batch(rows));
-}
 }  // namespace
 
 std::span<const Tensor> Model::slice_inputs(std::span<const Tensor> xs, int64_t begin, int64_t rows) {
@@ -773,7 +790,7 @@ std::span<const Tensor> Model::slice_targets(std::span<const Tensor> ys, int64_t
 std::span<const Tensor> Model::slices_of(std::span<const Tensor> ts, int64_t begin, int64_t rows,
                                          std::vector<Tensor>& into) {
   into.resize(ts.size());
-  for (size_t k = 0; k < ts.size(); ++k) into[k] = rows_of(ts[k], begin, rows);
+  for (size_t k = 0; k < ts.size(); ++k) into[k] = ts[k].rows(begin, rows);
   return into;
 }
 
@@ -897,25 +914,25 @@ void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor
 }
 
 void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  require_optimizer();
   compute_gradients(x, labels, sums);
   apply_gradients();
 }
 
 void Model::train_step(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
-  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  require_optimizer();
   compute_gradients(xs, labels, sums);
   apply_gradients();
 }
 
 void Model::train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
-  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  require_optimizer();
   compute_gradients(xs, targets, sums);
   apply_gradients();
 }
 
 void Model::apply_gradients() {
-  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  require_optimizer();
   if (optimizer_->regularization().weight_decay > 0) {
     const Tensor& m = optimizer_->decay_mask();
     if (!m.defined() || m.numel() != arena_->params.numel() || m.device() != arena_->params.device())
@@ -939,7 +956,7 @@ void Model::set_weight_decay(const std::string& param, bool decay) {
 }
 
 float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {
-  EMBER_CHECK(optimizer_ != nullptr, Error, "Sequential: compile() the model with an optimizer first");
+  require_optimizer();
   const float loss = compute_gradients(x, labels, correct);
   apply_gradients();
   return loss;
@@ -984,7 +1001,7 @@ size_t Model::num_outputs() const { return topo_->outputs.size(); }
 const std::vector<int>& Model::output_layers() const { return topo_->outputs; }
 const std::vector<Shape>& Model::layer_output_shapes() const { return topo_->output_shapes; }
 
-bool Model::built() const { return arena_ && arena_->params.defined(); }
+bool Model::built() const { return arena_->params.defined(); }
 Tensor& Model::params() { return arena_->params; }
 const Tensor& Model::params() const { return arena_->params; }
 Tensor& Model::grads() { return arena_->grads; }

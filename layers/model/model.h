@@ -54,6 +54,21 @@ namespace detail {
 class ConvPoolBlock;
 struct Topology;
 class ParamArena;
+/// One of the parts a Model owns (model.cpp instantiates it for each): never null; a moved-from
+/// part holds a fresh empty one, so a moved-from Model stays a valid empty model.
+template <class T>
+class Part {
+ public:
+  Part();
+  Part(Part&& other) noexcept;
+  Part& operator=(Part&& other) noexcept;
+  ~Part();
+  T* operator->() const { return p_.get(); }
+  T& operator*() const { return *p_; }
+
+ private:
+  std::unique_ptr<T> p_;
+};
 }  // namespace detail
 
 /// compile(optimizer, outputs): one output's loss, its weight in the model's loss (Keras'
@@ -395,13 +410,14 @@ class Model {
 
  private:
   void require_built(const char* what) const;
+  void require_optimizer() const;                              // Error before compile()
   void build_model(const Shape* sample_shape, uint64_t seed);  // null: a graph model's own input shapes
   void plan_passes();                                          // build's decisions for the passes
   const Tensor& backward_pass(std::span<const Tensor* const> seeds, size_t begin, size_t end);
 
   // The graph: the layer calls in run order, their inputs and consumers, the model's inputs and
   // outputs, shapes, twins and names (topology.h).
-  std::unique_ptr<detail::Topology> topo_;
+  detail::Part<detail::Topology> topo_;
   // This model's identity for Layer::owner (moves with the model).
   std::shared_ptr<const int> identity_ = std::make_shared<const int>(0);
   // A pass's tensors: each layer's output (forward), each layer's output gradient (backward; the
@@ -415,7 +431,7 @@ class Model {
   int nested_calls_ = 0;                     // times this model was called as a layer (operator())
   std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
   // The flat parameter, gradient and state buffers and the layers' views into them (params.h).
-  std::unique_ptr<detail::ParamArena> arena_;
+  detail::Part<detail::ParamArena> arena_;
 
   void seed_random_layers();
   size_t logit_layers() const;  // layers before the loss: all but a final Softmax

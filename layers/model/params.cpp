@@ -52,7 +52,7 @@ void ParamArena::bind(const Topology& topo) {
     std::vector<Tensor> p, g, st;
     for (const auto& spec : l.param_specs()) {
       EMBER_CHECK(view != views_.end() && view->layer == i, Error,
-                  "Model::bind_layers: the parameter views do not match the layers (build() again)");
+                  "Model: the parameter views do not match the layers (build() again)");
       p.push_back(params.view(view->padded, spec.shape));
       g.push_back(grads.view(view->padded, spec.shape));
       ++view;

@@ -2,7 +2,7 @@
 // same layout, the non-trainable state (moving statistics first, the region replicas average,
 // then counters) in a third, and the twins' own gradients. Each view starts on a
 // Model::kViewAlignment boundary; the padding stays zero. The layers hold views into the buffers
-// (bind). Knows the topology and the layers; Model owns one.
+// (bind). Knows the topology, the layers and Model::aligned_view; Model owns one.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 // only; Model owns one.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>

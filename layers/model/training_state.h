@@ -1,7 +1,8 @@
 /// @file
 /// What a checkpoint keeps beside the weights: where training stands (TrainingState) and an
 /// optimizer's state read before the model had an optimizer (SavedOptimizerState). Model::save and
-/// Model::load pass them; layers/model/checkpoint.h reads and writes them.
+/// Model::load pass them; checkpoint.cpp reads and writes them, and declares here what Model's
+/// compile() shares with it (the optimizer state's check and restore).
 #pragma once
 
 #include <cstdint>

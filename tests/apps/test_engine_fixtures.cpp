@@ -1,6 +1,6 @@
-// The training engine's results held against fixtures: train_mnist trains the reference CNN,
-// bn-cnn and the resnet (and the reference CNN as two Mirrored replicas) for two short epochs under
-// both convolution policies, and every tensor of each checkpoint (parameters, moving statistics,
+// The training engine's results held against fixtures: train_mnist trains the reference CNN and
+// the resnet under both convolution policies, bn-cnn and the reference CNN as two Mirrored replicas
+// under Fast, for two short epochs each, and every tensor of each checkpoint (parameters, moving statistics,
 // optimizer state) must hash to what tests/data/engine_fixtures.txt recorded. A change to how the
 // engine runs a step (the order of its sums, its slices, its fusions, the epoch loop) that changes
 // one bit of one value fails here, naming the case and the tensors.
@@ -12,8 +12,9 @@
 // reported as a skip naming the tensors (oneDNN could choose its blocking from a cache size there),
 // and a match says so, so that the kind can be added.
 //
-// EMBER_WRITE_ENGINE_FIXTURES=PATH writes the hashes this build computes to PATH instead (the way
-// the fixtures were made, at the commit their header names).
+// EMBER_WRITE_ENGINE_FIXTURES=PATH writes the hashes this build computes to PATH instead, with this
+// CPU's kind as the one checked on: the way the fixtures were made (the line naming the commit they
+// were made at is added to the file by hand).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "test_util.h"
 
@@ -49,6 +50,20 @@ TEST(Tensor, ViewsShareStorageAndAreBoundsChecked) {
   EXPECT_THROW(flat.view(5, Shape{2, 3}), ShapeError);
   EXPECT_THROW(flat.view(-1, Shape{2}), ShapeError);
   EXPECT_THROW(flat.reshape(Shape{3, 3}), ShapeError);
+}
+
+// rows(begin, count): the batch rows of a (N, ...) tensor as a view of shape (count, ...).
+TEST(Tensor, RowsAreAViewOfWholeSamples) {
+  Tensor batch = Tensor::zeros(Shape{4, 2, 3});
+  Tensor r = batch.rows(1, 2);
+  EXPECT_EQ(r.shape(), (Shape{2, 2, 3}));
+  r.fill(2.0f);
+  const std::vector<float> v = batch.to_vector();
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], i >= 6 && i < 18 ? 2.0f : 0.0f) << i;
+  EXPECT_EQ(batch.rows(4, 0).shape(), (Shape{0, 2, 3}));  // an empty tail
+  EXPECT_THROW(batch.rows(3, 2), ShapeError);
+  EXPECT_THROW(batch.rows(-1, 1), ShapeError);
+  EXPECT_THROW(batch.rows(0, -1), ShapeError);
 }
 
 TEST(Tensor, FillWritesF32AndF64AndRefusesOtherDtypes) {

@@ -203,17 +203,15 @@ TEST(Mirrored, TwoAndFourReplicasEqualOneOnTheSameGlobalBatch) {
 // rounding: checked too, so that the equality is the sum order's doing and not the data's.
 TEST(Mirrored, TwoAndFourReplicasEqualOneBitForBitUnderBothPolicies) {
   const Dataset d = classes_dataset(640, 2);
-  const ConvAlgorithms saved = conv_algorithms();
   for (const ConvAlgorithms policy : {ConvAlgorithms::Exact, ConvAlgorithms::Fast}) {
-    set_conv_algorithms(policy);
+    const test::ConvAlgorithmsScope scope(policy);
     SCOPED_TRACE(policy == ConvAlgorithms::Exact ? "exact" : "fast");
     const std::vector<float> single = train_with(make_default_strategy(), d, 64, 20);
     for (int n : {2, 4}) EXPECT_EQ(train_with(make_mirrored_cpu_strategy(n), d, 64, 20), single) << n << " replicas";
   }
-  set_conv_algorithms(ConvAlgorithms::Fast);
+  const test::ConvAlgorithmsScope fast(ConvAlgorithms::Fast);
   const bool unaligned_equal =
       train_with(make_default_strategy(), d, 48, 20) == train_with(make_mirrored_cpu_strategy(2), d, 48, 20);
-  set_conv_algorithms(saved);
   EXPECT_FALSE(unaligned_equal) << "shares of 24 rows sum the batch in another order than one model";
 }
 
@@ -235,11 +233,9 @@ TEST(Mirrored, ACustomLoopsThreePartStepEqualsOneModel) {
     }
     return std::make_pair(s->model().params().to_vector(), losses);
   };
-  const ConvAlgorithms saved = conv_algorithms();
-  set_conv_algorithms(ConvAlgorithms::Exact);
+  const test::ConvAlgorithmsScope exact(ConvAlgorithms::Exact);
   const auto one = run(make_default_strategy());
   const auto two = run(make_mirrored_cpu_strategy(2));
-  set_conv_algorithms(saved);
   EXPECT_EQ(two.first, one.first);
   ASSERT_EQ(two.second.size(), 5u);
   // The same row losses (Exact: the same logits bit for bit), their double sum regrouped
@@ -276,11 +272,11 @@ TEST(Mirrored, GraphModelReplicasUnderExactEqualOneBitForBit) {
     s->fit(d, o);
     return s->model().params().to_vector();
   };
-  const ConvAlgorithms saved = conv_algorithms();
-  set_conv_algorithms(ConvAlgorithms::Exact);
-  const std::vector<float> single = train(make_default_strategy());
-  for (int n : {2, 4}) EXPECT_EQ(train(make_mirrored_cpu_strategy(n)), single) << n << " replicas";
-  set_conv_algorithms(saved);
+  {
+    const test::ConvAlgorithmsScope exact(ConvAlgorithms::Exact);
+    const std::vector<float> single = train(make_default_strategy());
+    for (int n : {2, 4}) EXPECT_EQ(train(make_mirrored_cpu_strategy(n)), single) << n << " replicas";
+  }
   ModelRecipe both = small_recipe(1);
   both.make_model = [] { return std::unique_ptr<Model>(); };
   EXPECT_THROW(make_default_strategy()->build(both), ArgumentError);  // make_model and add_layers

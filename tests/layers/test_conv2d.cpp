@@ -170,12 +170,12 @@ namespace {
 TEST(ConvAlgorithmsPolicy, ExactTakesDirectSumsOnlyAndFastWinogradWhereItFits) {
   Conv2dShape g;
   g.n = 8, g.c = 32, g.h = g.w = 13, g.k = 64, g.r = g.s = 3, g.p = g.q = 11, g.relu = true;  // conv2d_1
-  const ConvAlgorithms saved = conv_algorithms();
-  set_conv_algorithms(ConvAlgorithms::Exact);
-  const std::string exact = cpu::conv2d_kernel_info(g);
-  set_conv_algorithms(ConvAlgorithms::Fast);
-  const std::string fast = cpu::conv2d_kernel_info(g);
-  set_conv_algorithms(saved);
+  const auto kernel_under = [&](ConvAlgorithms policy) {
+    const test::ConvAlgorithmsScope scope(policy);
+    return cpu::conv2d_kernel_info(g);
+  };
+  const std::string exact = kernel_under(ConvAlgorithms::Exact);
+  const std::string fast = kernel_under(ConvAlgorithms::Fast);
   EXPECT_EQ(exact.find("winograd"), std::string::npos) << exact;
   EXPECT_EQ(exact.find("wino"), std::string::npos) << exact;  // oneDNN's names it "jit_wino_..."
   if (cpu::conv2d_winograd_forward_fits(g)) {                 // AVX-512: Ember's kernels run

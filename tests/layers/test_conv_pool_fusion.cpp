@@ -1,4 +1,4 @@
-// CPU layer fusion (Sequential::set_cpu_fusion): a first-layer Conv2D -> MaxPool2D pair runs as
+// CPU layer fusion (Model::set_cpu_fusion): a first-layer Conv2D -> MaxPool2D pair runs as
 // one pass (layers/cpu/conv2d_maxpool.cpp) and must mean exactly what the two layers mean.
 #include <gtest/gtest.h>
 
@@ -43,7 +43,9 @@ Sequential pair_model(const PairCase& pc, bool fusion) {
   m.add<Flatten>();
   m.add<Dense>(5);
   m.build(Shape{pc.c, pc.h, pc.w}, 3);
+  EXPECT_TRUE(m.cpu_fusion());  // on by default
   m.set_cpu_fusion(fusion);
+  EXPECT_EQ(m.cpu_fusion(), fusion);
   m.set_cpu_micro_batch(0);
   // The convolution's parameters on the quarter grid (the Dense keeps its Glorot values).
   uint64_t seed = 99;

@@ -1,4 +1,4 @@
-// Architecture in the file (version 2, layers/model/checkpoint.cpp): load_model recreates a
+// Architecture in the file (version 2, layers/model/architecture.cpp): load_model recreates a
 // Sequential or a graph model from a checkpoint without code (configurations, connections,
 // weights, moving statistics, optimizer state), equal bit for bit in prediction and in a resumed
 // run; load() into a model of another architecture names the first difference, even where every
@@ -151,7 +151,10 @@ TEST_F(LoadModel, RefusesWhatItCannotRecreateNamingIt) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("register_layer(\"UserScale\""), std::string::npos) << e.what();
   }
+  EXPECT_FALSE(layer_registered("UserScale"));
+  EXPECT_TRUE(layer_registered("Dense"));
   register_layer("UserScale", [](const LayerConfig&) { return std::make_shared<Scale>(); });
+  EXPECT_TRUE(layer_registered("UserScale"));
   EXPECT_EQ(load_model(path("user.st"))->layers()[0]->type(), "UserScale");
   // A configuration asking for more than the file holds (a Dense of 2^40 units) is refused before
   // anything is allocated; metadata nested deeper than 32 levels before anything recurses over it.

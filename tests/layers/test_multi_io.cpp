@@ -245,11 +245,12 @@ TEST(MultiInput, MirroredReplicasUnderExactEqualOneModelBitForBit) {
     s->train_step(xs, labels_of(64, 3));
     return s->model().params().to_vector();
   };
-  const ConvAlgorithms saved = conv_algorithms();
-  set_conv_algorithms(ConvAlgorithms::Exact);
-  const std::vector<float> single = train(make_default_strategy());
-  for (int replicas : {2, 4}) EXPECT_EQ(train(make_mirrored_cpu_strategy(replicas)), single) << replicas;
-  set_conv_algorithms(saved);
+  std::vector<float> single;
+  {
+    const test::ConvAlgorithmsScope exact(ConvAlgorithms::Exact);
+    single = train(make_default_strategy());
+    for (int replicas : {2, 4}) EXPECT_EQ(train(make_mirrored_cpu_strategy(replicas)), single) << replicas;
+  }
   Model fresh = image_and_meta();
   fresh.build(2);
   EXPECT_NE(fresh.params().to_vector(), single) << "the parameters must have moved";
@@ -289,6 +290,9 @@ TEST(MultiOutput, GradientsOfTheWeightedSumMatchFiniteDifferences) {
   m.compile(std::make_unique<Adam>(), two_losses(0.5));
   EXPECT_EQ(m.num_outputs(), 2u);
   EXPECT_EQ(m.output_names(), (std::vector<std::string>{"digit", "size"}));
+  ASSERT_EQ(m.output_layers().size(), 2u);  // each output's layer, in output order
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(m.layers()[static_cast<size_t>(m.output_layers()[k])]->name(), m.output_names()[k]);
   const std::vector<Tensor> xs{test::random_tensor(Shape{4, 5}, 1)};
   const std::vector<Tensor> ys{labels_of(4, 3), test::random_tensor(Shape{4, 2}, 2)};
   MetricSums sums = m.make_sums();
@@ -456,8 +460,7 @@ TEST(MultiOutput, MicroBatchesAndMirroredReplicasEqualTheWholeModel) {
     const EvalResult e = s->evaluate(d);
     return std::make_pair(s->model().params().to_vector(), e.metrics);
   };
-  const ConvAlgorithms saved = conv_algorithms();
-  set_conv_algorithms(ConvAlgorithms::Exact);
+  const test::ConvAlgorithmsScope exact(ConvAlgorithms::Exact);
   const auto single = train(make_default_strategy());
   for (int replicas : {2, 4}) {
     const auto many = train(make_mirrored_cpu_strategy(replicas));
@@ -465,7 +468,6 @@ TEST(MultiOutput, MicroBatchesAndMirroredReplicasEqualTheWholeModel) {
     ASSERT_EQ(many.second.size(), 4u);
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(many.second[i].first, single.second[i].first);
   }
-  set_conv_algorithms(saved);
 }
 
 // forward() of a model of several outputs returns output 0 (the run ends with the last output's

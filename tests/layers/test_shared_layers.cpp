@@ -178,11 +178,9 @@ TEST(SharedLayers, MirroredReplicasEqualOneModel) {
     s->fit(d, o);
     return s->model().params().to_vector();
   };
-  const ConvAlgorithms saved = conv_algorithms();
-  set_conv_algorithms(ConvAlgorithms::Exact);
+  const test::ConvAlgorithmsScope exact(ConvAlgorithms::Exact);
   const std::vector<float> one = train(make_default_strategy());
   EXPECT_EQ(train(make_mirrored_cpu_strategy(2)), one);
-  set_conv_algorithms(saved);
 }
 
 // A later call that runs before the first (in run order) owns the parameters, as load_model

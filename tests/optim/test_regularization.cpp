@@ -209,12 +209,10 @@ TEST(Regularization, MirroredClipsTheReducedGradientLikeOneModel) {
     s->fit(d, o);
     return s->model().params().to_vector();
   };
-  const ConvAlgorithms saved = conv_algorithms();
-  set_conv_algorithms(ConvAlgorithms::Exact);
+  const test::ConvAlgorithmsScope exact(ConvAlgorithms::Exact);
   const std::vector<float> single = train(make_default_strategy(), 0.05f);
   const std::vector<float> mirrored = train(make_mirrored_cpu_strategy(2), 0.05f);
   const std::vector<float> unclipped = train(make_default_strategy(), 0.0f);
-  set_conv_algorithms(saved);
   EXPECT_EQ(mirrored, single);
   EXPECT_NE(unclipped, single) << "the clip must have been active for this test to mean anything";
 }

@@ -13,7 +13,7 @@
 // Each records an event; the next collective first waits (polling, bounded) for the previous
 // one, so the host runs at most one step ahead and a dead peer is noticed within the timeout.
 // The events also time the collective on the device (busy_seconds) for the per-epoch report.
-#include "nccl.h"
+#include "nccl_collectives.h"
 
 #include "../../core/cuda_module.h"
 
