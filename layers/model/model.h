@@ -273,23 +273,21 @@ class Model {
   /// evaluate_batch/evaluate and predict as consecutive slices of at most `rows` rows: the
   /// gradients are summed over the slices and the loss is the mean over the whole batch, so the
   /// step means what it meant; each layer's activations then stay the size of a slice, which
-  /// keeps them in the cores' caches (batch 256 ran 9-13% slower per image than batch 64 without
-  /// it: docs/benchmarks.md) and the process's memory small. Only for row-major inputs (the
-  /// loaders' and predict's) and when every layer's rows are
-  /// independent in that mode (Layer::rows_independent: not BatchNormalization or Dropout in
-  /// training); then the results equal the whole batch's bit for bit where each slice is a
-  /// power-of-two number of groups of the batch's sum order (below; 64 rows: four), else up to the
-  /// order of float sums, and are the same bits from run to run. 0: whole batches. Default 64, where a slice's
-  /// activations (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights outweigh its
-  /// activations runs whole batches unless set_cpu_micro_batch asks otherwise). GPUs always run whole batches. The
-  /// batch's sum order (core/pairwise_sum.h): every Conv2D and Dense CPU weight gradient sums a batch's rows in groups
-  /// of 16 added as a pairwise tree ((g0 + g1) + (g2 + g3), ...), the slices' gradients are added as the same tree, and
-  /// so is the all-reduce's sum over replicas. A replica whose share of the batch is an aligned power-of-two number of
-  /// groups then sums a subtree of the one model's tree, and Mirrored and MultiWorker compute the one model's gradient
-  /// bit for bit under either convolution policy where each group's kernels give the same bits at any thread count
-  /// (Ember's do; oneDNN's weight gradient, for shapes no Ember kernel takes, may not: tests/distribute,
-  /// docs/architecture.md). Under Exact (core/runtime.h) a training batch also always runs in slices of kExactSliceRows
-  /// rows, whatever this setting.
+  /// keeps them in the cores' caches (docs/benchmarks.md measures it) and the process's memory small. Only for
+  /// row-major inputs (the loaders' and predict's) and when every layer's rows are independent in that mode
+  /// (Layer::rows_independent: not BatchNormalization or Dropout in training); then the results equal the whole batch's
+  /// bit for bit where each slice is a power-of-two number of groups of the batch's sum order (below; 64 rows: four),
+  /// else up to the order of float sums, and are the same bits from run to run. 0: whole batches. Default 64, where a
+  /// slice's activations (the layers' outputs per row, times 64) outnumber the parameters (an MLP whose weights
+  /// outweigh its activations runs whole batches unless set_cpu_micro_batch asks otherwise). GPUs always run whole
+  /// batches. The batch's sum order (core/pairwise_sum.h): every Conv2D and Dense CPU weight gradient sums a batch's
+  /// rows in groups of 16 added as a pairwise tree ((g0 + g1) + (g2 + g3), ...), the slices' gradients are added as the
+  /// same tree, and so is the all-reduce's sum over replicas. A replica whose share of the batch is an aligned
+  /// power-of-two number of groups then sums a subtree of the one model's tree, and Mirrored and MultiWorker compute
+  /// the one model's gradient bit for bit under either convolution policy where each group's kernels give the same bits
+  /// at any thread count (Ember's do; oneDNN's weight gradient, for shapes no Ember kernel takes, may not:
+  /// tests/distribute, docs/architecture.md). Under Exact (core/runtime.h) a training batch also always runs in slices
+  /// of kExactSliceRows rows, whatever this setting.
   /// @{
 
   static constexpr int64_t kExactSliceRows = 16;  ///< rows per slice of a CPU training batch under Exact
@@ -302,8 +300,8 @@ class Model {
   /// On the CPU, a Conv2D followed by a MaxPool2D whose windows tile its output (stride = pool
   /// size, no padding) runs as one pass per image when the convolution is a few multiply-adds
   /// per output (C*R*S <= 32: a first layer on grey or RGB images) and is the model's first layer
-  /// (no input gradient): its output then never exists in memory (the reference CNN's first
-  /// block: 1.5 -> 0.73 ms per step, docs/benchmarks.md). The results equal the unfused pair's up
+  /// (no input gradient): its output then never exists in memory (docs/benchmarks.md gives the
+  /// cost). The results equal the unfused pair's up
   /// to the order of float sums, except that a NaN stays a NaN (the unfused pair's ReLU and pool
   /// drop it); the same bits from run to run. fused_with_next(i): layers i and i + 1 run fused
   /// here. On by default; GPUs run the layers one by one, and so does a pair whose convolution was
