@@ -1,5 +1,5 @@
 // Conv2D (+ bias, + optional ReLU) followed by a tiling MaxPool2D, as one pass over each image
-// (CPU only; Model runs a model's Conv2D -> MaxPool2D pair through it where
+// (CPU only; the model engine runs a Conv2D -> MaxPool2D pair through it where
 // conv2d_maxpool_fits() says so, layers/model/conv_pool_block.h). For the first layer of an image model
 // (one or three input channels) the convolution is a few multiply-adds per output and the cost is
 // memory: the unfused pair writes the (N, K, P, Q) convolution output, reads it back to pool it,
