@@ -1,20 +1,23 @@
 // The training engine's results held against fixtures: train_mnist trains the reference CNN and
 // the resnet under both convolution policies, bn-cnn and the reference CNN as two Mirrored replicas
 // under Fast, for two short epochs each, and every tensor of each checkpoint (parameters, moving statistics,
-// optimizer state) must hash to what tests/data/engine_fixtures.txt recorded. A change to how the
-// engine runs a step (the order of its sums, its slices, its fusions, the epoch loop) that changes
-// one bit of one value fails here, naming the case and the tensors.
+// optimizer state) must hash to what the fixture files recorded. A change to how the engine runs a
+// step (the order of its sums, its slices, its fusions, the epoch loop) that changes one bit of one
+// value fails here, naming the case and the tensors.
 //
-// The runs take the paths a CPU without AVX-512 takes (ONEDNN_MAX_CPU_ISA=AVX2,
-// EMBER_MAX_CPU_ISA=avx2) on one thread: those kernels' sums do not depend on the thread count, and
-// every x86-64 CPU with AVX2 and FMA runs the same instructions in them. The fixture file lists the
-// CPU kinds (vendor, family, model) its hashes were checked on. On another kind a difference is
-// reported as a skip naming the tensors (oneDNN could choose its blocking from a cache size there),
-// and a match says so, so that the kind can be added.
+// Two sets, on one thread each (the kernels' sums then do not depend on the thread count):
+// - tests/data/engine_fixtures.txt: the paths a CPU without AVX-512 takes (ONEDNN_MAX_CPU_ISA=AVX2,
+//   EMBER_MAX_CPU_ISA=avx2), on every x86-64 CPU;
+// - tests/data/engine_fixtures_avx512.txt: Ember's AVX-512 kernels and oneDNN's AVX512_CORE ones
+//   (ONEDNN_MAX_CPU_ISA=AVX512_CORE), on a CPU with AVX-512 (skipped elsewhere, and when
+//   EMBER_MAX_CPU_ISA caps this process).
+// Each file lists the CPU kinds (vendor, family, model) its hashes were checked on. On another kind
+// a difference is reported as a skip naming the tensors (oneDNN could choose its blocking from a
+// cache size there), and a match says so, so that the kind can be added.
 //
-// EMBER_WRITE_ENGINE_FIXTURES=PATH writes the hashes this build computes to PATH instead, with this
-// CPU's kind as the one checked on: the way the fixtures were made (the line naming the commit they
-// were made at is added to the file by hand).
+// EMBER_WRITE_ENGINE_FIXTURES=DIR writes the hashes this build computes to DIR/<the file's name>
+// instead, with this CPU's kind as the one checked on: the way the fixtures were made (the line
+// naming the commit they were made at is added to the file by hand).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "app_run.h"
+#include "core/cpu/cpu_features.h"
 #include "ember.h"
 #include "idx_fixtures.h"
 
@@ -108,11 +112,20 @@ Fixtures read_fixtures(const std::string& path) {
   return f;
 }
 
+// A fixture set: the ISA caps its runs take and the file of its hashes.
+struct IsaPaths {
+  const char* env;
+  const char* file;
+};
+constexpr IsaPaths kAvx2{"ONEDNN_MAX_CPU_ISA=AVX2 EMBER_MAX_CPU_ISA=avx2",
+                         EMBER_ENGINE_FIXTURES_DIR "/engine_fixtures.txt"};
+constexpr IsaPaths kAvx512{"ONEDNN_MAX_CPU_ISA=AVX512_CORE", EMBER_ENGINE_FIXTURES_DIR "/engine_fixtures_avx512.txt"};
+
 class EngineFixtures : public ::testing::Test {
  protected:
   void SetUp() override {
 #if !defined(__x86_64__)
-    GTEST_SKIP() << "the fixtures hold x86-64's AVX2 paths";
+    GTEST_SKIP() << "the fixtures hold x86-64's AVX2 and AVX-512 paths";
 #endif
     dir_ = ember::test::temp_dir("fixtures");
     ember::test::write_synthetic_mnist(dir_, 320, 64, false, 7);
@@ -121,49 +134,59 @@ class EngineFixtures : public ::testing::Test {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
   // The checkpoint's tensor lines after a case's run.
-  std::vector<std::string> train(const FixtureCase& c) {
+  std::vector<std::string> train(const FixtureCase& c, const IsaPaths& isa) {
     const std::string out = dir_ + "/" + c.name + ".st";
     const AppRun r =
-        run_raw("ONEDNN_MAX_CPU_ISA=AVX2 EMBER_MAX_CPU_ISA=avx2 " + train_mnist_bin() + " " + c.flags +
+        run_raw(std::string(isa.env) + " " + train_mnist_bin() + " " + c.flags +
                 " --device cpu --threads 1 --epochs 2 --seed 5 --quiet --data-dir " + dir_ + " --save " + out);
     EXPECT_EQ(r.code, 0) << c.name << ": " << r.output;
     return r.code == 0 ? tensor_lines(out) : std::vector<std::string>{};
   }
+  // Every case's checkpoint against the set's file (or, writing, into DIR).
+  void check(const IsaPaths& isa) {
+    const std::string file = std::filesystem::path(isa.file).filename().string();
+    if (const char* write = std::getenv("EMBER_WRITE_ENGINE_FIXTURES"); write && *write) {
+      std::ofstream out(std::string(write) + "/" + file);
+      out << "# Engine fixtures (tests/apps/test_engine_fixtures.cpp): per case, each checkpoint tensor's\n"
+          << "# dtype, shape and FNV-1a hash of its bytes.\n# checked on: " << cpu_kind() << "\n";
+      for (const FixtureCase& c : kCases)
+        for (const std::string& line : train(c, isa)) out << c.name << " " << line << "\n";
+      ASSERT_TRUE(out.good()) << "cannot write " << write << "/" << file;
+      GTEST_SKIP() << "wrote the fixtures to " << write << "/" << file;
+    }
+    const Fixtures fixtures = read_fixtures(isa.file);
+    ASSERT_EQ(fixtures.cases.size(), std::size(kCases)) << "cannot read the cases of " << isa.file;
+    const std::string kind = cpu_kind();
+    const bool checked_kind = std::find(fixtures.kinds.begin(), fixtures.kinds.end(), kind) != fixtures.kinds.end();
+    std::ostringstream differ;
+    for (const FixtureCase& c : kCases) {
+      const std::vector<std::string> got = train(c, isa);
+      const std::vector<std::string>& want = fixtures.cases.at(c.name);
+      if (got.size() != want.size()) {
+        differ << c.name << ": " << got.size() << " tensors, the fixture " << want.size() << "\n";
+        continue;
+      }
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i]) differ << c.name << ": " << got[i] << " (the fixture: " << want[i] << ")\n";
+    }
+    if (differ.str().empty()) {
+      if (!checked_kind)
+        std::cout << "the fixtures of " << file << " hold on " << kind << ", a CPU kind it does not list yet\n";
+      return;
+    }
+    if (!checked_kind)
+      GTEST_SKIP() << "on " << kind << ", a CPU kind " << file << " was not checked on, these differ:\n"
+                   << differ.str();
+    ADD_FAILURE() << "the checkpoints differ from " << file << ":\n" << differ.str();
+  }
   std::string dir_;
 };
 
-TEST_F(EngineFixtures, TrainingGivesTheRecordedCheckpoints) {
-  if (const char* write = std::getenv("EMBER_WRITE_ENGINE_FIXTURES"); write && *write) {
-    std::ofstream out(write);
-    out << "# Engine fixtures (tests/apps/test_engine_fixtures.cpp): per case, each checkpoint tensor's\n"
-        << "# dtype, shape and FNV-1a hash of its bytes.\n# checked on: " << cpu_kind() << "\n";
-    for (const FixtureCase& c : kCases)
-      for (const std::string& line : train(c)) out << c.name << " " << line << "\n";
-    ASSERT_TRUE(out.good()) << "cannot write " << write;
-    GTEST_SKIP() << "wrote the fixtures to " << write;
-  }
-  const Fixtures fixtures = read_fixtures(EMBER_ENGINE_FIXTURES);
-  ASSERT_EQ(fixtures.cases.size(), std::size(kCases)) << "cannot read the cases of " << EMBER_ENGINE_FIXTURES;
-  const std::string kind = cpu_kind();
-  const bool checked_kind = std::find(fixtures.kinds.begin(), fixtures.kinds.end(), kind) != fixtures.kinds.end();
-  std::ostringstream differ;
-  for (const FixtureCase& c : kCases) {
-    const std::vector<std::string> got = train(c);
-    const std::vector<std::string>& want = fixtures.cases.at(c.name);
-    if (got.size() != want.size()) {
-      differ << c.name << ": " << got.size() << " tensors, the fixture " << want.size() << "\n";
-      continue;
-    }
-    for (size_t i = 0; i < got.size(); ++i)
-      if (got[i] != want[i]) differ << c.name << ": " << got[i] << " (the fixture: " << want[i] << ")\n";
-  }
-  if (differ.str().empty()) {
-    if (!checked_kind) std::cout << "the fixtures hold on " << kind << ", a CPU kind their file does not list yet\n";
-    return;
-  }
-  if (!checked_kind)
-    GTEST_SKIP() << "on " << kind << ", a CPU kind the fixtures were not checked on, these differ:\n" << differ.str();
-  ADD_FAILURE() << "the checkpoints differ from the fixtures:\n" << differ.str();
+TEST_F(EngineFixtures, TrainingGivesTheRecordedCheckpoints) { check(kAvx2); }
+
+TEST_F(EngineFixtures, TrainingOnAvx512PathsGivesTheRecordedCheckpoints) {
+  if (!ember::cpu_avx512()) GTEST_SKIP() << "no AVX-512 here (or EMBER_MAX_CPU_ISA caps this process)";
+  check(kAvx512);
 }
 
 }  // namespace
