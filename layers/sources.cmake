@@ -8,8 +8,8 @@ ember_folder(layers
   SOURCES activation.cpp activations.cpp avgpool2d.cpp batch_normalization.cpp conv2d.cpp cuda_ops.cpp
           dense.cpp dropout.cpp flatten.cpp geometry.cpp gradient_check.cpp layer.cpp layer_config.cpp loss.cpp matmul.cpp maxpool2d.cpp merge.cpp
           metrics.cpp
-          relu.cpp model/architecture.cpp model/checkpoint.cpp model/conv_pool_block.cpp model/fit.cpp model/fit_loop.cpp model/graph.cpp model/graphed_step.cpp model/params.cpp model/learning_rate.cpp model/model.cpp
-          model/progress.cpp model/registry.cpp model/topology.cpp
+          relu.cpp model/architecture.cpp model/build.cpp model/checkpoint.cpp model/compiled.cpp model/conv_pool_block.cpp model/execute.cpp model/fit.cpp model/fit_loop.cpp model/graph.cpp model/graphed_step.cpp model/params.cpp model/learning_rate.cpp model/micro_batch.cpp model/model.cpp
+          model/nested.cpp model/plan.cpp model/progress.cpp model/registry.cpp model/summary.cpp model/topology.cpp
           ops/avgpool2d.cpp ops/batchnorm.cpp ops/conv2d.cpp ops/dense.cpp ops/dropout.cpp ops/elementwise.cpp ops/maxpool2d.cpp
           ops/pointwise.cpp ops/relu.cpp ops/softmax.cpp ops/softmax_xent.cpp ops/losses.cpp
           cpu/avgpool2d.cpp cpu/batchnorm.cpp cpu/conv2d.cpp cpu/conv2d_direct.cpp cpu/conv2d_maxpool.cpp cpu/conv2d_winograd.cpp cpu/conv2d_winograd_data.cpp cpu/dense.cpp cpu/dropout.cpp cpu/elementwise.cpp cpu/maxpool2d.cpp

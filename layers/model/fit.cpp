@@ -10,7 +10,9 @@
 #include "../../data/dataloader.h"
 #include "fit_loop.h"
 #include "graphed_step.h"
+#include "micro_batch.h"
 #include "model.h"
+#include "params.h"
 #include "topology.h"
 
 namespace ember {
@@ -241,14 +243,16 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
     xs.push_back(rm.device() == device_ ? rm : rm.to(device_));
   }
   const int64_t n = given[0].dim(0);
-  const SliceViewsDropper drop{*this};  // the slices view the caller's inputs: not kept after
+  const detail::MicroBatches::ViewsDropper drop{*batches_};  // the slices view the caller's inputs: not kept after
   std::vector<Tensor> outs;
   for (const Shape& s : output_shapes()) outs.push_back(Tensor::empty(s.with_batch(n), DType::F32, Device::cpu()));
   // CPU micro-batches (set_cpu_micro_batch): a batch larger than a slice runs slice by slice.
-  const int64_t step = std::min(batch_size, slice_rows(slice_inputs(xs, 0, std::min(batch_size, n)), false));
+  const int64_t first = std::min(batch_size, n);
+  const int64_t step = std::min(
+      batch_size, batches_->rows_for(batches_->inputs(xs, 0, first), false, device_, *topo_, arena_->params.numel()));
   for (int64_t i = 0; i < n; i += step) {
     const int64_t b = std::min(step, n - i);
-    run_layers(slice_inputs(xs, i, b), false, 0, topo_->layers.size(), "predict", true);
+    run_layers(batches_->inputs(xs, i, b), false, 0, topo_->layers.size(), "predict", true);
     for (size_t k = 0; k < outs.size(); ++k)  // device to host when the model is on a GPU
       outs[k].rows(i, b).copy_from(output(k));
   }

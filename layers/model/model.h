@@ -51,9 +51,11 @@ namespace ember {
 class Dataset;
 class DataLoader;
 namespace detail {
-class ConvPoolBlock;
 struct Topology;
 class ParamArena;
+class Executor;
+class CompiledOutputs;
+class MicroBatches;
 /// One of the parts a Model owns (model.cpp instantiates it for each): never null; a moved-from
 /// part holds a fresh empty one, so a moved-from Model stays a valid empty model.
 template <class T>
@@ -134,7 +136,7 @@ class Model {
   /// `<output>_<metric>` (Keras' names; `<output>` is the output layer's name). A loss that takes
   /// softmax logits on an output that is a Softmax layer needs a one-output model (ArgumentError).
   void compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss> outputs);
-  Loss& loss(size_t output = 0) { return *heads_.at(output).loss; }  ///< The training loss of output `output`.
+  Loss& loss(size_t output = 0);  ///< The training loss of output `output`.
   /// Weight decay (an optimizer's Regularization::weight_decay) applies to kernels: every
   /// parameter named "kernel", not biases or BatchNormalization's gamma and beta (the common
   /// recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
@@ -148,7 +150,7 @@ class Model {
   /// Per parameter element, 1 where weight decay applies (on the model's device).
   Tensor decay_mask() const;
   /// The compiled metrics of output `output`.
-  const MetricList& metrics(size_t output = 0) const { return heads_.at(output).metrics; }
+  const MetricList& metrics(size_t output = 0) const;
   /// The names of what the history logs beside "loss": the metrics; with several outputs each
   /// output's loss, then each output's metrics (see compile).
   std::vector<std::string> metric_names() const;
@@ -293,7 +295,7 @@ class Model {
   static constexpr int64_t kExactSliceRows = 16;  ///< rows per slice of a CPU training batch under Exact
   /// Slices of at most `rows` rows (0: whole batches; ArgumentError when negative); see above.
   void set_cpu_micro_batch(int64_t rows);
-  int64_t cpu_micro_batch() const { return cpu_micro_batch_; }  ///< The rows per slice (64 by default).
+  int64_t cpu_micro_batch() const;  ///< The rows per slice (64 by default).
   /// @}
 
   // --- CPU layer fusion ---------------------------------------------------------------------
@@ -407,65 +409,17 @@ class Model {
   std::string name_;  ///< name()'s value
 
  private:
-  void require_built(const char* what) const;
-  void require_optimizer() const;                              // Error before compile()
-  void build_model(const Shape* sample_shape, uint64_t seed);  // null: a graph model's own input shapes
-  void plan_passes();                                          // build's decisions for the passes
-  const Tensor& backward_pass(std::span<const Tensor* const> seeds, size_t begin, size_t end);
+  // The parts (each header says what it owns and knows); this class builds them, runs the step in
+  // order and answers for them.
+  detail::Part<detail::Topology> topo_;             // the graph: layer calls, inputs, outputs, shapes, twins, names
+  detail::Part<detail::ParamArena> arena_;          // the flat parameter, gradient and state buffers
+  detail::Part<detail::Executor> exec_;             // the plan and the forward and backward passes
+  detail::Part<detail::CompiledOutputs> compiled_;  // compile()'s losses and metrics per output
+  detail::Part<detail::MicroBatches> batches_;      // how a CPU batch runs: whole or in slices
 
-  // The graph: the layer calls in run order, their inputs and consumers, the model's inputs and
-  // outputs, shapes, twins and names (topology.h).
-  detail::Part<detail::Topology> topo_;
   // This model's identity for Layer::owner (moves with the model).
   std::shared_ptr<const int> identity_ = std::make_shared<const int>(0);
-  // A pass's tensors: each layer's output (forward), each layer's output gradient (backward; the
-  // slots after the layers': the model inputs'), the sums of gradients from several consumers,
-  // conversions.
-  std::vector<const Tensor*> acts_, gouts_;
-  std::vector<Tensor> gsums_, gconv_;
-  std::vector<bool> input_whole_;  // per model input: its gradient in gouts_ is whole
-  void deliver_grad(size_t slot, const Tensor& dx);
-  const Tensor& input_of(size_t i, size_t k, std::span<const Tensor> xs, size_t begin) const;
-  int nested_calls_ = 0;                     // times this model was called as a layer (operator())
-  std::vector<Tensor> slice_xs_, slice_ys_;  // a micro-batch's views of the inputs and targets (kept)
-  // The flat parameter, gradient and state buffers and the layers' views into them (params.h).
-  detail::Part<detail::ParamArena> arena_;
-
-  void seed_random_layers();
-  size_t logit_layers() const;  // layers before the loss: all but a final Softmax
-  // release: an inference pass (evaluate, predict) that frees as it goes: each layer hands its
-  // output to held_ and drops its buffers (Layer::release_buffers), and an output no later layer
-  // of the pass reads is dropped once its last reader has run (outputs and the last layer's stay).
-  const Tensor& run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what,
-                           bool release = false);
-  std::vector<Tensor> held_;         // an inference pass's outputs, held by the model (see run_layers)
-  std::vector<size_t> last_reader_;  // per layer: the last layer (in run order) reading its output, or SIZE_MAX
-  bool holding_ = false;             // held_ holds something
-  // Drops the micro-batch views of the caller's inputs and targets when an inference call ends
-  // (also by an exception): the model does not keep a caller's batch alive.
-  struct SliceViewsDropper {
-    Model& m;
-    ~SliceViewsDropper() {
-      m.slice_xs_.clear();
-      m.slice_ys_.clear();
-    }
-  };
-  void compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
-  void evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
-  std::vector<Tensor> predict_of(std::span<const Tensor> xs, int64_t batch_size);
-  // Each output's loss (training: the heads' losses, else their evaluation clones) and metrics on
-  // the last forward's outputs, targets ys; training: the gradients too (mean over mean_rows).
-  // `last`: what the last layer run gave (a one-output model's loss reads it).
-  void run_heads(const Tensor& last, std::span<const Tensor> ys, MetricSums& sums, bool training, int64_t mean_rows);
-  void require_heads(const char* what) const;  // Error unless compiled with a head per output
-  // Rows [begin, begin + rows) of each tensor, as views kept in slice_xs_ / slice_ys_.
-  std::span<const Tensor> slice_inputs(std::span<const Tensor> xs, int64_t begin, int64_t rows);
-  std::span<const Tensor> slice_targets(std::span<const Tensor> ys, int64_t begin, int64_t rows);
-  static std::span<const Tensor> slices_of(std::span<const Tensor> ts, int64_t begin, int64_t rows,
-                                           std::vector<Tensor>& into);
-  detail::ConvPoolBlock* block_at(size_t i, size_t end) const;         // the pair (i, i + 1) if it runs fused here
-  void check_range(size_t begin, size_t end, const char* what) const;  // ArgumentError unless [begin, end) are layers
-
+  int nested_calls_ = 0;  // times this model was called as a layer (operator())
   uint64_t seed_ = 0, random_stream_ = 0;
   Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;
@@ -473,34 +427,27 @@ class Model {
   // load() before compile(): the checkpoint's optimizer state, restored by compile().
   std::optional<SavedOptimizerState> saved_optimizer_;
   friend void detail::keep_optimizer_state(Model& model, SavedOptimizerState saved);
-  // Per output: the compiled loss (one for training, a clone for evaluation: each keeps its own
-  // buffers, so a captured training step's stay put), its weight and metrics.
-  struct Head {
-    std::unique_ptr<Loss> loss = std::make_unique<losses::SparseCategoricalCrossentropy>();
-    std::unique_ptr<Loss> eval_loss = std::make_unique<losses::SparseCategoricalCrossentropy>();
-    double weight = 1.0;
-    MetricList metrics{std::make_shared<metrics::SparseCategoricalAccuracy>()};
-    Tensor scaled;  // weight * the loss's gradient (weight != 1)
-  };
-  std::vector<Head> heads_ = std::vector<Head>(1);
-  std::vector<const Tensor*> head_grads_;
-  // Adds output k's metrics on `outputs` to `sums` (a metric the loss fused is skipped).
-  // release: an inference pass (see run_layers): a final Softmax run here for a metric hands its
-  // output to held_ and drops its buffers.
-  void accumulate_metrics(size_t k, const Tensor& outputs, const Tensor& targets, MetricSums& sums, bool release);
-  void check_sliced_targets(std::span<const Tensor> targets, int64_t n) const;
-  void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
-  int64_t cpu_micro_batch_ = 64;
-  bool micro_batch_auto_ = true;       // the default, not set_cpu_micro_batch's: slice only where it pays
-  std::vector<double> finite_before_;  // a sliced batch's scratch (for_each_slice)
-  std::vector<Tensor> grad_tree_;      // the sliced step's partial sums: a binary counter of subtrees
   bool cpu_fusion_ = true;
-  std::vector<std::unique_ptr<detail::ConvPoolBlock>> blocks_;  // per layer: the pair it starts, or null
-  // Per layer, how its last forward ran: on its own, or as the first or second of a fused pair.
-  enum RanAs : char { kAlone, kFusedFirst, kFusedSecond };
-  std::vector<RanAs> ran_fused_;
-  // Rows per slice for a batch of xs in this mode: their rows when it runs whole.
-  int64_t slice_rows(std::span<const Tensor> xs, bool training) const;
+
+  void require_built(const char* what) const;
+  void require_optimizer() const;                              // Error before compile()
+  void require_heads(const char* what) const;                  // Error unless compiled with a head per output
+  void build_model(const Shape* sample_shape, uint64_t seed);  // null: a graph model's own input shapes
+  void seed_random_layers();
+  void set_optimizer(std::unique_ptr<Optimizer> optimizer);  // compile's optimizer part (a loaded state)
+  size_t logit_layers() const;                               // layers before the loss: all but a final Softmax
+  Layer* final_softmax() const;  // the final Softmax when the loss reads its input, else null
+  bool fuses() const { return cpu_fusion_ && device_.is_cpu(); }  // the plan's rewrites run now
+  // Layers [begin, end) on xs (Executor::forward); release: an inference pass that frees as it goes.
+  const Tensor& run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what,
+                           bool release = false);
+  const Tensor& backward_pass(std::span<const Tensor* const> seeds, size_t begin, size_t end);
+  // Rows per slice for a batch of xs (its rows when it runs whole); a sliced batch's targets are
+  // checked whole first.
+  int64_t slice_rows(std::span<const Tensor> xs, std::span<const Tensor> ys, bool training) const;
+  void compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
+  void evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums);
+  std::vector<Tensor> predict_of(std::span<const Tensor> xs, int64_t batch_size);
 };
 
 }  // namespace ember

@@ -1,0 +1,104 @@
+// Building a model: a Sequential's layers built in a line or a graph's checked, the flat buffers
+// allocated and bound, the parameters initialised from the seed, the random layers seeded, and the
+// execution plan made (execute.h).
+#include "../../core/error.h"
+#include "../../core/runtime.h"
+#include "execute.h"
+#include "model.h"
+#include "params.h"
+#include "topology.h"
+
+namespace ember {
+
+Layer& Model::append(std::shared_ptr<Layer> layer, const char* who) {
+  EMBER_CHECK(layer != nullptr, ArgumentError, std::string(who) + ": null layer");
+  EMBER_CHECK(!built(), Error, std::string(who) + ": the model is already built; add layers before build()");
+  topo_->layers.push_back(std::move(layer));
+  return *topo_->layers.back();
+}
+
+void Model::build(uint64_t seed) {
+  EMBER_CHECK(topo_->graph, Error, "Model::build: a Sequential needs its input shape: build(Shape{...}, seed)");
+  build_model(nullptr, seed);
+}
+
+void Model::build(const Shape& sample_shape, uint64_t seed) { build_model(&sample_shape, seed); }
+
+void Model::build_model(const Shape* sample_shape, uint64_t seed) {
+  EMBER_CHECK(!topo_->layers.empty(), Error, "Model::build: the model has no layers");
+  EMBER_CHECK(!built(), Error, "Model::build: the model is already built");
+  check_cpu_support();
+  if (topo_->graph) {
+    if (sample_shape != nullptr) {
+      EMBER_CHECK(topo_->input_shapes.size() == 1, ShapeError,
+                  "Model::build: the model has " + std::to_string(topo_->input_shapes.size()) +
+                      " inputs; build(seed) builds it for their shapes");
+      EMBER_CHECK(
+          *sample_shape == topo_->input_shapes[0], ShapeError,
+          "Model::build: the model's input is " + topo_->input_shapes[0].str() + ", given " + sample_shape->str());
+    }
+  } else {  // a Sequential: the line of calls
+    topo_->line();
+  }
+  topo_->name_layers();
+  for (const auto& l : topo_->layers) {
+    const auto owner = l->owner().lock();
+    EMBER_CHECK(!owner || owner == identity_, ArgumentError,
+                "Model::build: layer '" + l->name() + "' (" + l->type() +
+                    ") belongs to another built model; a layer serves one model (make new layers for each model, "
+                    "e.g. inside ModelRecipe::make_model)");
+  }
+  if (!topo_->graph) {
+    topo_->input_shapes = {*sample_shape};
+    topo_->output_shapes.clear();
+    Shape s = *sample_shape;
+    for (auto& l : topo_->layers) {
+      try {
+        s = l->build(s);
+      } catch (const ShapeError& e) {
+        throw ShapeError("layer '" + l->name() + "': " + e.what());
+      }
+      topo_->output_shapes.push_back(s);
+    }
+  }
+  if (!topo_->graph) topo_->outputs = {static_cast<int>(topo_->layers.size()) - 1};
+  for (int out : topo_->outputs) {
+    const Shape& s = topo_->output_shapes[static_cast<size_t>(out)];
+    EMBER_CHECK(s.rank() == 1, ShapeError,
+                "Model: " + std::string(topo_->outputs.size() == 1 ? "the last layer" : "an output layer") +
+                    " must output per-sample values (features,), got " + s.str());
+  }
+  arena_->allocate(*topo_);
+  for (auto& l : topo_->layers) l->set_owner(identity_);
+  Rng init = Rng(seed).fork(0x494E4954ull /* "INIT" */);
+  for (size_t i = 0; i < topo_->layers.size(); ++i)
+    if (topo_->shares[i] < 0) topo_->layers[i]->init_params(init);  // on the cpu, then moved by to()
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    if (topo_->shares[i] >= 0) continue;
+    const auto specs = topo_->layers[i]->state_specs();
+    for (size_t k = 0; k < specs.size(); ++k)
+      Tensor(topo_->layers[i]->state()[k]).fill(specs[k].init);  // fills the buffer
+  }
+  seed_ = seed;
+  seed_random_layers();
+  exec_->plan(*topo_);  // the passes' decisions: input gradients, ReLU premasks, fusions, last readers
+  if (const Device d = current_device(); !d.is_cpu()) to(d);  // built inside a DeviceScope
+}
+
+void Model::seed_random_layers() {
+  // Per layer and replica stream: mixed, so that neighbouring layers or replicas share nothing.
+  const Rng base = Rng(seed_).fork(0x524E47ull /* "RNG" */).fork(random_stream_);
+  for (size_t i = 0; i < topo_->layers.size(); ++i) topo_->layers[i]->set_random_seed(base.fork(i).next_u64());
+}
+
+void Model::set_random_seed(uint64_t seed) {
+  seed_ = seed;
+  if (built()) seed_random_layers();
+}
+
+void Model::set_random_stream(uint64_t stream) {
+  random_stream_ = stream;
+  if (built()) seed_random_layers();
+}
+
+}  // namespace ember
