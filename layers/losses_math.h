@@ -82,10 +82,13 @@ EMBER_HD inline int64_t row_argmax(const float* row, int64_t k) {
   return b;
 }
 
-// Softmax of a row into p (shifted by its maximum) and the categorical cross-entropy against
-// targets t smoothed to t (1 - s) + s / k: -sum_j t_j log p_j, in double.
-EMBER_HD inline double categorical_row(float smoothing, const float* z, const float* t, float* p, int64_t k) {
-  const float m = z[row_argmax(z, k)];
+// Softmax of a row of k values z into p, shifted by the row's maximum z[*best] (its first argmax;
+// 0 for an empty row) for stability; returns the sum of the shifted exponentials, added in double.
+// Every softmax of a row runs this: the Softmax layer and the softmax cross-entropies, on the CPU
+// and in the CUDA kernels.
+EMBER_HD inline double softmax_row(const float* z, float* p, int64_t k, int64_t* best) {
+  *best = row_argmax(z, k);
+  const float m = k > 0 ? z[*best] : 0.0f;
   double sum = 0.0;
   for (int64_t j = 0; j < k; ++j) {
     p[j] = expf(z[j] - m);
@@ -93,6 +96,15 @@ EMBER_HD inline double categorical_row(float smoothing, const float* z, const fl
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t j = 0; j < k; ++j) p[j] *= inv;
+  return sum;
+}
+
+// Softmax of a row into p (softmax_row) and the categorical cross-entropy against targets t
+// smoothed to t (1 - s) + s / k: -sum_j t_j log p_j, in double.
+EMBER_HD inline double categorical_row(float smoothing, const float* z, const float* t, float* p, int64_t k) {
+  int64_t best = 0;
+  const double sum = softmax_row(z, p, k, &best);
+  const float m = z[best];
   const double lse = log(sum);  // log sum_j exp(z_j - m)
   double row = 0.0;
   for (int64_t j = 0; j < k; ++j) {

@@ -37,6 +37,7 @@
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
 #include "simd.h"
+#include "winograd_transforms.h"
 
 namespace ember::cpu {
 
@@ -54,16 +55,6 @@ constexpr int64_t kChunkTiles = 72;           // tiles per chunk (whole images: 
                                               // U, V of 72 tiles (1 MB at C + K = 96) stay in L2
 constexpr int64_t kBlockK = 4, kBlockC = 16;  // accumulate_block's register tile
 constexpr int64_t kSumPoint = 1 * 6 + 1;      // V there is the tile's sum of dy
-
-// out = B^T in along one axis (6 -> 6).
-inline void bt6(const f8 (&d)[6], f8 (&o)[6]) {
-  o[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
-  o[1] = -4.0f * (d[1] + d[2]) + d[3] + d[4];
-  o[2] = 4.0f * (d[1] - d[2]) - d[3] + d[4];
-  o[3] = 2.0f * (d[3] - d[1]) - d[2] + d[4];
-  o[4] = 2.0f * (d[1] - d[3]) - d[2] + d[4];
-  o[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
-}
 
 // out = A in along one axis (4 -> 6).
 inline void a6(const f8 (&g)[4], f8 (&o)[6]) {
@@ -210,8 +201,8 @@ void accumulate_points(const WgradJob& j, int64_t first, int64_t end, int64_t pt
       const float* xn = j.x + n * g.h * g.w * g.c;
       const float* dyn = j.dy + n * g.p * g.q * g.k;
       for (int64_t c0 = 0; c0 < g.c; c0 += kLanes)
-        transform_tile<6, bt6>(xn, g.h, g.w, g.c, ty * 4 - g.pad_top, tx * 4 - g.pad_left, c0,
-                               u - ptu * su + t * g.c + c0, su, pt0, pt1);
+        transform_tile<6, bt6<f8>>(xn, g.h, g.w, g.c, ty * 4 - g.pad_top, tx * 4 - g.pad_left, c0,
+                                   u - ptu * su + t * g.c + c0, su, pt0, pt1);
       for (int64_t k0 = 0; k0 < g.k; k0 += kLanes)
         transform_tile<4, a6>(dyn, g.p, g.q, g.k, ty * 4, tx * 4, k0, v - ptu * sv + t * g.k + k0, sv, pt0, pt1);
     }

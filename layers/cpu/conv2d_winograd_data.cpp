@@ -29,6 +29,7 @@
 #include "../../core/error.h"
 #include "conv2d_winograd.h"
 #include "simd.h"
+#include "winograd_transforms.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>  // the AVX-512 compare of the structural-zero mask
 #endif
@@ -54,16 +55,6 @@ struct Conv {
 
 EMBER_AVX512_INLINE void load(f16& v, const float* p) { v = *reinterpret_cast<const f16u*>(p); }
 EMBER_AVX512_INLINE void store(float* p, const f16& v) { *reinterpret_cast<f16u*>(p) = v; }
-
-// o = B^T d along one axis (6 -> 6).
-EMBER_AVX512_INLINE void bt6(const f16 (&d)[6], f16 (&o)[6]) {
-  o[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
-  o[1] = -4.0f * (d[1] + d[2]) + d[3] + d[4];
-  o[2] = 4.0f * (d[1] - d[2]) - d[3] + d[4];
-  o[3] = 2.0f * (d[3] - d[1]) - d[2] + d[4];
-  o[4] = 2.0f * (d[1] - d[3]) - d[2] + d[4];
-  o[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
-}
 
 // o = A^T m along one axis (6 -> 4).
 EMBER_AVX512_INLINE void at4(const f16 (&m)[6], f16 (&o)[4]) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "../../core/error.h"
+#include "../losses_math.h"
 
 namespace ember::cpu {
 
@@ -27,14 +28,8 @@ void softmax_forward(const Tensor& x, Tensor& y) {
   for (int64_t r = 0; r < n; ++r) {
     const float* xi = in + r * k;
     float* yi = out + r * k;
-    const float m = k > 0 ? *std::max_element(xi, xi + k) : 0.0f;
-    double sum = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      yi[j] = std::exp(xi[j] - m);
-      sum += yi[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < k; ++j) yi[j] *= inv;
+    int64_t best = 0;
+    detail::softmax_row(xi, yi, k, &best);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "../../core/error.h"
+#include "../losses_math.h"
 
 namespace ember::cpu {
 
@@ -43,16 +44,9 @@ double softmax_rows(const Tensor& logits, const Tensor& labels, Tensor& probs) {
                     " is outside [0, " + std::to_string(k) + ")");
     const float* zi = z + i * k;
     float* pi = pr + i * k;
-    float m = zi[0];
-    for (int64_t j = 1; j < k; ++j) m = std::max(m, zi[j]);
-    double sum = 0.0;
-    for (int64_t j = 0; j < k; ++j) {
-      pi[j] = std::exp(zi[j] - m);
-      sum += pi[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < k; ++j) pi[j] *= inv;
-    total += std::log(sum) - static_cast<double>(zi[label] - m);  // -log softmax(z)[label]
+    int64_t best = 0;
+    const double sum = detail::softmax_row(zi, pi, k, &best);
+    total += std::log(sum) - static_cast<double>(zi[label] - zi[best]);  // -log softmax(z)[label]
   }
   return total;
 }

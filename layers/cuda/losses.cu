@@ -3,6 +3,7 @@
 // sum every run, as softmax_xent.cu). Gradients: a thread per element (point losses) or per row.
 #include "../../core/cuda/check.h"
 #include "../losses_math.h"
+#include "block_sum.cuh"
 #include "losses.h"
 
 namespace ember::cuda {
@@ -51,17 +52,11 @@ __global__ void metric_rows(MetricKind m, float param, const float* __restrict__
 // (MetricSums: acc[3] += 1 while acc[0] is finite).
 __global__ void add_rows(const double* __restrict__ rows, int64_t n, double* __restrict__ acc, int64_t slot,
                          bool count_finite) {
-  __shared__ double partial[kThreads];
   double s = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += rows[i];
-  partial[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
-  }
+  const double total = block_sum<kThreads>(s);
   if (threadIdx.x == 0) {
-    acc[slot] += partial[0];
+    acc[slot] += total;
     if (count_finite && isfinite(acc[0])) acc[3] += 1.0;
   }
 }

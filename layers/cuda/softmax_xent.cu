@@ -1,6 +1,8 @@
 // Softmax cross-entropy kernels: a thread per row, grid-stride (K is small: 10 for MNIST), then a
 // single-block reduction of the row losses in double, like the CPU path's double sum.
 #include "../../core/cuda/check.h"
+#include "../losses_math.h"
+#include "block_sum.cuh"
 #include "softmax_xent.h"
 
 namespace ember::cuda {
@@ -8,31 +10,13 @@ namespace ember::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// Softmax of one row of k logits into pi, shifted by the row's maximum for stability; returns
-// the sum of the exponentials (in double, as the CPU) and sets *best to the first argmax.
-__device__ double softmax_row(const float* __restrict__ zi, float* __restrict__ pi, int64_t k, int64_t* best) {
-  int64_t b = 0;
-  for (int64_t j = 1; j < k; ++j)
-    if (zi[j] > zi[b]) b = j;
-  const float m = zi[b];
-  double sum = 0.0;
-  for (int64_t j = 0; j < k; ++j) {
-    pi[j] = expf(zi[j] - m);
-    sum += pi[j];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < k; ++j) pi[j] *= inv;
-  *best = b;
-  return sum;
-}
-
 // One row: its softmax into pi, its loss (0 for a label outside [0, k), which sets *bad = 1:
 // every writer writes the same value, no atomic needed) and whether its argmax is the label.
 // The three-kernel path and the fused kernel both call it: the same bits.
 __device__ __forceinline__ double xent_row(const float* __restrict__ zi, int32_t label, float* __restrict__ pi,
                                            int64_t k, double* __restrict__ bad, double* ok) {
   int64_t best = 0;
-  const double sum = softmax_row(zi, pi, k, &best);
+  const double sum = ::ember::detail::softmax_row(zi, pi, k, &best);
   const bool valid = label >= 0 && label < k;
   if (!valid) *bad = 1.0;
   *ok = valid && best == label ? 1.0 : 0.0;
@@ -59,16 +43,10 @@ __global__ void xent_rows(const float* __restrict__ z, const int32_t* __restrict
 }
 
 __global__ void reduce_mean(const double* __restrict__ row_loss, int64_t n, double* __restrict__ out) {
-  __shared__ double partial[kThreads];
   double s = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
-  partial[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = partial[0] / static_cast<double>(n);
+  const double total = block_sum<kThreads>(s);
+  if (threadIdx.x == 0) *out = total / static_cast<double>(n);
 }
 
 // Adds one block's per-thread sums sa, sb as a fixed tree to acc[0] and acc[1] (thread 0), and
