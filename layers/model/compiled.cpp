@@ -95,14 +95,10 @@ void CompiledOutputs::check_targets(const Shape& shape, DType target, const Shap
   }
 }
 
-void CompiledOutputs::check_sliced_targets(std::span<const Tensor> targets, int64_t n,
-                                           const std::vector<Shape>& shapes) const {
-  for (size_t k = 0; k < targets.size() && k < heads_.size(); ++k) {
-    const Tensor& t = targets[k];
-    EMBER_CHECK(t.rank() >= 1 && t.dim(0) == n && t.layout() == Layout::RowMajor && t.device().is_cpu(), ShapeError,
-                "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " + t.str());
-    heads_[k].loss->check_targets(t, shapes[k]);
-  }
+void CompiledOutputs::check_sliced_target(const Tensor& t, int64_t n, size_t k, const Shape& shape) const {
+  EMBER_CHECK(t.rank() >= 1 && t.dim(0) == n && t.layout() == Layout::RowMajor && t.device().is_cpu(), ShapeError,
+              "Model: targets must be (" + std::to_string(n) + ", ...) on the cpu for this batch, got " + t.str());
+  heads_[k].loss->check_targets(t, shape);
 }
 
 void CompiledOutputs::check_batch(std::span<const Tensor* const> outs, std::span<const Tensor> ys,

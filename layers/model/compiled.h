@@ -52,10 +52,10 @@ class CompiledOutputs {
   /// loss and metrics fit targets of `target` dtype and per-sample shape; `shape`: the output's.
   void check_targets(const Shape& shape, DType target, const Shape& target_sample, const char* what, size_t k,
                      const std::string& output_name) const;
-  /// A batch of n rows about to run in slices: ShapeError unless each target is (n, ...) row-major on
-  /// the CPU and fits its loss (`shapes`: the outputs' per-sample shapes), so a bad one throws
-  /// before any slice has added to the sums or the gradients.
-  void check_sliced_targets(std::span<const Tensor> targets, int64_t n, const std::vector<Shape>& shapes) const;
+  /// A batch of n rows about to run in slices: ShapeError unless output k's target t is (n, ...)
+  /// row-major on the CPU and fits its loss (`shape`: the output's per-sample shape), so a bad one
+  /// throws before any slice has added to the sums or the gradients.
+  void check_sliced_target(const Tensor& t, int64_t n, size_t k, const Shape& shape) const;
 
   /// Training: each output's loss on `outs` (Executor::loss_inputs) against targets ys, added to
   /// `sums`, and its metrics; returns d(model's loss)/d(output k) for each (the mean over mean_rows

@@ -12,7 +12,6 @@
 
 #include "../../core/tensor.h"
 #include "plan.h"
-#include "topology.h"
 
 namespace ember::detail {
 
@@ -39,7 +38,8 @@ class Executor {
   const Tensor& backward(std::span<const Tensor* const> seeds, size_t begin, size_t end);
   /// After backward: model input k's gradient when every layer reading it computed one, else undefined.
   const Tensor& input_gradient(size_t k) const;
-  /// Layer i's output in the last forward (null when it did not run or never exists: inside a step).
+  /// Layer i's output from the last forward that ran it (null before any did, or when it ran inside
+  /// a step: it never exists).
   const Tensor* output_of(size_t i) const { return i < acts_.size() ? acts_[i] : nullptr; }
   /// What the losses read after a forward that gave `last`: a one-output model's `last` (its loss
   /// may read a final Softmax's input), else every output layer's output, in output order.

@@ -36,10 +36,11 @@ class MicroBatches {
   /// A training batch of xs and targets ys: step(xs, ys, mean_rows) once on the whole batch
   /// (mean_rows 0: its own rows) when `rows` is its row count, else on each slice of `rows` rows
   /// (mean_rows: the whole batch's n), after each of which the slice's gradients in `grads` join
-  /// the tree; `grads` ends as the batch's sum. The slices' views are kept until the next batch.
-  template <class Step>
+  /// the tree; `grads` ends as the batch's sum. A sliced batch's views are kept until the next
+  /// sliced batch or inference call.
+  template <class StepFn>
   void train(std::span<const Tensor> xs, std::span<const Tensor> ys, int64_t rows, MetricSums& sums, Tensor& grads,
-             Step&& step);
+             StepFn&& step);
   /// An inference batch: pass(xs, ys) once, or on each slice; the slices' views are dropped after.
   template <class Pass>
   void evaluate(std::span<const Tensor> xs, std::span<const Tensor> ys, int64_t rows, MetricSums& sums, Pass&& pass);
@@ -71,9 +72,9 @@ class MicroBatches {
   std::vector<Tensor> tree_;           // the slices' partial sums: a binary counter of subtrees
 };
 
-template <class Step>
+template <class StepFn>
 void MicroBatches::train(std::span<const Tensor> xs, std::span<const Tensor> ys, int64_t rows, MetricSums& sums,
-                         Tensor& grads, Step&& step) {
+                         Tensor& grads, StepFn&& step) {
   const int64_t n = batch_rows(xs);
   if (rows == n) {
     step(xs, ys, int64_t{0});

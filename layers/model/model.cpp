@@ -258,7 +258,9 @@ int64_t Model::cpu_micro_batch() const { return batches_->rows(); }
 int64_t Model::slice_rows(std::span<const Tensor> xs, std::span<const Tensor> ys, bool training) const {
   const int64_t n = detail::MicroBatches::batch_rows(xs);
   const int64_t rows = batches_->rows_for(xs, training, device_, *topo_, arena_->params.numel());
-  if (rows < n) compiled_->check_sliced_targets(ys, n, output_shapes());  // whole, before any slice adds to the sums
+  if (rows < n)  // whole, before any slice adds to the sums or the gradients
+    for (size_t k = 0; k < ys.size() && k < compiled_->size(); ++k)
+      compiled_->check_sliced_target(ys[k], n, k, topo_->output_shapes[static_cast<size_t>(topo_->outputs[k])]);
   return rows;
 }
 
@@ -266,6 +268,7 @@ int64_t Model::slice_rows(std::span<const Tensor> xs, std::span<const Tensor> ys
 // backward. The micro-batches run it once on the whole batch, or per slice adding the slices'
 // gradients as the batch's pairwise tree; a strategy's all-reduce and the optimizer's update follow.
 void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums) {
+  require_built("compute_gradients");  // before the slicing reads the graph
   const size_t end = logit_layers();
   const auto step = [&](std::span<const Tensor> x, std::span<const Tensor> y, int64_t mean_rows) {
     const Tensor& last = run_layers(x, /*training=*/true, 0, end, "compute_gradients");
@@ -276,6 +279,7 @@ void Model::compute_gradients_of(std::span<const Tensor> xs, std::span<const Ten
 
 // An inference pass that frees as it goes (Executor::forward), then the losses and metrics.
 void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor> ys, MetricSums& sums) {
+  require_built("evaluate_batch");  // before the slicing reads the graph
   const size_t end = logit_layers();
   const auto pass = [&](std::span<const Tensor> x, std::span<const Tensor> y) {
     const Tensor& last = run_layers(x, /*training=*/false, 0, end, "evaluate_batch", /*release=*/true);

@@ -86,7 +86,7 @@ void ExecutionPlan::steps(size_t begin, size_t end, bool fuse, std::vector<Step*
 
 const Step* ExecutionPlan::rewrite_at(size_t i, bool fuse) const {
   const Step* fused = fuse && i < rewrites_.size() ? rewrites_[i].get() : nullptr;
-  return fused != nullptr && fused->last() < rewrites_.size() && fused->usable() ? fused : nullptr;
+  return fused != nullptr && fused->usable() ? fused : nullptr;
 }
 
 }  // namespace ember::detail

@@ -4,7 +4,6 @@
 
 #include "execute.h"
 #include "model.h"
-#include "plan.h"
 #include "topology.h"
 
 namespace ember {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "apps/model_zoo.h"
 #include "test_util.h"
@@ -133,6 +135,25 @@ TEST(MicroBatches, BadArgumentsAreRefused) {
   // As one slice of a batch of 8: half the gradient of the mean over its own 4 rows.
   const std::vector<float> own = loss.backward().to_vector(), half = loss.backward(8).to_vector();
   for (size_t i = 0; i < own.size(); ++i) EXPECT_FLOAT_EQ(half[i], own[i] * 0.5f);
+}
+
+// An unbuilt model whose batches would run in slices says so, as a whole batch does: the slicing
+// reads the graph's shapes only after the model is built.
+TEST(MicroBatches, AnUnbuiltModelIsRefusedBeforeAnySlice) {
+  Sequential m;
+  apps::add_reference_cnn(m);
+  m.set_cpu_micro_batch(16);
+  const Tensor x = test::random_tensor(Shape{64, 1, 28, 28}, 9, 0.0f, 1.0f);
+  MetricSums sums(Device::cpu());
+  for (const auto& call : {std::function<void()>([&] { m.compute_gradients(x, test::cycling_labels(64, 10), sums); }),
+                           std::function<void()>([&] { m.evaluate_batch(x, test::cycling_labels(64, 10), sums); })}) {
+    try {
+      call();
+      ADD_FAILURE() << "an unbuilt model ran a batch";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("build() the model first"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
