@@ -13,9 +13,9 @@ enum class Activation { None, ReLU };
 const char* activation_name(Activation a);
 
 namespace detail {
-// The elementwise activations with a layer of their own (Sigmoid, Tanh, LeakyReLU), as their
-// backends' ops name them.
-enum class Pointwise { Sigmoid, Tanh, LeakyReLU };
+// The elementwise activations with a layer of their own (Sigmoid, Tanh, LeakyReLU, GELU exact and
+// tanh-approximated), as their backends' ops name them.
+enum class Pointwise { Sigmoid, Tanh, LeakyReLU, Gelu, GeluTanh };
 }  // namespace detail
 
 }  // namespace ember

@@ -1,4 +1,4 @@
-// Sigmoid, Tanh, LeakyReLU and Softmax layers.
+// Sigmoid, Tanh, LeakyReLU, GELU and Softmax layers.
 #include "activations.h"
 
 #include <cmath>
@@ -47,5 +47,7 @@ const Tensor& Softmax::do_backward(const Tensor& dy) {
 }
 
 LayerConfig LeakyReLU::config() const { return {{"alpha", config_value(alpha_)}}; }
+
+LayerConfig GELU::config() const { return {{"approximate", config_value(approximate())}}; }
 
 }  // namespace ember

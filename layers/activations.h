@@ -3,6 +3,7 @@
 /// @code{.unparsed}
 ///   Sigmoid(), Tanh()           elementwise, the input's shape and layout;
 ///   LeakyReLU(alpha = 0.3)      x for x > 0, alpha * x below (Keras' default slope);
+///   GELU(approximate = false)   x Phi(x), or its tanh approximation (GPT-2's);
 ///   Softmax()                   over the features of (N, K) rows (Flatten first). As a model's
 ///                               last layer it gives probabilities to predict() while the loss is
 ///                               computed from its input, the logits (stable; Model does it).
@@ -14,7 +15,7 @@
 
 namespace ember {
 
-/// The shared part of Sigmoid, Tanh and LeakyReLU.
+/// The shared part of Sigmoid, Tanh, LeakyReLU and GELU.
 class PointwiseActivation : public Layer {
  public:
   Shape build(const Shape& sample_shape) override { return sample_shape; }
@@ -55,6 +56,19 @@ class LeakyReLU : public PointwiseActivation {
   std::string type() const override { return "LeakyReLU"; }
   bool rows_independent(bool /*training*/) const override { return true; }
   float alpha() const { return alpha_; }  ///< The slope below 0.
+  LayerConfig config() const override;
+};
+
+/// GELU(approximate = false): x Phi(x) = x (1 + erf(x / sqrt(2))) / 2, Phi the standard normal
+/// distribution function; approximate: x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 (Keras'
+/// gelu(x, approximate), PyTorch's GELU("none" / "tanh")). Elementwise; the input's shape and layout.
+class GELU : public PointwiseActivation {
+ public:
+  explicit GELU(bool approximate = false)
+      : PointwiseActivation(approximate ? detail::Pointwise::GeluTanh : detail::Pointwise::Gelu, 0.0f) {}
+  std::string type() const override { return "GELU"; }
+  bool rows_independent(bool /*training*/) const override { return true; }
+  bool approximate() const { return f_ == detail::Pointwise::GeluTanh; }  ///< The tanh form.
   LayerConfig config() const override;
 };
 

@@ -1,9 +1,11 @@
-// Sigmoid, tanh, LeakyReLU: plain loops split across the OpenMP pool.
+// Sigmoid, tanh, LeakyReLU, GELU: plain loops split across the OpenMP pool (GELU's formulas in
+// layers/pointwise_math.h, the CUDA kernels' too).
 #include "pointwise.h"
 
 #include <cmath>
 
 #include "../../core/error.h"
+#include "../pointwise_math.h"
 
 namespace ember::cpu {
 
@@ -33,6 +35,14 @@ void pointwise_forward(detail::Pointwise f, float alpha, const Tensor& x, Tensor
 #pragma omp parallel for simd schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : alpha * in[i];
       break;
+    case detail::Pointwise::Gelu:
+#pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; ++i) out[i] = detail::gelu(in[i]);
+      break;
+    case detail::Pointwise::GeluTanh:
+#pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; ++i) out[i] = detail::gelu_tanh(in[i]);
+      break;
   }
 }
 
@@ -58,6 +68,14 @@ void pointwise_backward(detail::Pointwise f, float alpha, const Tensor& x, const
     case detail::Pointwise::LeakyReLU:
 #pragma omp parallel for simd schedule(static) if (n > 32768)
       for (int64_t i = 0; i < n; ++i) d[i] = in[i] > 0.0f ? g[i] : alpha * g[i];
+      break;
+    case detail::Pointwise::Gelu:
+#pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; ++i) d[i] = g[i] * detail::gelu_grad(in[i]);
+      break;
+    case detail::Pointwise::GeluTanh:
+#pragma omp parallel for schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; ++i) d[i] = g[i] * detail::gelu_tanh_grad(in[i]);
       break;
   }
 }

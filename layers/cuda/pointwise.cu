@@ -1,6 +1,8 @@
-// Sigmoid, tanh, LeakyReLU kernels (grid-stride loops, the function a template argument so each
-// kernel's loop has no switch) and their launchers. The formulas are the CPU twin's.
+// Sigmoid, tanh, LeakyReLU, GELU kernels (grid-stride loops, the function a template argument so
+// each kernel's loop has no switch) and their launchers. The formulas are the CPU twin's (GELU's
+// from layers/pointwise_math.h, the same code).
 #include "../../core/cuda/check.h"
+#include "../pointwise_math.h"
 #include "pointwise.h"
 
 namespace ember::cuda {
@@ -17,12 +19,16 @@ __global__ void pointwise_forward_kernel(const float* x, float* y, float alpha, 
       y[i] = 1.0f / (1.0f + expf(-v));
     else if constexpr (F == Pointwise::Tanh)
       y[i] = tanhf(v);
+    else if constexpr (F == Pointwise::Gelu)
+      y[i] = ::ember::detail::gelu(v);
+    else if constexpr (F == Pointwise::GeluTanh)
+      y[i] = ::ember::detail::gelu_tanh(v);
     else
       y[i] = v > 0.0f ? v : alpha * v;
   }
 }
 
-// Sigmoid and tanh differentiate from the output y, LeakyReLU from the input x's sign.
+// Sigmoid and tanh differentiate from the output y, LeakyReLU from the input x's sign, GELU from x.
 template <Pointwise F>
 __global__ void pointwise_backward_kernel(const float* x, const float* y, const float* dy, float* dx, float alpha,
                                           int64_t n) {
@@ -32,6 +38,10 @@ __global__ void pointwise_backward_kernel(const float* x, const float* y, const 
       dx[i] = g * y[i] * (1.0f - y[i]);
     else if constexpr (F == Pointwise::Tanh)
       dx[i] = g * (1.0f - y[i] * y[i]);
+    else if constexpr (F == Pointwise::Gelu)
+      dx[i] = g * ::ember::detail::gelu_grad(x[i]);
+    else if constexpr (F == Pointwise::GeluTanh)
+      dx[i] = g * ::ember::detail::gelu_tanh_grad(x[i]);
     else
       dx[i] = x[i] > 0.0f ? g : alpha * g;
   }
@@ -74,6 +84,12 @@ void pointwise_forward(Context& ctx, Pointwise f, float alpha, const Tensor& x, 
     case Pointwise::LeakyReLU:
       launch_forward<Pointwise::LeakyReLU>(ctx, alpha, x, y, n);
       break;
+    case Pointwise::Gelu:
+      launch_forward<Pointwise::Gelu>(ctx, alpha, x, y, n);
+      break;
+    case Pointwise::GeluTanh:
+      launch_forward<Pointwise::GeluTanh>(ctx, alpha, x, y, n);
+      break;
   }
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
@@ -94,6 +110,12 @@ void pointwise_backward(Context& ctx, Pointwise f, float alpha, const Tensor& x,
       break;
     case Pointwise::LeakyReLU:
       launch_backward<Pointwise::LeakyReLU>(ctx, alpha, x, y, dy, dx, n);
+      break;
+    case Pointwise::Gelu:
+      launch_backward<Pointwise::Gelu>(ctx, alpha, x, y, dy, dx, n);
+      break;
+    case Pointwise::GeluTanh:
+      launch_backward<Pointwise::GeluTanh>(ctx, alpha, x, y, dy, dx, n);
       break;
   }
   EMBER_CUDA_CHECK(cudaGetLastError());

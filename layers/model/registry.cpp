@@ -48,6 +48,7 @@ std::unordered_map<std::string, LayerFactory> built_ins() {
   };
   f["Dropout"] = [](const LayerConfig& c) { return std::make_shared<Dropout>(config_float(c, "rate")); };
   f["LeakyReLU"] = [](const LayerConfig& c) { return std::make_shared<LeakyReLU>(config_float(c, "alpha")); };
+  f["GELU"] = [](const LayerConfig& c) { return std::make_shared<GELU>(config_bool(c, "approximate")); };
   f["Concatenate"] = [](const LayerConfig& c) {
     const int64_t axis = config_int(c, "axis");
     EMBER_CHECK(axis >= -64 && axis <= 64, ArgumentError, "Concatenate: axis " + std::to_string(axis));

@@ -569,6 +569,42 @@ TEST_F(Parity, SigmoidTanhLeakyReluForwardAndBackward) {
     }
 }
 
+// GELU, exact and tanh form, on x in [-6, 6] and 0. Each side is within 4u max(1, |x|) of the
+// function for y and 8u max(1, x^2) for dx (u = kUlp1; test_activations.cpp's GeluMatchesPyTorch
+// derives the CPU's): CUDA's erff, expf and tanhf are within 2 ulp as glibc's are within 1-2, and
+// nvcc may contract a product and a sum into one FMA where the CPU rounds twice, an error of the
+// same size. So the two differ by at most twice that: 8u max(1, |x|) and 16u max(1, x^2).
+TEST_F(Parity, GeluForwardAndBackward) {
+  using detail::Pointwise;
+  for (const Pointwise f : {Pointwise::Gelu, Pointwise::GeluTanh}) {
+    const std::string label = f == Pointwise::Gelu ? "gelu" : "gelu (tanh)";
+    Tensor x = test::random_tensor(Shape{5, 7, 9}, 53, -6.0f, 6.0f);
+    x.f32()[0] = 0.0f;
+    const Tensor dy = test::random_tensor(x.shape(), 54);
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::cpu());
+    Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu());
+    cpu::pointwise_forward(f, 0.0f, x, y);
+    cpu::pointwise_backward(f, 0.0f, x, y, dy, dx);
+    const Tensor xg = x.to(kGpu), dyg = dy.to(kGpu), yc = y.to(kGpu);
+    Tensor yg = nan_on_gpu(x.shape(), Layout::RowMajor), dxg = nan_on_gpu(x.shape(), Layout::RowMajor);
+    cuda::pointwise_forward(ctx(), f, 0.0f, xg, yg);
+    cuda::pointwise_backward(ctx(), f, 0.0f, xg, yc, dyg, dxg);
+    ctx().synchronize();
+    const std::vector<float> xs = x.to_vector(), a = yg.to_vector(), b = y.to_vector();
+    const std::vector<float> da = dxg.to_vector(), db = dx.to_vector();
+    double worst_y = 0, worst_dx = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double s = std::max(1.0, std::abs(double(xs[i])));
+      worst_y = std::max(worst_y, std::abs(double(a[i]) - b[i]) / s);  // NaN fails below
+      worst_dx = std::max(worst_dx, std::abs(double(da[i]) - db[i]) / (s * s));
+      if (std::isnan(a[i]) || std::isnan(da[i])) worst_y = worst_dx = INFINITY;
+    }
+    EXPECT_LE(worst_y, 8 * kUlp1) << label;
+    EXPECT_LE(worst_dx, 16 * kUlp1) << label;
+    EXPECT_EQ(a[0], 0.0f) << label;  // GELU(0) = 0 on both
+  }
+}
+
 // Row softmax over K = 10 (a classifier's rows: most lanes of the GPU's warp per row idle) and
 // K = 1000 (~31 values per lane), and more rows than the capped grid has warps (4096 x 8).
 //  - forward: both sum the float exponentials in double and scale by the rounded inverse of
@@ -820,6 +856,8 @@ TEST_F(Parity, NewLayersOnTheGpuMatchTheirCpuTwins) {
       {"Sigmoid", [] { return std::make_unique<Sigmoid>(); }, Shape{4, 6, 5}},
       {"Tanh", [] { return std::make_unique<Tanh>(); }, Shape{4, 6, 5}},
       {"LeakyReLU", [] { return std::make_unique<LeakyReLU>(0.1f); }, Shape{4, 6, 5}},
+      {"GELU", [] { return std::make_unique<GELU>(); }, Shape{4, 6, 5}},
+      {"GELU (tanh)", [] { return std::make_unique<GELU>(true); }, Shape{4, 6, 5}},
       {"Softmax", [] { return std::make_unique<Softmax>(); }, Shape{10}},
       {"BatchNormalization", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{4, 6, 5}},
       {"BatchNormalization (F,)", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{12}},

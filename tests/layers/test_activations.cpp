@@ -1,9 +1,13 @@
-// Sigmoid, Tanh, LeakyReLU, Softmax: forward against the formulas, gradients by finite
-// differences, a final Softmax's loss read from the logits, bad arguments.
+// Sigmoid, Tanh, LeakyReLU, GELU, Softmax: forward against the formulas (GELU against PyTorch),
+// gradients by finite differences, a final Softmax's loss read from the logits, bad arguments.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <map>
+#include <string>
 
+#include "core/safetensors.h"
 #include "test_util.h"
 
 namespace ember {
@@ -50,6 +54,60 @@ TEST(Activations, GradientsMatchFiniteDifferences) {
   LeakyReLU leaky(0.1f);
   test::build_standalone(leaky, Shape{2, 3, 3}, 1);
   test::check_layer_gradients(leaky, test::random_tensor(Shape{2, 2, 3, 3}, 6), 5);
+}
+
+// GELU and its tanh form against bench/pytorch_gelu_reference.py: PyTorch's functions and autograd
+// gradients in float64, rounded to float32, on [-8, 8] and at 0, -0, +-1e-4, +-20, +-1e4, +-1e20.
+// Tolerances, from the float32 arithmetic (u = 2^-23, one ulp of 1):
+//  - y = x (1 + erf(x / sqrt 2)) / 2: erff is within 1 ulp of its value (<= 1) in glibc, the sum
+//    with 1 and the two products round to half an ulp each, so |dy| <= 4u max(1, |x|) (the tanh
+//    form likewise, tanhf within 2 ulp: the same bound holds). PyTorch's own float32 GELU is
+//    within 1u max(1, |x|) of the reference (the file's metadata).
+//  - dx = dy GELU'(x): the density term and the tanh form's slope carry x^2 (x * x rounded, then
+//    scaled by a constant and a product up to x^2 in size), so 8u max(1, x^2) (|dy| <= 1).
+// A wrong constant (0.0447 for 0.044715) or the other form would miss by 1e-4 and more; the
+// structural values are exact: GELU(+-0) = +-0, GELU(x) = x for x >= 20, -0 for x <= -20, and
+// saturated gradients (1 and 0), never a NaN from x^2 overflowing at 1e20.
+TEST(Activations, GeluMatchesPyTorch) {
+  const char* env = std::getenv("EMBER_PARITY_DIR");  // a copy of the tree elsewhere (gpu_check.sh)
+  std::map<std::string, Tensor> ref;
+  for (auto& [name, t] :
+       read_safetensors(std::string(env && *env ? env : EMBER_PARITY_DIR) + "/gelu_pytorch.safetensors").tensors)
+    ref.emplace(name, t);
+  const Tensor& x = ref.at("x");
+  const Tensor& dy = ref.at("dy");
+  const int64_t n = x.numel();
+  const float* xs = x.f32();
+  constexpr double kU = 1.0 / (1 << 23);
+  for (const bool approximate : {false, true}) {
+    const std::string key = approximate ? "tanh" : "exact";
+    GELU gelu(approximate);
+    EXPECT_EQ(gelu.approximate(), approximate);
+    test::build_standalone(gelu, Shape{n}, 1);
+    gelu.set_needs_input_grad(true);
+    const std::vector<float> y = gelu.forward(x.reshape(Shape{1, n}), true).to_vector();
+    const std::vector<float> dx = gelu.backward(dy.reshape(Shape{1, n})).to_vector();
+    const float* ry = ref.at(key + "/y").f32();
+    const float* rdx = ref.at(key + "/dx").f32();
+    for (int64_t i = 0; i < n; ++i) {
+      const double scale = std::max(1.0, std::abs(double(xs[i])));
+      EXPECT_LE(std::abs(double(y[i]) - ry[i]), 4 * kU * scale) << key << " y at x = " << xs[i];
+      EXPECT_LE(std::abs(double(dx[i]) - rdx[i]), 8 * kU * scale * scale) << key << " dx at x = " << xs[i];
+      if (std::abs(xs[i]) >= 20.0f || xs[i] == 0.0f) {  // exact, sign included
+        EXPECT_EQ(std::signbit(y[i]), std::signbit(ry[i])) << key << " at x = " << xs[i];
+        EXPECT_EQ(y[i], ry[i]) << key << " at x = " << xs[i];
+        EXPECT_EQ(dx[i], rdx[i]) << key << " dx at x = " << xs[i];
+      }
+    }
+  }
+}
+
+TEST(Activations, GeluGradientsMatchFiniteDifferences) {
+  for (const bool approximate : {false, true}) {
+    GELU gelu(approximate);
+    test::build_standalone(gelu, Shape{2, 3, 3}, 1);
+    test::check_layer_gradients(gelu, test::random_tensor(Shape{2, 2, 3, 3}, 8, -3.0f, 3.0f), 5);
+  }
 }
 
 TEST(Activations, RejectBadArguments) {

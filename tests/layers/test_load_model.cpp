@@ -34,7 +34,8 @@ Model every_layer_graph() {
   SymbolicTensor q = layer<AvgPool2D>(Size2{2, 2}, Size2{2, 1}, Padding::Same)(h);
   SymbolicTensor m = maximum({p, q});
   SymbolicTensor s = layer<Conv2D>(6, Size2{1, 1}, Activation::None, Padding::Valid, Size2{1, 1}, false)(m);
-  SymbolicTensor c = concatenate({layer<LeakyReLU>(0.125f)(s), layer<Tanh>()(m)}, 1);
+  SymbolicTensor c =
+      concatenate({layer<LeakyReLU>(0.125f)(s), layer<Tanh>()(m), layer<GELU>(true)(s), layer<GELU>()(m)}, 1);
   SymbolicTensor f = layer<Dropout>(0.375f)(layer<Flatten>()(c));
   SymbolicTensor g = layer<GlobalAvgPool2D>()(layer<Sigmoid>()(c));
   SymbolicTensor d = layer<Dense>(5, Activation::ReLU)(f);
