@@ -64,6 +64,7 @@ class LeakyReLU : public PointwiseActivation {
 /// gelu(x, approximate), PyTorch's GELU("none" / "tanh")). Elementwise; the input's shape and layout.
 class GELU : public PointwiseActivation {
  public:
+  /// The exact form, or with `approximate` the tanh form.
   explicit GELU(bool approximate = false)
       : PointwiseActivation(approximate ? detail::Pointwise::GeluTanh : detail::Pointwise::Gelu, 0.0f) {}
   std::string type() const override { return "GELU"; }
