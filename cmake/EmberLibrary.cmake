@@ -53,7 +53,9 @@ if(EMBER_CPU_ARCH AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   set_source_files_properties(core/cpu/cpu_check.cpp PROPERTIES COMPILE_OPTIONS "-march=x86-64")
 endif()
 # The fused conv + pool, the direct weight gradient and the Winograd kernels' sums as fused
-# multiply-adds (ISO C++ mode contracts none): the same bits every run, like oneDNN's FMA kernels.
+# multiply-adds: the same bits every run, like oneDNN's FMA kernels. GCC contracts C++ by default
+# (-ffp-contract=off is its default for ISO C only); said here so that these kernels keep their FMAs
+# under a compiler or flags that would not.
 set_source_files_properties(layers/cpu/conv2d_direct.cpp layers/cpu/conv2d_maxpool.cpp layers/cpu/conv2d_winograd.cpp
                             layers/cpu/conv2d_winograd_data.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=fast")
 # The CUDA backend: a separate module that libember dlopens on first use (core/cuda_module.h),

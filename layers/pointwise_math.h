@@ -36,8 +36,9 @@ EMBER_HD inline float gelu_tanh(float x) {
 }
 
 // Its derivative: (1 + t) / 2 + x (1 - t^2) u'(x) / 2, u'(x) = sqrt(2 / pi) (1 + 3 0.044715 x^2).
-// Where tanh has saturated (1 - t^2 = 0: |x| > 4.5 or so) the second term is 0, also where x^2
-// would overflow and make it 0 * inf.
+// Where tanh has saturated (1 - t^2 = 0 in float: |x| > 5.2 or so) the second term is 0, also
+// where x^2 would overflow and make it 0 * inf (so GELU'(+-inf) is 1 and 0 here, NaN in the exact
+// form, as in PyTorch).
 EMBER_HD inline float gelu_tanh_grad(float x) {
   const float t = tanhf(kGeluSqrt2OverPi * (x + kGeluCubic * x * x * x));
   const float sech2 = 1.0f - t * t;

@@ -1,4 +1,4 @@
-// Sigmoid, tanh and LeakyReLU on the GPU: the contract of layers/cpu/pointwise.h (elementwise,
+// Sigmoid, tanh, LeakyReLU and GELU on the GPU: the contract of layers/cpu/pointwise.h (elementwise,
 // any layout shared by all the tensors, in place allowed), on the device's stream.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The elementwise activations' dispatch (Sigmoid, Tanh, LeakyReLU): any backend, in the input's
+// The elementwise activations' dispatch (Sigmoid, Tanh, LeakyReLU, GELU): any backend, in the input's
 // own layout; the input and output (which the backward reads) kept in `state`. Private.
 #pragma once
 

@@ -572,7 +572,7 @@ TEST_F(Parity, SigmoidTanhLeakyReluForwardAndBackward) {
 // GELU, exact and tanh form, on x in [-6, 6] and 0. Each side is within 4u max(1, |x|) of the
 // function for y and 8u max(1, x^2) for dx (u = kUlp1; test_activations.cpp's GeluMatchesPyTorch
 // derives the CPU's): CUDA's erff, expf and tanhf are within 2 ulp as glibc's are within 1-2, and
-// nvcc may contract a product and a sum into one FMA where the CPU rounds twice, an error of the
+// nvcc and GCC may each contract a product and a sum into one FMA in other places, an error of the
 // same size. So the two differ by at most twice that: 8u max(1, |x|) and 16u max(1, x^2).
 TEST_F(Parity, GeluForwardAndBackward) {
   using detail::Pointwise;
