@@ -12,11 +12,14 @@ Dense::Dense(int64_t units, Activation activation) : units_(units), relu_(activa
 }
 
 Shape Dense::build(const Shape& in) {
-  EMBER_CHECK(in.rank() == 1, ShapeError,
-              "Dense: expects a per-sample input of 1 dimension (features); given " + in.str() +
+  EMBER_CHECK((in.rank() == 1 || in.rank() == 2) && in.numel() > 0, ShapeError,
+              "Dense: expects a per-sample input of 1 dimension (features) or 2 (time, features); given " + in.str() +
                   " (add a Flatten layer before it)");
-  in_ = in[0];
-  return Shape{units_};
+  sample_ = in;
+  in_ = in[in.rank() - 1];
+  std::vector<int64_t> out(in.begin(), in.end());
+  out.back() = units_;
+  return Shape(out);
 }
 
 std::vector<ParamSpec> Dense::param_specs() const {
@@ -25,15 +28,37 @@ std::vector<ParamSpec> Dense::param_specs() const {
 }
 
 const Tensor& Dense::do_forward(const Tensor& x, bool /*training*/) {
-  EMBER_CHECK(x.rank() == 2 && x.dim(1) == in_, ShapeError,
-              "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
-  return detail::dense_forward(state_, x, params_.at(0), params_.at(1), relu_);
+  if (sample_.rank() <= 1) {
+    EMBER_CHECK(x.rank() == 2 && x.dim(1) == in_, ShapeError,
+                "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
+    return detail::dense_forward(state_, x, params_.at(0), params_.at(1), relu_);
+  }
+  EMBER_CHECK(x.rank() == sample_.rank() + 1 && x.shape().without_batch() == sample_ && x.layout() == Layout::RowMajor,
+              ShapeError, "Dense: expects row-major input (N, " + sample_.str().substr(1) + "; given " + x.str());
+  const int64_t rows = x.numel() / in_;
+  const Tensor& y = detail::dense_forward(state_, x.reshape(Shape{rows, in_}), params_.at(0), params_.at(1), relu_);
+  std::vector<int64_t> out(x.shape().begin(), x.shape().end());
+  out.back() = units_;
+  y_ = y.reshape(Shape(out));
+  return y_;
 }
 
 const Tensor& Dense::do_backward(const Tensor& dy) {
-  const Tensor* dx = detail::dense_backward(state_, params_.at(0), dy, relu_ && !output_grad_premasked_,
-                                            needs_input_grad_, grads_.at(0), grads_.at(1));
-  return dx ? *dx : no_input_grad();
+  const bool rows = sample_.rank() > 1;
+  const Tensor* dx =
+      detail::dense_backward(state_, params_.at(0), rows ? dy.reshape(Shape{dy.numel() / units_, units_}) : dy,
+                             relu_ && !output_grad_premasked_, needs_input_grad_, grads_.at(0), grads_.at(1));
+  if (!dx) return no_input_grad();
+  if (!rows) return *dx;
+  std::vector<int64_t> in(dy.shape().begin(), dy.shape().end());
+  in.back() = in_;
+  dx_ = dx->reshape(Shape(in));
+  return dx_;
+}
+
+void Dense::do_release_buffers() {
+  y_ = dx_ = Tensor();
+  Layer::do_release_buffers();
 }
 
 LayerConfig Dense::config() const {

@@ -1,7 +1,10 @@
 /// @file
 /// Dense: fully connected, y = act(x W^T + b).  Dense(64, Activation::ReLU), Dense(10).
 /// Parameters: "kernel" (units, in) Glorot-uniform, "bias" (units) zeros.
-/// Input (N, in) row-major; output (N, units) row-major.
+/// Input (N, in) row-major; output (N, units) row-major. As Keras' Dense on the last axis of a
+/// sequence too: (N, T, in) -> (N, T, units), each of the N * T rows its own; the rows then are
+/// what the weight gradient sums, in the batch's sum order (docs/numerics.md). Images (C, H, W)
+/// need a Flatten first: their last axis is the width (NCHW), not Keras' channels.
 #pragma once
 
 #include "activation.h"
@@ -31,8 +34,12 @@ class Dense : public Layer {
   const Tensor& do_backward(const Tensor& dy) override;
 
  private:
+  void do_release_buffers() override;
+
   int64_t units_, in_ = 0;
   bool relu_;
+  Shape sample_;   // the per-sample input shape (rank > 1: the leading axes are rows)
+  Tensor y_, dx_;  // a sample of rank > 1: the op's 2-D output and input gradient, reshaped
 };
 
 }  // namespace ember

@@ -858,6 +858,7 @@ TEST_F(Parity, NewLayersOnTheGpuMatchTheirCpuTwins) {
       {"LeakyReLU", [] { return std::make_unique<LeakyReLU>(0.1f); }, Shape{4, 6, 5}},
       {"GELU", [] { return std::make_unique<GELU>(); }, Shape{4, 6, 5}},
       {"GELU (tanh)", [] { return std::make_unique<GELU>(true); }, Shape{4, 6, 5}},
+      {"Dense on (time, features)", [] { return std::make_unique<Dense>(5, Activation::ReLU); }, Shape{4, 6}},
       {"Softmax", [] { return std::make_unique<Softmax>(); }, Shape{10}},
       {"BatchNormalization", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{4, 6, 5}},
       {"BatchNormalization (F,)", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{12}},
