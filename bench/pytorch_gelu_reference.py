@@ -18,25 +18,11 @@ The file holds:
 """
 import json
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
 
-
-def write_safetensors(path, tensors, metadata):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, t in tensors:
-        data = t.contiguous().cpu().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-    os.replace(tmp, path)
+from pytorch_parity_reference import write_safetensors  # the same writer as the CNN's reference
 
 
 def gelu_and_grad(x, dy, approximate):

@@ -6,13 +6,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "host_device.h"
 #include "losses_kinds.h"
-
-#ifdef __CUDACC__
-#define EMBER_HD __host__ __device__
-#else
-#define EMBER_HD
-#endif
 
 namespace ember::detail {
 
@@ -153,5 +148,3 @@ EMBER_HD inline double metric_row(MetricKind m, float param, const float* z, con
 }
 
 }  // namespace ember::detail
-
-#undef EMBER_HD

@@ -6,11 +6,7 @@
 
 #include <math.h>
 
-#ifdef __CUDACC__
-#define EMBER_HD __host__ __device__
-#else
-#define EMBER_HD
-#endif
+#include "host_device.h"
 
 namespace ember::detail {
 
@@ -47,5 +43,3 @@ EMBER_HD inline float gelu_tanh_grad(float x) {
 }
 
 }  // namespace ember::detail
-
-#undef EMBER_HD
