@@ -72,6 +72,11 @@ struct LayerCudaOps {
   void (*batchnorm_backward)(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                              const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                              GpuPlanSlot& slot);
+  // Layer normalisation over the last axis (layers/cpu/layernorm.h).
+  void (*layernorm_forward)(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
+                            Tensor& mean, Tensor& invstd);
+  void (*layernorm_backward)(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                             const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch);
   void (*avgpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
   void (*avgpool2d_backward)(const Pool2dShape& g, const Tensor& dy, Tensor& dx);
   // The merge layers' and the model engine's elementwise ops (layers/cpu/elementwise.h).

@@ -14,6 +14,7 @@
 #include "gradient_check.h"
 #include "layer.h"
 #include "layer_config.h"
+#include "layer_normalization.h"
 #include "loss.h"
 #include "matmul.h"
 #include "maxpool2d.h"

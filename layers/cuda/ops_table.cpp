@@ -9,6 +9,7 @@
 #include "dense.h"
 #include "dropout.h"
 #include "elementwise.h"
+#include "layernorm.h"
 #include "losses.h"
 #include "maxpool2d.h"
 #include "pointwise.h"
@@ -89,6 +90,14 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
                               const Tensor& save_invstd, float eps, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                               GpuPlanSlot& slot) {
       batchnorm_backward(context_of(x), x, dy, gamma, save_mean, save_invstd, eps, dx, dgamma, dbeta, slot);
+    };
+    a.layernorm_forward = [](const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
+                             Tensor& mean, Tensor& invstd) {
+      layernorm_forward(context_of(x), x, gamma, beta, eps, y, mean, invstd);
+    };
+    a.layernorm_backward = [](const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                              const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch) {
+      layernorm_backward(context_of(x), x, dy, gamma, mean, invstd, dx, dgamma, dbeta, scratch);
     };
     a.avgpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y) {
       avgpool2d_forward(context_of(x), g, x, y);

@@ -12,6 +12,7 @@
 #include "../dense.h"
 #include "../dropout.h"
 #include "../flatten.h"
+#include "../layer_normalization.h"
 #include "../maxpool2d.h"
 #include "../merge.h"
 #include "../relu.h"
@@ -48,6 +49,9 @@ std::unordered_map<std::string, LayerFactory> built_ins() {
   };
   f["Dropout"] = [](const LayerConfig& c) { return std::make_shared<Dropout>(config_float(c, "rate")); };
   f["LeakyReLU"] = [](const LayerConfig& c) { return std::make_shared<LeakyReLU>(config_float(c, "alpha")); };
+  f["LayerNormalization"] = [](const LayerConfig& c) {
+    return std::make_shared<LayerNormalization>(config_float(c, "epsilon"));
+  };
   f["GELU"] = [](const LayerConfig& c) { return std::make_shared<GELU>(config_bool(c, "approximate")); };
   f["Concatenate"] = [](const LayerConfig& c) {
     const int64_t axis = config_int(c, "axis");

@@ -22,6 +22,7 @@
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/dense.h"
 #include "layers/cpu/dropout.h"
+#include "layers/cpu/layernorm.h"
 #include "layers/cpu/maxpool2d.h"
 #include "layers/cpu/pointwise.h"
 #include "layers/cpu/relu.h"
@@ -32,6 +33,7 @@
 #include "layers/cuda/conv2d.h"
 #include "layers/cuda/dense.h"
 #include "layers/cuda/dropout.h"
+#include "layers/cuda/layernorm.h"
 #include "layers/cuda/maxpool2d.h"
 #include "layers/cuda/pointwise.h"
 #include "layers/cuda/relu.h"
@@ -797,6 +799,36 @@ TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
     EXPECT_LE(rel_error(dbg.to_vector(), dbeta.to_vector()), 1e-5) << label << ": dbeta";
     EXPECT_EQ(yg.layout(), layout) << label;
     EXPECT_NE(rm.to_vector(), rm0.to_vector()) << label;  // the step moved the statistics
+  }
+}
+
+// Layer normalisation over C = 40 (lanes of 16 and a partial one) and C = 128, 100 rows (six
+// groups of 16 and a partial one): both backends run the same row formulas and sum the groups in
+// the same tree; only the compilers' FMA contraction may differ (an ulp per contracted
+// operation), so the rows' values agree to a few ulp (1e-6 of max(1, |v|)) and the parameter
+// gradients, sums of 100 such terms, to 1e-6 of their largest element (scaled_error).
+TEST_F(Parity, LayerNormForwardAndBackward) {
+  for (const int64_t c : {int64_t{40}, int64_t{128}}) {
+    const std::string label = "C = " + std::to_string(c);
+    const Shape shape{4, 25, c};
+    const Tensor x = test::random_tensor(shape, 111, -1.0f, 3.0f), dy = test::random_tensor(shape, 112);
+    const Tensor gamma = test::random_tensor(Shape{c}, 113, 0.5f, 1.5f), beta = test::random_tensor(Shape{c}, 114);
+    Tensor y = Tensor::empty(shape), dx = Tensor::empty(shape), mean = Tensor::empty(Shape{100});
+    Tensor inv = Tensor::empty(Shape{100}), dg = Tensor::empty(Shape{c}), db = Tensor::empty(Shape{c}), scratch;
+    cpu::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, inv);
+    cpu::layernorm_backward(x, dy, gamma, mean, inv, &dx, dg, db, scratch);
+    const Tensor xg = x.to(kGpu), dyg = dy.to(kGpu), gg = gamma.to(kGpu), bg = beta.to(kGpu);
+    Tensor yg = nan_on_gpu(shape), dxg = nan_on_gpu(shape), mg = nan_on_gpu(Shape{100}), ig = nan_on_gpu(Shape{100});
+    Tensor dgg = nan_on_gpu(Shape{c}), dbg = nan_on_gpu(Shape{c}), scratch_g;
+    cuda::layernorm_forward(ctx(), xg, gg, bg, 1e-5f, yg, mg, ig);
+    cuda::layernorm_backward(ctx(), xg, dyg, gg, mg, ig, &dxg, dgg, dbg, scratch_g);
+    ctx().synchronize();
+    EXPECT_LE(rel_error(yg.to_vector(), y.to_vector()), 1e-6) << label;
+    EXPECT_LE(rel_error(mg.to_vector(), mean.to_vector()), 1e-6) << label << ": mean";
+    EXPECT_LE(rel_error(ig.to_vector(), inv.to_vector()), 1e-6) << label << ": inverse deviation";
+    EXPECT_LE(rel_error(dxg.to_vector(), dx.to_vector()), 1e-6) << label << ": dx";
+    EXPECT_LE(test::scaled_error(dgg.to_vector(), dg.to_vector()), 1e-6) << label << ": dgamma";
+    EXPECT_LE(test::scaled_error(dbg.to_vector(), db.to_vector()), 1e-6) << label << ": dbeta";
   }
 }
 
