@@ -1,5 +1,5 @@
 /// @file
-/// data/'s public headers: IDX and MNIST readers, datasets, the batch loader.
+/// data/'s public headers: IDX, MNIST and text readers, datasets, the batch loader.
 /// ember.h includes this umbrella; a new public header of data/ is added here.
 #pragma once
 
@@ -8,3 +8,4 @@
 #include "dataset.h"
 #include "idx.h"
 #include "mnist.h"
+#include "text.h"

@@ -120,8 +120,8 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
   if (opt_.device.is_cuda()) {
     out.inputs.resize(dataset_.num_inputs());
     for (size_t k = 0; k < out.inputs.size(); ++k)
-      ensure(out.inputs[k], dataset_.input(k).values.shape().without_batch().with_batch(hi - lo), DType::F32,
-             opt_.device);
+      ensure(out.inputs[k], dataset_.input(k).values.shape().without_batch().with_batch(hi - lo),
+             dataset_.input(k).batch_dtype(), opt_.device);
     out.targets.resize(dataset_.num_targets());
     for (size_t k = 0; k < out.targets.size(); ++k)
       ensure(out.targets[k], dataset_.target(k).values.shape().without_batch().with_batch(hi - lo),

@@ -31,8 +31,9 @@ namespace ember {
 
 /// One batch from a DataLoader: a tensor per dataset input and per target.
 struct Batch {
-  std::vector<Tensor> inputs;   ///< per dataset input, f32 (B, ...): the features, scaled (DataInput::scale)
-  std::vector<Tensor> targets;  ///< per dataset target: i32 (B) labels or f32 (B, ...)
+  /// per dataset input: f32 (B, ...), the features scaled (DataInput::scale), or i32 (B, ...) ids as they are
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> targets;  ///< per dataset target: i32 (B, ...) labels or f32 (B, ...)
   /// The first (usually the only) input and target.
   ///@{
   const Tensor& x() const { return inputs.at(0); }

@@ -96,11 +96,10 @@ Dataset Dataset::from_inputs(std::vector<DataInput> inputs, std::vector<DataTarg
   for (size_t k = 0; k < targets.size(); ++k) {
     Tensor& t = targets[k].values;
     const std::string w = which(targets, k, "targets", "target");
-    EMBER_CHECK(t.defined() &&
-                    ((t.dtype() == DType::I32 && t.rank() == 1) || (t.dtype() == DType::F32 && t.rank() >= 1)) &&
+    EMBER_CHECK(t.defined() && (t.dtype() == DType::I32 || t.dtype() == DType::F32) && t.rank() >= 1 &&
                     t.device().is_cpu() && t.layout() == Layout::RowMajor,
                 ShapeError,
-                "Dataset: " + w + " must be i32 (N) labels or f32 (N, ...) on the cpu, got " +
+                "Dataset: " + w + " must be i32 (N, ...) labels or f32 (N, ...) on the cpu, got " +
                     (t.defined() ? t.str() : std::string("nothing")));
     EMBER_CHECK(t.dim(0) == targets[0].values.dim(0), ShapeError,
                 "Dataset: " + std::to_string(t.dim(0)) + " samples of " + w + " but " +
@@ -113,13 +112,17 @@ Dataset Dataset::from_inputs(std::vector<DataInput> inputs, std::vector<DataTarg
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& f = inputs[k].values;
     const std::string w = which(inputs, k, "features", "input");
-    EMBER_CHECK(f.defined() && (f.dtype() == DType::U8 || f.dtype() == DType::F32) && f.rank() >= 2 &&
-                    f.device().is_cpu() && f.layout() == Layout::RowMajor,
+    EMBER_CHECK(f.defined() && (f.dtype() == DType::U8 || f.dtype() == DType::F32 || f.dtype() == DType::I32) &&
+                    f.rank() >= 2 && f.device().is_cpu() && f.layout() == Layout::RowMajor,
                 ShapeError,
-                "Dataset: " + w + " must be u8 or f32 (N, ...) row-major on the cpu, got " +
+                "Dataset: " + w + " must be u8, f32 or i32 (N, ...) row-major on the cpu, got " +
                     (f.defined() ? f.str() : std::string("nothing")));
     EMBER_CHECK(std::isfinite(inputs[k].scale) && inputs[k].scale != 0.0f, ArgumentError,
                 "Dataset: the scale of " + w + " must be finite and non-zero, got " + std::to_string(inputs[k].scale));
+    // Ids are not quantities: a batch carries them as they are.
+    EMBER_CHECK(f.dtype() != DType::I32 || inputs[k].scale == 1.0f, ArgumentError,
+                "Dataset: " + w + " are i32 ids, passed to the batch as they are: the scale must be 1, got " +
+                    std::to_string(inputs[k].scale));
     EMBER_CHECK(
         f.dim(0) == n, ShapeError,
         "Dataset: " + std::to_string(f.dim(0)) + " samples of " + w + " but " + std::to_string(n) + " of targets");
@@ -261,7 +264,7 @@ void Dataset::gather(std::span<const int64_t> indices, Tensor& x, Tensor& y) con
               "Dataset::gather: the dataset has " + std::to_string(inputs_.size()) + " inputs and " +
                   std::to_string(targets_.size()) + " targets: gather into lists");
   const int64_t b = static_cast<int64_t>(indices.size());
-  ensure(x, sample_shape().with_batch(b), DType::F32, Device::cpu());
+  ensure(x, sample_shape().with_batch(b), inputs_[0].batch_dtype(), Device::cpu());
   ensure(y, target_shape().with_batch(b), target_dtype(), Device::cpu());
   cpu::gather_batch(features(), targets(), scale(), indices, x, y);
 }
@@ -273,7 +276,7 @@ void Dataset::gather(std::span<const int64_t> indices, std::vector<Tensor>& xs, 
   for (size_t k = 0; k < targets_.size(); ++k)
     ensure(ys[k], targets_[k].values.shape().without_batch().with_batch(b), targets_[k].values.dtype(), Device::cpu());
   for (size_t k = 0; k < inputs_.size(); ++k) {
-    ensure(xs[k], inputs_[k].values.shape().without_batch().with_batch(b), DType::F32, Device::cpu());
+    ensure(xs[k], inputs_[k].values.shape().without_batch().with_batch(b), inputs_[k].batch_dtype(), Device::cpu());
     static const Tensor none;  // target 0 once, with input 0 (which checks the indices)
     cpu::gather_batch(inputs_[k].values, k == 0 ? targets() : none, inputs_[k].scale, indices, xs[k], ys[0]);
   }

