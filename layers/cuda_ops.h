@@ -77,6 +77,9 @@ struct LayerCudaOps {
                             Tensor& mean, Tensor& invstd);
   void (*layernorm_backward)(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                              const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch);
+  // Embedding lookups and their table gradient (layers/cpu/embedding.h).
+  void (*embedding_forward)(const Tensor& ids, const Tensor& table, Tensor& y);
+  void (*embedding_backward)(const Tensor& ids, const Tensor& dy, Tensor& dtable, Tensor& scratch);
   void (*avgpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
   void (*avgpool2d_backward)(const Pool2dShape& g, const Tensor& dy, Tensor& dx);
   // The merge layers' and the model engine's elementwise ops (layers/cpu/elementwise.h).

@@ -87,13 +87,23 @@ void Layer::init_params(Rng& rng) {
   const auto specs = param_specs();
   for (size_t i = 0; i < specs.size() && i < params_.size(); ++i) {
     Tensor& p = params_[i];
-    if (specs[i].init != ParamSpec::Init::GlorotUniform) {
-      p.fill(specs[i].init == ParamSpec::Init::Ones ? 1.0f : 0.0f);
-      continue;
+    float* d = p.f32();
+    switch (specs[i].init) {
+      case ParamSpec::Init::Zeros:
+      case ParamSpec::Init::Ones:
+        p.fill(specs[i].init == ParamSpec::Init::Ones ? 1.0f : 0.0f);
+        continue;
+      case ParamSpec::Init::Uniform:
+        for (int64_t j = 0; j < p.numel(); ++j) d[j] = rng.uniform(-specs[i].scale, specs[i].scale);
+        continue;
+      case ParamSpec::Init::Normal:
+        for (int64_t j = 0; j < p.numel(); ++j) d[j] = specs[i].scale * rng.normal();
+        continue;
+      case ParamSpec::Init::GlorotUniform:
+        break;
     }
     // Glorot (Xavier) uniform: U(-l, l), l = sqrt(6 / (fan_in + fan_out)), Keras' default.
     const float limit = std::sqrt(6.0f / static_cast<float>(specs[i].fan_in + specs[i].fan_out));
-    float* d = p.f32();
     for (int64_t j = 0; j < p.numel(); ++j) d[j] = rng.uniform(-limit, limit);
   }
 }

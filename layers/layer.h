@@ -51,12 +51,14 @@ class OpState {
 struct ParamSpec {
   std::string name;  ///< "kernel", "bias"
   Shape shape;       ///< the parameter's shape
-  /// How init_params() fills the parameter: Glorot-uniform (from fan_in and fan_out), zeros or ones.
-  enum class Init { GlorotUniform, Zeros, Ones } init = Init::Zeros;  ///< the initialiser
+  /// How init_params() fills the parameter: Glorot-uniform (from fan_in and fan_out), zeros, ones,
+  /// U(-scale, scale) or normal(0, scale).
+  enum class Init { GlorotUniform, Zeros, Ones, Uniform, Normal } init = Init::Zeros;  ///< the initialiser
   /// The fans of a GlorotUniform parameter: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)).
   ///@{
   int64_t fan_in = 0, fan_out = 0;
   ///@}
+  float scale = 0.0f;  ///< Uniform's limit, Normal's standard deviation
 };
 
 /// Non-trainable state of a layer: one f32 tensor, updated by forward(training) and never by

@@ -10,6 +10,7 @@
 #include "conv2d.h"
 #include "dense.h"
 #include "dropout.h"
+#include "embedding.h"
 #include "flatten.h"
 #include "gradient_check.h"
 #include "layer.h"

@@ -9,6 +9,7 @@
 #include "dense.h"
 #include "dropout.h"
 #include "elementwise.h"
+#include "embedding.h"
 #include "layernorm.h"
 #include "losses.h"
 #include "maxpool2d.h"
@@ -98,6 +99,12 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.layernorm_backward = [](const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                               const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch) {
       layernorm_backward(context_of(x), x, dy, gamma, mean, invstd, dx, dgamma, dbeta, scratch);
+    };
+    a.embedding_forward = [](const Tensor& ids, const Tensor& rows, Tensor& y) {
+      embedding_forward(context_of(ids), ids, rows, y);
+    };
+    a.embedding_backward = [](const Tensor& ids, const Tensor& dy, Tensor& dtable, Tensor& scratch) {
+      embedding_backward(context_of(ids), ids, dy, dtable, scratch);
     };
     a.avgpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y) {
       avgpool2d_forward(context_of(x), g, x, y);

@@ -233,10 +233,10 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
     const Tensor& x = given[k];
     const Shape& in = topo_->input_shapes[k];
     // The whole sample shape: a view of other samples as the model's shape would be silent nonsense.
-    EMBER_CHECK(x.dtype() == DType::F32 && x.rank() == in.rank() + 1 && x.shape().without_batch() == in &&
-                    x.dim(0) == given[0].dim(0),
+    EMBER_CHECK((x.dtype() == DType::F32 || x.dtype() == DType::I32) && x.rank() == in.rank() + 1 &&
+                    x.shape().without_batch() == in && x.dim(0) == given[0].dim(0),
                 ShapeError,
-                "predict: expects f32 input" +
+                "predict: expects f32 input (i32 ids for an Embedding)" +
                     (given.size() == 1 ? std::string() : " '" + topo_->input_names[k] + "'") + " (" +
                     std::to_string(given[0].dim(0)) + ", ...) with samples " + in.str() + ", given " + x.str());
     Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);

@@ -11,6 +11,7 @@
 #include "../conv2d.h"
 #include "../dense.h"
 #include "../dropout.h"
+#include "../embedding.h"
 #include "../flatten.h"
 #include "../layer_normalization.h"
 #include "../maxpool2d.h"
@@ -51,6 +52,13 @@ std::unordered_map<std::string, LayerFactory> built_ins() {
   f["LeakyReLU"] = [](const LayerConfig& c) { return std::make_shared<LeakyReLU>(config_float(c, "alpha")); };
   f["LayerNormalization"] = [](const LayerConfig& c) {
     return std::make_shared<LayerNormalization>(config_float(c, "epsilon"));
+  };
+  f["Embedding"] = [](const LayerConfig& c) {
+    return std::make_shared<Embedding>(config_int(c, "input_dim"), config_int(c, "output_dim"),
+                                       config_float(c, "init_stddev"));
+  };
+  f["PositionEmbedding"] = [](const LayerConfig& c) {
+    return std::make_shared<PositionEmbedding>(config_int(c, "sequence_length"), config_float(c, "init_stddev"));
   };
   f["GELU"] = [](const LayerConfig& c) { return std::make_shared<GELU>(config_bool(c, "approximate")); };
   f["Concatenate"] = [](const LayerConfig& c) {

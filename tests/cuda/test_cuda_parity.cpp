@@ -22,6 +22,7 @@
 #include "layers/cpu/conv2d.h"
 #include "layers/cpu/dense.h"
 #include "layers/cpu/dropout.h"
+#include "layers/cpu/embedding.h"
 #include "layers/cpu/layernorm.h"
 #include "layers/cpu/maxpool2d.h"
 #include "layers/cpu/pointwise.h"
@@ -33,6 +34,7 @@
 #include "layers/cuda/conv2d.h"
 #include "layers/cuda/dense.h"
 #include "layers/cuda/dropout.h"
+#include "layers/cuda/embedding.h"
 #include "layers/cuda/layernorm.h"
 #include "layers/cuda/maxpool2d.h"
 #include "layers/cuda/pointwise.h"
@@ -800,6 +802,30 @@ TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
     EXPECT_EQ(yg.layout(), layout) << label;
     EXPECT_NE(rm.to_vector(), rm0.to_vector()) << label;  // the step moved the statistics
   }
+}
+
+// Embedding: the forward copies rows (exact); the table gradient runs the same per-(id, feature)
+// tree on both (layers/embedding_math.h) over positions sorted stably by id, so it is exact too,
+// rows of ids never used included (zero). 300 positions (18 full groups and a partial one) over a
+// vocabulary of 37 with id 36 unused; an id outside the vocabulary is an ArgumentError on both.
+TEST_F(Parity, EmbeddingForwardAndTableGradientAreExact) {
+  const int64_t v = 37, c = 20, r = 300;
+  Tensor ids = Tensor::empty(Shape{12, 25}, DType::I32);
+  for (int64_t p = 0; p < r; ++p) ids.data<int32_t>()[p] = static_cast<int32_t>((p * 13 + p / 7) % (v - 1));
+  const Tensor table = test::random_tensor(Shape{v, c}, 121), dy = test::random_tensor(Shape{12, 25, c}, 122);
+  Tensor y = Tensor::empty(Shape{12, 25, c}), dt = Tensor::empty(Shape{v, c}), scratch;
+  cpu::embedding_forward(ids, table, y);
+  cpu::embedding_backward(ids, dy, dt, scratch);
+  const Tensor idg = ids.to(kGpu);
+  Tensor yg = nan_on_gpu(y.shape()), dtg = nan_on_gpu(dt.shape()), scratch_g;
+  cuda::embedding_forward(ctx(), idg, table.to(kGpu), yg);
+  cuda::embedding_backward(ctx(), idg, dy.to(kGpu), dtg, scratch_g);
+  ctx().synchronize();
+  EXPECT_EQ(yg.to_vector(), y.to_vector());
+  EXPECT_EQ(dtg.to_vector(), dt.to_vector());
+  Tensor bad = ids.clone();
+  bad.data<int32_t>()[17] = static_cast<int32_t>(v);
+  EXPECT_THROW(cuda::embedding_forward(ctx(), bad.to(kGpu), table.to(kGpu), yg), ArgumentError);
 }
 
 // Layer normalisation over C = 40 (lanes of 16 and a partial one) and C = 128, 100 rows (six
