@@ -9,6 +9,7 @@
 
 #include "../core/tensor.h"
 #include "activation.h"
+#include "attention_math.h"
 #include "elementwise.h"
 #include "geometry.h"
 #include "losses_kinds.h"
@@ -46,11 +47,12 @@ struct LayerCudaOps {
   void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);
   void (*softmax_xent_backward)(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
   int64_t (*count_correct)(const Tensor& logits, const Tensor& labels);
-  void (*softmax_xent_accumulate)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
+  void (*softmax_xent_accumulate)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                                  int64_t positions);
   // The two above in one single-block kernel where the batch is small enough (set_fused_loss);
   // the same bits as the two calls.
   void (*softmax_xent_accumulate_backward)(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
-                                           Tensor& dlogits, int64_t mean_rows);
+                                           Tensor& dlogits, int64_t mean_rows, int64_t positions);
   // Pointwise, softmax, dropout, batch normalization and average-pool layers; contracts of the
   // CPU twins in layers/cpu/{pointwise,softmax,dropout,batchnorm,avgpool2d}.h, except that 4-D
   // activations may be NCHW or NHWC here.
@@ -77,6 +79,10 @@ struct LayerCudaOps {
                             Tensor& mean, Tensor& invstd);
   void (*layernorm_backward)(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                              const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch);
+  // Attention between MultiHeadAttention's projections (layers/cpu/attention.h).
+  void (*attention_forward)(const AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& out);
+  void (*attention_backward)(const AttentionShape& g, const Tensor& qkv, const Tensor& probs, const Tensor& dout,
+                             Tensor& dqkv, Tensor& scratch);
   // Embedding lookups and their table gradient (layers/cpu/embedding.h).
   void (*embedding_forward)(const Tensor& ids, const Tensor& table, Tensor& y);
   void (*embedding_backward)(const Tensor& ids, const Tensor& dy, Tensor& dtable, Tensor& scratch);

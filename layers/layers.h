@@ -5,6 +5,7 @@
 
 #include "activation.h"
 #include "activations.h"
+#include "attention.h"
 #include "avgpool2d.h"
 #include "batch_normalization.h"
 #include "conv2d.h"

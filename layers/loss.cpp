@@ -52,14 +52,17 @@ namespace losses {
 // --- SparseCategoricalCrossentropy ----------------------------------------------------------
 
 void SparseCategoricalCrossentropy::check(const Shape& output, DType target, const Shape& target_sample) const {
-  check_fit(output.rank() == 1 && target == DType::I32 && target_sample.rank() == 0, name(),
-            "logits (classes,) and one i32 label per sample", output, target, target_sample);
+  const bool one = output.rank() == 1 && target_sample.rank() == 0;
+  const bool sequence = output.rank() == 2 && target_sample == Shape{output[0]};
+  check_fit((one || sequence) && target == DType::I32, name(),
+            "logits (classes,) and one i32 label per sample, or (time, classes) and i32 labels (time,)", output, target,
+            target_sample);
 }
 
 void SparseCategoricalCrossentropy::check_targets(const Tensor& labels, const Shape& output) const {
   EMBER_CHECK(labels.dtype() == DType::I32 && labels.device().is_cpu(), ShapeError,
               name() + ": labels must be i32 on the cpu, got " + labels.str());
-  const int64_t classes = output.rank() == 1 ? output[0] : 0;
+  const int64_t classes = output.rank() >= 1 ? output[output.rank() - 1] : 0;
   const int32_t* y = labels.data<int32_t>();
   for (int64_t i = 0; i < labels.numel(); ++i)
     EMBER_CHECK(y[i] >= 0 && y[i] < classes, ArgumentError,
@@ -80,18 +83,26 @@ void SparseCategoricalCrossentropy::prepare(const Tensor& logits, const Tensor& 
               "SoftmaxCrossEntropy: the metric sums are on " + sums.device().str() + " but the logits on " +
                   logits.device().str());
   ensure(probs_, logits.shape(), DType::F32, logits.device());
-  labels_ = labels;
+  // A sequence's (N, T, K) logits run as N * T rows, each sample's loss the mean of its T rows'.
+  samples_ = logits.rank() >= 1 ? logits.dim(0) : 0;
+  positions_ = logits.rank() == 3 ? logits.dim(1) : 1;
+  const int64_t k = logits.rank() >= 1 ? logits.dim(logits.rank() - 1) : 0;
+  rows_ = logits.rank() == 3 ? logits.reshape(Shape{samples_ * positions_, k}) : logits;
+  labels_ = logits.rank() == 3 && labels.numel() == samples_ * positions_ ? labels.reshape(Shape{samples_ * positions_})
+                                                                          : labels;
+  prob_rows_ = probs_.reshape(rows_.shape());
 }
 
 void SparseCategoricalCrossentropy::forward(const Tensor& logits, const Tensor& labels, MetricSums& sums) {
   prepare(logits, labels, sums);
-  detail::softmax_xent_accumulate(logits, labels, probs_, sums.buffer());
+  detail::softmax_xent_accumulate(rows_, labels_, prob_rows_, sums.buffer(), positions_);
 }
 
 const Tensor& SparseCategoricalCrossentropy::backward(int64_t mean_rows) {
   EMBER_CHECK(labels_.defined(), Error, "SoftmaxCrossEntropy: backward() before forward()");
   ensure(dlogits_, probs_.shape(), DType::F32, probs_.device());
-  detail::softmax_xent_backward(probs_, labels_, dlogits_, rows_for_mean(mean_rows, probs_));
+  Tensor d = dlogits_.reshape(prob_rows_.shape());
+  detail::softmax_xent_backward(prob_rows_, labels_, d, rows_for_mean(mean_rows, probs_) * positions_);
   return dlogits_;
 }
 
@@ -102,8 +113,9 @@ const Tensor& SparseCategoricalCrossentropy::forward_backward(const Tensor& logi
     return Loss::forward_backward(logits, labels, sums, mean_rows);
   prepare(logits, labels, sums);
   ensure(dlogits_, logits.shape(), DType::F32, logits.device());
-  detail::softmax_xent_accumulate_backward(logits, labels, probs_, sums.buffer(), dlogits_,
-                                           rows_for_mean(mean_rows, logits));
+  Tensor d = dlogits_.reshape(rows_.shape());
+  detail::softmax_xent_accumulate_backward(rows_, labels_, prob_rows_, sums.buffer(), d,
+                                           rows_for_mean(mean_rows, logits) * positions_, positions_);
   return dlogits_;
 }
 

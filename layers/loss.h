@@ -77,8 +77,9 @@ class Loss {
 namespace losses {
 
 /// Keras' SparseCategoricalCrossentropy(from_logits=True): logits (N, K), labels i32 (N) in
-/// [0, K). Also counts correct predictions (MetricSums' fused slot: the "accuracy" metric reads
-/// it without another pass).
+/// [0, K); or a sequence's logits (N, T, K) and labels (N, T), each sample's loss the mean over
+/// its T steps (Keras' mean over every position). Also counts correct predictions (MetricSums'
+/// fused slot, a sequence's per step: the "accuracy" metric reads it without another pass).
 class SparseCategoricalCrossentropy : public Loss {
  public:
   std::string name() const override { return "sparse_categorical_crossentropy"; }
@@ -100,6 +101,8 @@ class SparseCategoricalCrossentropy : public Loss {
   // Checks the sums' device, sizes probs_ and keeps the labels: what both forwards do first.
   void prepare(const Tensor& logits, const Tensor& labels, const MetricSums& sums);
   Tensor probs_, labels_, dlogits_;
+  Tensor rows_, prob_rows_;  // the logits and probabilities as (N * T, K) rows
+  int64_t samples_ = 0, positions_ = 1;
 };
 
 /// Keras' CategoricalCrossentropy(from_logits=True, label_smoothing): logits (N, K), targets f32

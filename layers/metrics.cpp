@@ -97,7 +97,11 @@ void BuiltinMetric::check(const Shape& output, DType target, const Shape& target
   bool ok = false;
   std::string wants;
   switch (kind_) {
-    case MetricKind::SparseAccuracy:
+    case MetricKind::SparseAccuracy:  // a sequence's: counted per step in the loss's pass (fused_with)
+      ok = target == DType::I32 && ((output.rank() == 1 && target_sample.rank() == 0) ||
+                                    (output.rank() == 2 && target_sample == Shape{output[0]}));
+      wants = "outputs (classes,) and one i32 label per sample, or (time, classes) and i32 labels (time,)";
+      break;
     case MetricKind::SparseTopK:
       ok = output.rank() == 1 && target == DType::I32 && target_sample.rank() == 0;
       wants = "outputs (classes,) and one i32 label per sample";
@@ -116,6 +120,9 @@ void BuiltinMetric::check(const Shape& output, DType target, const Shape& target
 }
 
 void BuiltinMetric::accumulate(const Tensor& outputs, const Tensor& targets, MetricSums& sums, int64_t slot) const {
+  EMBER_CHECK(kind_ != detail::MetricKind::SparseAccuracy || outputs.rank() == 2, ShapeError,
+              "metric " + name() + ": a sequence's accuracy is counted in SparseCategoricalCrossentropy's pass; " +
+                  "compile the model with that loss");
   detail::metric_accumulate(kind_, param_, outputs, targets, sums.buffer(), slot);
 }
 

@@ -56,12 +56,13 @@ float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& p
   return static_cast<float>(softmax_rows(logits, labels, probs) / static_cast<double>(logits.dim(0)));
 }
 
-void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums) {
+void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                             int64_t positions) {
   EMBER_CHECK(sums.numel() >= 4 && sums.dtype() == DType::F64 && sums.device().is_cpu(), ShapeError,
               "softmax cross-entropy (cpu): the metric sums must be >= 4 f64 on cpu, got " + sums.str());
   const double loss_sum = softmax_rows(logits, labels, probs);
   double* acc = sums.data<double>();
-  acc[0] += loss_sum;
+  acc[0] += loss_sum / static_cast<double>(positions);  // exact for one position per sample
   acc[1] += static_cast<double>(count_correct(logits, labels));
   if (std::isfinite(acc[0])) acc[3] += 1.0;  // batches before the first non-finite loss
 }

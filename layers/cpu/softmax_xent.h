@@ -12,8 +12,10 @@ namespace ember::cpu {
 // Throws ArgumentError for a label outside [0, K).
 float softmax_xent_forward(const Tensor& logits, const Tensor& labels, Tensor& probs);
 // The training step's form (the CUDA twin's signature): probs as above; sums (4 f64, MetricSums'
-// slots in layers/metrics.h) += {batch loss sum, correct count}. Throws as above.
-void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
+// slots in layers/metrics.h) += {batch loss sum / positions, correct count}: a sequence's rows are
+// `positions` per sample, whose loss is their mean. Throws as above.
+void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                             int64_t positions = 1);
 // dlogits = (probs - onehot(labels)) / N, written (=).
 void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
 // Number of rows whose argmax equals the label (first maximum wins on ties).

@@ -3,6 +3,7 @@
 #include "../../core/cuda/check.h"
 #include "../../core/cuda/context.h"
 #include "../cuda_ops.h"
+#include "attention.h"
 #include "avgpool2d.h"
 #include "batchnorm.h"
 #include "conv2d.h"
@@ -52,12 +53,12 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
       softmax_xent_backward(context_of(p), p, y, d, mean_rows);
     };
     a.count_correct = [](const Tensor& z, const Tensor& y) { return count_correct(context_of(z), z, y); };
-    a.softmax_xent_accumulate = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums) {
-      softmax_xent_accumulate(context_of(z), z, y, p, sums);
+    a.softmax_xent_accumulate = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums, int64_t positions) {
+      softmax_xent_accumulate(context_of(z), z, y, p, sums, positions);
     };
     a.softmax_xent_accumulate_backward = [](const Tensor& z, const Tensor& y, Tensor& p, Tensor& sums, Tensor& d,
-                                            int64_t mean_rows) {
-      softmax_xent_accumulate_backward(context_of(z), z, y, p, sums, d, mean_rows);
+                                            int64_t mean_rows, int64_t positions) {
+      softmax_xent_accumulate_backward(context_of(z), z, y, p, sums, d, mean_rows, positions);
     };
     using ::ember::detail::DropoutParams;
     using ::ember::detail::Pointwise;
@@ -99,6 +100,13 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.layernorm_backward = [](const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                               const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch) {
       layernorm_backward(context_of(x), x, dy, gamma, mean, invstd, dx, dgamma, dbeta, scratch);
+    };
+    a.attention_forward = [](const ::ember::detail::AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& o) {
+      attention_forward(context_of(qkv), g, qkv, probs, o);
+    };
+    a.attention_backward = [](const ::ember::detail::AttentionShape& g, const Tensor& qkv, const Tensor& probs,
+                              const Tensor& dout, Tensor& dqkv, Tensor& scratch) {
+      attention_backward(context_of(qkv), g, qkv, probs, dout, dqkv, scratch);
     };
     a.embedding_forward = [](const Tensor& ids, const Tensor& rows, Tensor& y) {
       embedding_forward(context_of(ids), ids, rows, y);

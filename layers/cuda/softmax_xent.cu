@@ -49,9 +49,10 @@ __global__ void reduce_mean(const double* __restrict__ row_loss, int64_t n, doub
   if (threadIdx.x == 0) *out = total / static_cast<double>(n);
 }
 
-// Adds one block's per-thread sums sa, sb as a fixed tree to acc[0] and acc[1] (thread 0), and
-// counts the batch in acc[3] while acc[0] is finite. Every thread of the block calls it.
-__device__ __forceinline__ void block_add2(double sa, double sb, double* __restrict__ acc) {
+// Adds one block's per-thread sums sa, sb as a fixed tree to acc[0] (divided by the positions per
+// sample: exact for one) and acc[1] (thread 0), and counts the batch in acc[3] while acc[0] is
+// finite. Every thread of the block calls it.
+__device__ __forceinline__ void block_add2(double sa, double sb, double* __restrict__ acc, int64_t positions) {
   __shared__ double pa[kThreads], pb[kThreads];
   pa[threadIdx.x] = sa;
   pb[threadIdx.x] = sb;
@@ -64,7 +65,7 @@ __device__ __forceinline__ void block_add2(double sa, double sb, double* __restr
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    acc[0] += pa[0];
+    acc[0] += pa[0] / static_cast<double>(positions);
     acc[1] += pb[0];
     if (isfinite(acc[0])) acc[3] += 1.0;  // batches before the first non-finite loss (MetricSums)
   }
@@ -73,13 +74,13 @@ __device__ __forceinline__ void block_add2(double sa, double sb, double* __restr
 // The accumulating forward's reduction: one block adds the row losses and the row hits, in a
 // fixed order (thread t: rows t, t + 256, ...; then the tree), to acc[0] and acc[1].
 __global__ void reduce_add2(const double* __restrict__ a, const double* __restrict__ b, int64_t n,
-                            double* __restrict__ acc) {
+                            double* __restrict__ acc, int64_t positions) {
   double sa = 0.0, sb = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     sa += a[i];
     sb += b[i];
   }
-  block_add2(sa, sb, acc);
+  block_add2(sa, sb, acc, positions);
 }
 
 // xent_rows, reduce_add2 and xent_backward in one block (set_fused_loss): thread t takes rows t,
@@ -87,7 +88,8 @@ __global__ void reduce_add2(const double* __restrict__ a, const double* __restri
 // hit as it goes; the same tree follows. So the sums, the probabilities and the gradient are
 // the three kernels' bits, with no per-row scratch.
 __global__ void xent_fused(const float* __restrict__ z, const int32_t* __restrict__ y, float* __restrict__ probs,
-                           float* __restrict__ d, double* __restrict__ acc, int64_t n, int64_t k, int64_t mean_rows) {
+                           float* __restrict__ d, double* __restrict__ acc, int64_t n, int64_t k, int64_t mean_rows,
+                           int64_t positions) {
   const float scale = 1.0f / static_cast<float>(mean_rows);
   double sa = 0.0, sb = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -98,7 +100,7 @@ __global__ void xent_fused(const float* __restrict__ z, const int32_t* __restric
     sb += ok;
     for (int64_t j = 0; j < k; ++j) d[i * k + j] = xent_grad(pi[j], scale, j == label);
   }
-  block_add2(sa, sb, acc);
+  block_add2(sa, sb, acc, positions);
 }
 
 __global__ void xent_backward(const float* __restrict__ p, const int32_t* __restrict__ y, float* __restrict__ d,
@@ -165,7 +167,8 @@ float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& lab
   return static_cast<float>(host_mean);
 }
 
-void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums) {
+void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                             int64_t positions) {
   check(logits, labels, ctx);
   EMBER_CHECK(probs.shape() == logits.shape() && probs.device() == logits.device(), ShapeError,
               "softmax cross-entropy (cuda): probs must match logits");
@@ -183,7 +186,7 @@ void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& l
       static_cast<const float*>(logits.raw()), static_cast<const int32_t*>(labels.raw()),
       static_cast<float*>(probs.raw()), row_loss, row_ok, acc + 2, n, k);
   EMBER_CUDA_CHECK(cudaGetLastError());
-  reduce_add2<<<1, kThreads, 0, ctx.stream()>>>(row_loss, row_ok, n, acc);
+  reduce_add2<<<1, kThreads, 0, ctx.stream()>>>(row_loss, row_ok, n, acc, positions);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -200,11 +203,11 @@ void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labe
 }
 
 void softmax_xent_accumulate_backward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs,
-                                      Tensor& sums, Tensor& dlogits, int64_t mean_rows) {
+                                      Tensor& sums, Tensor& dlogits, int64_t mean_rows, int64_t positions) {
   check(logits, labels, ctx);
   const int64_t n = logits.dim(0), k = logits.dim(1);
   if (n == 0 || n > kFusedXentRows) {  // nothing to do, or too many rows for one block
-    softmax_xent_accumulate(ctx, logits, labels, probs, sums);
+    softmax_xent_accumulate(ctx, logits, labels, probs, sums, positions);
     softmax_xent_backward(ctx, probs, labels, dlogits, mean_rows);
     return;
   }
@@ -218,7 +221,7 @@ void softmax_xent_accumulate_backward(Context& ctx, const Tensor& logits, const 
   xent_fused<<<1, kThreads, 0, ctx.stream()>>>(static_cast<const float*>(logits.raw()),
                                                static_cast<const int32_t*>(labels.raw()),
                                                static_cast<float*>(probs.raw()), static_cast<float*>(dlogits.raw()),
-                                               static_cast<double*>(sums.raw()), n, k, mean_rows);
+                                               static_cast<double*>(sums.raw()), n, k, mean_rows, positions);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -14,13 +14,14 @@ namespace ember::cuda {
 float softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs);
 // sums: 4 f64 {loss sum, correct, bad-label flag, batches while the loss sum was finite}
 // (MetricSums in layers/metrics.h).
-void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums);
+void softmax_xent_accumulate(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                             int64_t positions = 1);
 void softmax_xent_backward(Context& ctx, const Tensor& probs, const Tensor& labels, Tensor& dlogits, int64_t mean_rows);
 // softmax_xent_accumulate then softmax_xent_backward, the same bits: one single-block kernel for
 // up to kFusedXentRows rows (no scratch either), the two calls' three kernels above that.
 inline constexpr int64_t kFusedXentRows = 4096;
 void softmax_xent_accumulate_backward(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor& probs,
-                                      Tensor& sums, Tensor& dlogits, int64_t mean_rows);
+                                      Tensor& sums, Tensor& dlogits, int64_t mean_rows, int64_t positions = 1);
 int64_t count_correct(Context& ctx, const Tensor& logits, const Tensor& labels);
 
 }  // namespace ember::cuda

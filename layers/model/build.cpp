@@ -65,11 +65,11 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
   for (int out : topo_->outputs) {
     const Shape& s = topo_->output_shapes[static_cast<size_t>(out)];
     const Layer& l = *topo_->layers[static_cast<size_t>(out)];
-    EMBER_CHECK(s.rank() == 1, ShapeError,
+    EMBER_CHECK(s.rank() == 1 || s.rank() == 2, ShapeError,
                 "Model: " + std::string(topo_->outputs.size() == 1 ? "the last layer" : "an output layer") + " '" +
-                    l.name() + "' (" + l.type() + ") must output per-sample values (features,), got " + s.str() +
-                    " (layers such as Dense work on the last axis: add a Flatten where the whole sample should "
-                    "become features)");
+                    l.name() + "' (" + l.type() +
+                    ") must output per-sample values (features,) or (time, features), got " + s.str() +
+                    " (add a Flatten where the whole sample should become features)");
   }
   arena_->allocate(*topo_);
   for (auto& l : topo_->layers) l->set_owner(identity_);

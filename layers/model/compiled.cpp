@@ -65,21 +65,25 @@ MetricSums CompiledOutputs::make_sums(Device device) const {
   return MetricSums(device, counts, weights);
 }
 
-std::vector<double> CompiledOutputs::metric_sums(const MetricSums::Values& v) const {
-  // One head's metrics from its block: each from its slot, or the loss's fused count.
-  const auto of = [](const Head& h, const MetricSums::Values& b, std::vector<double>& out) {
+std::vector<double> CompiledOutputs::metric_sums(const MetricSums::Values& v, const std::vector<Shape>& shapes) const {
+  // One head's metrics from its block: each from its slot, or the loss's fused count (per step of
+  // a (time, classes) output: the sample's share is its steps' mean).
+  const auto of = [&](size_t k, const MetricSums::Values& b, std::vector<double>& out) {
+    const Head& h = heads_[k];
+    const Shape* s = k < shapes.size() ? &shapes[k] : nullptr;
+    const double steps = s && s->rank() == 2 ? static_cast<double>((*s)[0]) : 1.0;
     for (size_t i = 0; i < h.metrics.size(); ++i)
-      out.push_back(h.metrics[i]->fused_with(*h.loss) ? static_cast<double>(b.correct)
+      out.push_back(h.metrics[i]->fused_with(*h.loss) ? static_cast<double>(b.correct) / steps
                                                       : (i < b.metrics.size() ? b.metrics[i] : 0.0));
   };
   std::vector<double> out;
   if (heads_.size() == 1) {
-    of(heads_[0], v, out);
+    of(0, v, out);
     return out;
   }
   if (v.outputs.size() != heads_.size()) return v.metrics;  // a reduced list, in metric_names()' order
   for (const MetricSums::Values& b : v.outputs) out.push_back(b.loss_sum);
-  for (size_t k = 0; k < heads_.size(); ++k) of(heads_[k], v.outputs[k], out);
+  for (size_t k = 0; k < heads_.size(); ++k) of(k, v.outputs[k], out);
   return out;
 }
 

@@ -46,8 +46,9 @@ class CompiledOutputs {
   /// prefixed with `output_names`.
   std::vector<std::string> metric_names(const std::vector<std::string>& output_names) const;
   MetricSums make_sums(Device device) const;  ///< a slot per metric, a block per output
-  /// What metric_names() names, as sums, from `values` (see Model::metric_sums).
-  std::vector<double> metric_sums(const MetricSums::Values& values) const;
+  /// What metric_names() names, as sums, from `values` (see Model::metric_sums); `shapes`: the
+  /// outputs' per-sample shapes (a sequence's fused count is per step: divided by its steps).
+  std::vector<double> metric_sums(const MetricSums::Values& values, const std::vector<Shape>& shapes) const;
   /// ShapeError (prefixed with `what`, and `output_name` with several outputs) unless output k's
   /// loss and metrics fit targets of `target` dtype and per-sample shape; `shape`: the output's.
   void check_targets(const Shape& shape, DType target, const Shape& target_sample, const char* what, size_t k,

@@ -162,7 +162,9 @@ MetricSums Model::make_sums(Device device) const {
   return compiled_->make_sums(device);
 }
 
-std::vector<double> Model::metric_sums(const MetricSums::Values& v) const { return compiled_->metric_sums(v); }
+std::vector<double> Model::metric_sums(const MetricSums::Values& v) const {
+  return compiled_->metric_sums(v, output_shapes());
+}
 
 void Model::check_targets(DType target, const Shape& target_sample, const char* what, size_t output) const {
   compiled_->at(output);  // std::out_of_range first, as the heads' own look-up

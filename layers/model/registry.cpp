@@ -6,6 +6,7 @@
 
 #include "../../core/error.h"
 #include "../activations.h"
+#include "../attention.h"
 #include "../avgpool2d.h"
 #include "../batch_normalization.h"
 #include "../conv2d.h"
@@ -59,6 +60,15 @@ std::unordered_map<std::string, LayerFactory> built_ins() {
   };
   f["PositionEmbedding"] = [](const LayerConfig& c) {
     return std::make_shared<PositionEmbedding>(config_int(c, "sequence_length"), config_float(c, "init_stddev"));
+  };
+  f["MultiHeadAttention"] = [](const LayerConfig& c) {
+    return std::make_shared<MultiHeadAttention>(
+        config_int(c, "num_heads"), config_int(c, "key_dim"),
+        AttentionOptions{.value_dim = config_int(c, "value_dim"),
+                         .causal = config_bool(c, "causal"),
+                         .output_dim = config_int(c, "output_dim"),
+                         .init_stddev = config_float(c, "init_stddev"),
+                         .output_init_stddev = config_float(c, "output_init_stddev")});
   };
   f["GELU"] = [](const LayerConfig& c) { return std::make_shared<GELU>(config_bool(c, "approximate")); };
   f["Concatenate"] = [](const LayerConfig& c) {

@@ -8,11 +8,12 @@
 
 namespace ember::detail {
 
-void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums) {
+void softmax_xent_accumulate(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                             int64_t positions) {
   if (on_gpu(logits))
-    layer_cuda_ops().softmax_xent_accumulate(logits, labels, probs, sums);
+    layer_cuda_ops().softmax_xent_accumulate(logits, labels, probs, sums, positions);
   else
-    cpu::softmax_xent_accumulate(logits, labels, probs, sums);
+    cpu::softmax_xent_accumulate(logits, labels, probs, sums, positions);
 }
 
 namespace {
@@ -32,13 +33,13 @@ void softmax_xent_backward(const Tensor& probs, const Tensor& labels, Tensor& dl
 }
 
 void softmax_xent_accumulate_backward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
-                                      Tensor& dlogits, int64_t mean_rows) {
+                                      Tensor& dlogits, int64_t mean_rows, int64_t positions) {
   if (on_gpu(logits) && fused_loss()) {
     check_mean_rows(mean_rows, logits);
-    layer_cuda_ops().softmax_xent_accumulate_backward(logits, labels, probs, sums, dlogits, mean_rows);
+    layer_cuda_ops().softmax_xent_accumulate_backward(logits, labels, probs, sums, dlogits, mean_rows, positions);
     return;
   }
-  softmax_xent_accumulate(logits, labels, probs, sums);
+  softmax_xent_accumulate(logits, labels, probs, sums, positions);
   softmax_xent_backward(probs, labels, dlogits, mean_rows);
 }
 

@@ -17,6 +17,7 @@
 #include "data/dataset.h"
 #include "gpu_test_util.h"
 #include "layers/activation.h"
+#include "layers/cpu/attention.h"
 #include "layers/cpu/avgpool2d.h"
 #include "layers/cpu/batchnorm.h"
 #include "layers/cpu/conv2d.h"
@@ -29,6 +30,7 @@
 #include "layers/cpu/relu.h"
 #include "layers/cpu/softmax.h"
 #include "layers/cpu/softmax_xent.h"
+#include "layers/cuda/attention.h"
 #include "layers/cuda/avgpool2d.h"
 #include "layers/cuda/batchnorm.h"
 #include "layers/cuda/conv2d.h"
@@ -246,6 +248,29 @@ TEST_F(Parity, AccumulatedLossAndAccuracyMatchTheCpu) {
   EXPECT_THROW(gs.read(), ArgumentError);
   gs.reset();
   EXPECT_EQ(gs.read().correct, 0);
+}
+
+// A sequence's loss (logits (N, T, K), labels (N, T)) through the loss object on both backends,
+// the fused single-block kernel (set_fused_loss) and the three-kernel path: each sample's loss is
+// its steps' mean (the sum divided by T once per batch, in double), the correct count per step,
+// the gradient (p - onehot) / (N T). The same tolerances as the flat case above.
+TEST_F(Parity, ASequencesLossAndGradientMatchTheCpu) {
+  const Tensor z = test::random_tensor(Shape{6, 9, 11}, 41, -3.0f, 3.0f);
+  Tensor y = Tensor::empty(Shape{6, 9}, DType::I32);
+  for (int64_t i = 0; i < 54; ++i) y.data<int32_t>()[i] = static_cast<int32_t>((i * 7 + 2) % 11);
+  for (const bool fused : {false, true}) {
+    const bool before = fused_loss();
+    set_fused_loss(fused);
+    losses::SparseCategoricalCrossentropy cl, gl;
+    MetricSums cs, gs(kGpu);
+    const std::vector<float> dc = cl.forward_backward(z, y, cs, 12).to_vector();
+    const std::vector<float> dg = gl.forward_backward(z.to(kGpu), y.to(kGpu), gs, 12).to_vector();
+    set_fused_loss(before);
+    EXPECT_LE(rel_error(dg, dc, 1e-3), 1e-6) << "fused " << fused;
+    const MetricSums::Values c = cs.read(), g = gs.read();
+    EXPECT_NEAR(g.loss_sum, c.loss_sum, 1e-5 * c.loss_sum) << "fused " << fused;
+    EXPECT_EQ(g.correct, c.correct) << "fused " << fused;
+  }
 }
 
 TEST_F(Parity, SgdMatchesTheCpuLoop) {
@@ -801,6 +826,39 @@ TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
     EXPECT_LE(rel_error(dbg.to_vector(), dbeta.to_vector()), 1e-5) << label << ": dbeta";
     EXPECT_EQ(yg.layout(), layout) << label;
     EXPECT_NE(rm.to_vector(), rm0.to_vector()) << label;  // the step moved the statistics
+  }
+}
+
+// Attention between the projections, causal and not: 3 samples of 37 steps (rows of the softmax
+// beyond a warp, a partial last block of the CPU's 16-row products), 4 heads of key width 8 and
+// value width 5. Both run the same softmax formulas (layers/attention_math.h) on products that sum
+// in different orders (cuBLAS' against oneDNN's), ~1e-7 relative per product of <= 37 terms of
+// O(1): 1e-5 of max(1, |v|) for the outputs and probabilities, and for the gradients, whose
+// products add such terms once more. The masked probabilities and their gradients are exact zeros
+// on both.
+TEST_F(Parity, AttentionForwardAndBackward) {
+  for (const bool causal : {false, true}) {
+    const detail::AttentionShape g{.n = 3, .t = 37, .heads = 4, .key_dim = 8, .value_dim = 5, .causal = causal};
+    const Tensor qkv = test::random_tensor(Shape{g.n * g.t, g.width()}, 131, -2.0f, 2.0f);
+    const Tensor dout = test::random_tensor(Shape{g.n * g.t, g.heads * g.value_dim}, 132);
+    Tensor probs = Tensor::empty(Shape{g.n * g.heads, g.t, g.t}), out = Tensor::empty(dout.shape());
+    Tensor dqkv = Tensor::empty(qkv.shape()), scratch;
+    cpu::attention_forward(g, qkv, probs, out);
+    cpu::attention_backward(g, qkv, probs, dout, dqkv, scratch);
+    const Tensor qg = qkv.to(kGpu);
+    Tensor pg = nan_on_gpu(probs.shape()), og = nan_on_gpu(out.shape()), dg = nan_on_gpu(qkv.shape()), sg;
+    cuda::attention_forward(ctx(), g, qg, pg, og);
+    cuda::attention_backward(ctx(), g, qg, pg, dout.to(kGpu), dg, sg);
+    ctx().synchronize();
+    const std::string label = causal ? "causal" : "full";
+    EXPECT_LE(rel_error(pg.to_vector(), probs.to_vector()), 1e-5) << label;
+    EXPECT_LE(rel_error(og.to_vector(), out.to_vector()), 1e-5) << label;
+    EXPECT_LE(rel_error(dg.to_vector(), dqkv.to_vector()), 1e-5) << label;
+    if (causal) {
+      const std::vector<float> p = pg.to_vector();
+      for (int64_t i = 0; i < g.t; ++i)
+        for (int64_t j = i + 1; j < g.t; ++j) ASSERT_EQ(p[static_cast<size_t>(i * g.t + j)], 0.0f) << i << ", " << j;
+    }
   }
 }
 

@@ -131,3 +131,68 @@ TEST(SoftmaxCrossEntropy, ASubclassOverridingForwardIsCalledByForwardBackward) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// A sequence's (N, T, K) logits and (N, T) labels: each sample's loss is its T steps' mean, so the
+// batch's mean equals the mean over the N * T rows (to double rounding: the sums divide in another
+// order), and the gradient is the rows' own, bit for bit (both divide by N * T).
+TEST(SparseCategoricalCrossentropy, ASequenceIsTheMeanOverEveryStep) {
+  const Tensor logits = test::random_tensor(Shape{3, 5, 7}, 21, -2.0f, 2.0f);
+  Tensor labels = Tensor::empty(Shape{3, 5}, DType::I32);
+  for (int64_t i = 0; i < 15; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>((i * 3) % 7);
+  losses::SparseCategoricalCrossentropy seq, flat;
+  const Tensor rows = logits.reshape(Shape{15, 7}).clone(), row_labels = labels.reshape(Shape{15}).clone();
+  EXPECT_NEAR(seq.value(logits, labels), flat.value(rows, row_labels), 1e-6);
+  MetricSums s(Device::cpu()), f(Device::cpu());
+  const std::vector<float> d_seq = seq.forward_backward(logits, labels, s).to_vector();
+  EXPECT_EQ(d_seq, flat.forward_backward(rows, row_labels, f).to_vector());
+  EXPECT_EQ(seq.forward_backward(logits, labels, s).shape(), logits.shape());
+  EXPECT_DOUBLE_EQ(s.read().loss_sum / 2, f.read().loss_sum / 5);  // two batches' sum over steps vs rows
+  EXPECT_EQ(s.read().correct, 2 * f.read().correct);               // the correct count is per step
+  Tensor bad = labels.clone();
+  bad.data<int32_t>()[14] = 7;
+  EXPECT_THROW(seq.check_targets(bad, Shape{5, 7}), ArgumentError);
+  EXPECT_THROW(seq.check(Shape{5, 7}, DType::I32, Shape{4}), ShapeError);
+  EXPECT_NO_THROW(seq.check(Shape{5, 7}, DType::I32, Shape{5}));
+}
+
+// A per-step model (Embedding, Dense over the vocabulary) on a text's windows: fit's and evaluate's
+// loss is the mean over every position, its accuracy the fraction of correct steps, as computed
+// here from predict's logits.
+TEST(SparseCategoricalCrossentropy, APerStepModelReportsTheMeanOverPositions) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 97; ++i) tokens.push_back((i * 5 + i / 3) % 6);
+  const SequenceDataset text(tokens, 8);
+  const Dataset windows = text.eval_dataset();
+  SymbolicTensor in = Input(Shape{8}, "ids");
+  Model m(in, layer<Dense>(6)(layer<Embedding>(6, 5)(in)), "per_step");
+  m.build(4);
+  m.compile(std::make_unique<Adam>(), std::make_unique<losses::SparseCategoricalCrossentropy>(),
+            {std::make_shared<metrics::SparseCategoricalAccuracy>()});
+  m.fit(windows, {.epochs = 2, .batch_size = 4, .verbose = 0});
+  const EvalResult r = m.evaluate(windows, 5);
+  const SequenceBatch all = text.eval_windows();
+  const Tensor z = m.predict(all.x);
+  double loss = 0, correct = 0;
+  const int64_t rows = z.numel() / 6;
+  for (int64_t p = 0; p < rows; ++p) {
+    const float* zp = z.f32() + p * 6;
+    const int32_t y = all.y.data<int32_t>()[p];
+    double sum = 0;
+    int64_t best = 0;
+    for (int k = 0; k < 6; ++k) {
+      sum += std::exp(double(zp[k]) - zp[0]);
+      if (zp[k] > zp[best]) best = k;
+    }
+    loss += std::log(sum) - (double(zp[y]) - zp[0]);
+    correct += best == y;
+  }
+  EXPECT_EQ(r.samples, text.num_eval_windows());
+  EXPECT_NEAR(r.loss, loss / double(rows), 1e-5);  // float logits, double sums: ~1e-7 apart
+  EXPECT_NEAR(r.accuracy, correct / double(rows), 1e-12);
+}
+
+}  // namespace
+}  // namespace ember
