@@ -61,7 +61,7 @@ class Adam : public Optimizer {
 };
 
 /// Adam with decoupled weight decay (Loshchilov and Hutter; Keras' and PyTorch's AdamW): each step
-/// first p -= lr * weight_decay * p (kernels only, in a Model), then Adam's update. Its checkpoint
+/// first p -= lr * weight_decay * p (kernels and embedding tables only, in a Model), then Adam's update. Its checkpoint
 /// state is Adam's (m, v) under the name "AdamW".
 class AdamW : public Adam {
  public:

@@ -65,7 +65,7 @@ class Optimizer {
   /// The clipping and weight decay applied before each update (none by default).
   virtual const Regularization& regularization() const { return no_regularization_; }
   /// Which parameters decay: f32, one per parameter, 1 or 0, on the parameters' device. Without
-  /// one, every parameter decays. Model sets it (kernels only, unless told otherwise).
+  /// one, every parameter decays. Model sets it (kernels and embedding tables only, unless told otherwise).
   void set_decay_mask(Tensor mask);
   const Tensor& decay_mask() const { return decay_mask_; }  ///< See set_decay_mask() (undefined: none).
   int64_t iterations() const { return iterations_; }        ///< The steps taken (Keras' optimizer.iterations).

@@ -137,9 +137,10 @@ class Model {
   /// softmax logits on an output that is a Softmax layer needs a one-output model (ArgumentError).
   void compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss> outputs);
   Loss& loss(size_t output = 0);  ///< The training loss of output `output`.
-  /// Weight decay (an optimizer's Regularization::weight_decay) applies to kernels: every
-  /// parameter named "kernel", not biases or BatchNormalization's gamma and beta (the common
-  /// recipe). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
+  /// Weight decay (an optimizer's Regularization::weight_decay) applies to kernels and embedding
+  /// tables: every parameter named "kernel" or "..._kernel" (MultiHeadAttention's) and every
+  /// "embeddings", not biases, nor the normalisations' gamma and beta (the common recipe: nanoGPT
+  /// decays its matrices only). This switches one parameter ("dense_1/bias", as named_params() names it) on or off.
   /// ArgumentError for a name the built model does not have. Under a strategy, give the switches
   /// in its ModelRecipe::weight_decay (every replica must decay alike).
   /// Checkpoints keep the switches: load_model restores them, and load() into a model that has none

@@ -121,7 +121,8 @@ Tensor ParamArena::decay_mask(const Topology& topo, const std::vector<std::pair<
   for (const View& v : views_) {  // twins own no view: their parameters are their first call's
     const Layer& l = *topo.layers[v.layer];
     const std::string spec = l.param_specs()[v.spec].name;
-    bool decay = spec == "kernel";
+    bool decay = spec == "kernel" || spec == "embeddings" ||
+                 (spec.size() > 7 && spec.compare(spec.size() - 7, 7, "_kernel") == 0);
     for (const auto& [name, on] : overrides)
       if (name == l.name() + "/" + spec) decay = on;
     if (decay) mask.view(v.padded, Shape{v.n}).fill(1.0f);

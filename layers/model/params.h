@@ -33,7 +33,8 @@ class ParamArena {
   Tensor unpack(const Tensor& packed) const;
   ///@}
   Tensor averaged_state() const;  ///< the region of `state` that replicas average (a view)
-  /// Per parameter element, 1 where weight decay applies: every "kernel", unless a switch of
+  /// Per parameter element, 1 where weight decay applies: every "kernel", "..._kernel" and
+  /// "embeddings" (Embedding's and PositionEmbedding's tables), unless a switch of
   /// `overrides` (in call order, the last one winning) says otherwise; on `device`.
   Tensor decay_mask(const Topology& topo, const std::vector<std::pair<std::string, bool>>& overrides,
                     Device device) const;

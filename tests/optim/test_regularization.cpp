@@ -130,6 +130,24 @@ TEST(Regularization, AModelDecaysKernelsNotBiasesOrNormalisation) {
   EXPECT_EQ(m.optimizer()->decay_mask().to_vector(), changed);
 }
 
+// A sequence model decays its matrices and tables (nanoGPT's rule): the embedding tables and
+// MultiHeadAttention's kernels, not its biases nor LayerNormalization's gamma and beta.
+TEST(Regularization, ASequenceModelDecaysItsTablesAndAttentionKernels) {
+  SymbolicTensor ids = Input(Shape{4}, "ids");
+  SymbolicTensor h = layer<PositionEmbedding>(4)(layer<Embedding>(5, 6)(ids));
+  h = layer<MultiHeadAttention>(2, 3)(layer<LayerNormalization>()(h));
+  Model m(ids, h, "seq");
+  m.build(1);
+  const std::vector<float> mask = m.pack_params_layout(m.decay_mask()).to_vector();
+  // embedding 30, position_embedding 24, layer_normalization 6 + 6, attention: qkv_kernel 18 x 6,
+  // qkv_bias 18, output_kernel 6 x 6, output_bias 6.
+  std::vector<float> want;
+  for (const auto& [n, on] : std::vector<std::pair<int, float>>{
+           {30, 1.0f}, {24, 1.0f}, {12, 0.0f}, {108, 1.0f}, {18, 0.0f}, {36, 1.0f}, {6, 0.0f}})
+    want.insert(want.end(), static_cast<size_t>(n), on);
+  EXPECT_EQ(mask, want);
+}
+
 // The switches are part of the recipe a checkpoint keeps: load_model restores them (so a resumed
 // AdamW run decays what the saved one did: the next step equals the uninterrupted run's bit for
 // bit), load() into a model without switches adopts them, a model with its own keeps those, and a

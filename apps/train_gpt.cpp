@@ -1,0 +1,245 @@
+// train_gpt: a small GPT (apps/gpt.h) trained on the bytes of a text, nanoGPT's recipe: random
+// windows of --context bytes, AdamW, a warm-up then a cosine learning rate, global clipnorm; then
+// the mean cross-entropy over the validation bytes' non-overlapping windows. Or, with --load, text
+// sampled from a saved model (the file alone: architecture, weights and vocabulary).
+//
+//   train_gpt --steps 2000 --save gpt.st
+//   train_gpt --load gpt.st --sample 400 --prompt "Call me" --temperature 0.8 --top-k 20
+//
+// Exit codes: 0 success, 1 runtime error (missing data, device, I/O, diverged training), 2 bad
+// command line.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/cli.h"
+#include "apps/gpt.h"
+#include "ember.h"
+
+namespace {
+
+using namespace ember;
+
+struct Args {
+  std::string data = "data/moby-dick/data.txt";
+  double val_fraction = 0.1;
+  int64_t steps = 2000, batch = 12, context = 64, blocks = 4, heads = 4, features = 128;
+  float learning_rate = 1e-3f, min_learning_rate = 1e-4f, weight_decay = 0.1f, beta2 = 0.99f, clipnorm = 1.0f;
+  int64_t warmup = 100, log_every = 100;
+  uint64_t seed = 1;
+  std::string save, load, history, device = "auto", prompt = "\n";
+  int64_t sample = 0, top_k = 0;
+  float temperature = 1.0f;
+  int threads = 0;
+  bool quiet = false;
+};
+
+int parse(int argc, char** argv, Args& a) {
+  using namespace ember::apps;
+  CLI::App app{"Train a small GPT on the bytes of a text (Moby-Dick by default), or sample from a saved one.",
+               "train_gpt"};
+  set_up_help(app,
+              "  0        success\n"
+              "  1        runtime error (missing data, device, I/O, diverged training)\n"
+              "  2        bad command line");
+  app.option_defaults()->always_capture_default();
+  app.add_option("--data", a.data, "The text file (scripts/fetch_data.sh moby-dick fetches the default)");
+  app.add_option("--val-fraction", a.val_fraction, "The text's last part held out for validation")
+      ->check(CLI::Range(0.001, 0.5));
+  app.add_option("--steps", a.steps, "Optimizer steps")->transform(integer_in(1, 100000000));
+  app.add_option("--batch-size", a.batch, "Windows per step")->transform(integer_in(1, 1 << 20));
+  app.add_option("--context", a.context, "Bytes per window (the model's sequence length)")
+      ->transform(integer_in(2, 1 << 16));
+  app.add_option("--blocks", a.blocks, "Decoder blocks")->transform(integer_in(1, 1024));
+  app.add_option("--heads", a.heads, "Attention heads per block")->transform(integer_in(1, 1024));
+  app.add_option("--features", a.features, "Features per step (a multiple of --heads)")
+      ->transform(integer_in(1, 1 << 16));
+  app.add_option("--learning-rate", a.learning_rate, "The peak rate, after the warm-up")->check(CLI::PositiveNumber);
+  app.add_option("--min-learning-rate", a.min_learning_rate, "The rate the cosine reaches at the last step")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-steps", a.warmup, "Linear warm-up steps")->transform(integer_in(0, 100000000));
+  app.add_option("--weight-decay", a.weight_decay, "AdamW's decoupled decay of kernels and embeddings")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--beta2", a.beta2, "AdamW's second-moment decay")->check(CLI::Range(0.0, 0.999999));
+  app.add_option("--clipnorm", a.clipnorm, "Global gradient-norm clip (0: off)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", a.seed, "Initialisation and window draws");
+  app.add_option("--log-every", a.log_every, "Steps between progress lines")->transform(integer_in(1, 100000000));
+  app.add_option("--save", a.save, "Save the trained model (architecture, weights, vocabulary) here");
+  app.add_option("--history", a.history, "Write the logged losses and the validation loss as JSON here");
+  app.add_option("--load", a.load, "Sample from this saved model instead of training");
+  app.add_option("--sample", a.sample, "Bytes to sample (with --load)")->transform(integer_in(0, 100000000));
+  app.add_option("--prompt", a.prompt, "The text sampling continues");
+  app.add_option("--temperature", a.temperature, "Divides the logits before sampling")->check(CLI::PositiveNumber);
+  app.add_option("--top-k", a.top_k, "Sample among the k likeliest bytes (0: all)")->transform(integer_in(0, 256));
+  app.add_option("--device", a.device, "auto (the GPU when usable, else cpu), cpu, gpu, gpu:N or cuda:N");
+  app.add_option("--threads", a.threads, "CPU threads")->transform(integer_in(0, 4096))->default_str("all cores");
+  app.add_flag("--quiet", a.quiet, "Print only the results");
+  if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
+  if (a.features % a.heads != 0) {
+    std::fprintf(stderr, "train_gpt: --features %lld is not a multiple of --heads %lld (see --help)\n",
+                 static_cast<long long>(a.features), static_cast<long long>(a.heads));
+    return 2;
+  }
+  if (!a.load.empty() && a.sample == 0) {
+    std::fprintf(stderr, "train_gpt: --load samples: give --sample N (see --help)\n");
+    return 2;
+  }
+  try {
+    if (a.device != "auto") Device::parse(a.device);
+  } catch (const ArgumentError& e) {
+    std::fprintf(stderr, "train_gpt: %s (see --help)\n", e.what());
+    return 2;
+  }
+  return -1;
+}
+
+Device choose_device(const Args& a) {
+  if (a.device != "auto") return resolve_device(Device::parse(a.device), false);
+  if (cuda_available()) return Device::cuda(cuda_status().gpus.front().index);
+  return Device::cpu();
+}
+
+std::string hex_of(const std::vector<uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : bytes) s += {digits[b >> 4], digits[b & 15]};
+  return s;
+}
+
+std::vector<uint8_t> bytes_of_hex(const std::string& s) {
+  EMBER_CHECK(s.size() % 2 == 0, CheckpointError, "train_gpt: the file's vocabulary is not hex pairs");
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+int sample(const Args& a) {
+  std::shared_ptr<Model> m = load_model(a.load);
+  const TrainingState st = m->load(a.load);
+  const auto v = st.extra.find("vocabulary");
+  EMBER_CHECK(v != st.extra.end(), CheckpointError,
+              "train_gpt: " + a.load + " holds no vocabulary (was it saved by train_gpt --save?)");
+  const ByteVocabulary vocab = ByteVocabulary::from_bytes(bytes_of_hex(v->second));
+  const int64_t t = m->input_shape()[0], k = vocab.size();
+  std::vector<int32_t> ids = vocab.encode(a.prompt);
+  EMBER_CHECK(!ids.empty(), ArgumentError, "train_gpt: --prompt must hold at least one byte");
+  Rng rng(a.seed);
+  std::string out;
+  Tensor x = Tensor::zeros(Shape{1, t}, DType::I32);
+  for (int64_t i = 0; i < a.sample; ++i) {
+    // The last t ids at the window's start; the causal mask makes the padding after them harmless.
+    const int64_t len = std::min<int64_t>(static_cast<int64_t>(ids.size()), t);
+    std::copy(ids.end() - len, ids.end(), x.data<int32_t>());
+    const Tensor z = m->predict(x);
+    const int32_t next = apps::sample_logits(z.f32() + (len - 1) * k, k, a.temperature, a.top_k, rng);
+    ids.push_back(next);
+    out += vocab.decode(std::span<const int32_t>(&ids.back(), 1));
+  }
+  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::printf("\n");
+  return 0;
+}
+
+int train(const Args& a) {
+  set_num_threads(a.threads);
+  const std::string text = read_text_file(a.data);
+  const ByteVocabulary vocab(text);
+  const std::vector<int32_t> tokens = vocab.encode(text);
+  const auto n_val = static_cast<int64_t>(static_cast<double>(tokens.size()) * a.val_fraction);
+  const auto split = static_cast<int64_t>(tokens.size()) - n_val;
+  const SequenceDataset train_set(std::vector<int32_t>(tokens.begin(), tokens.begin() + split), a.context);
+  const SequenceDataset val_set(std::vector<int32_t>(tokens.begin() + split, tokens.end()), a.context);
+  const Device device = choose_device(a);
+  std::shared_ptr<Model> m = apps::gpt_model(
+      {.vocabulary = vocab.size(), .context = a.context, .blocks = a.blocks, .heads = a.heads, .features = a.features});
+  m->build(a.seed);
+  m->to(device);
+  m->compile(std::make_unique<AdamW>(AdamWOptions{.learning_rate = a.learning_rate,
+                                                  .beta1 = 0.9f,
+                                                  .beta2 = a.beta2,
+                                                  .epsilon = 1e-8f,
+                                                  .weight_decay = a.weight_decay,
+                                                  .global_clipnorm = a.clipnorm}));
+  if (!a.quiet)
+    std::printf("train_gpt: %lld bytes (%lld distinct), %lld for training, %lld for validation; %lld parameters; %s\n",
+                static_cast<long long>(tokens.size()), static_cast<long long>(vocab.size()),
+                static_cast<long long>(split), static_cast<long long>(n_val), static_cast<long long>(m->num_params()),
+                device.str().c_str());
+  Rng rng(a.seed);
+  std::vector<double> step_ms;
+  nlohmann::json log = nlohmann::json::array();
+  double window_loss = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < a.steps; ++s) {
+    SequenceBatch b = train_set.train_batch(a.batch, rng);
+    m->optimizer()->set_learning_rate(
+        apps::gpt_learning_rate(s, a.steps, a.warmup, a.learning_rate, a.min_learning_rate));
+    const Tensor x = device.is_cpu() ? b.x : b.x.to(device), y = device.is_cpu() ? b.y : b.y.to(device);
+    const auto s0 = std::chrono::steady_clock::now();
+    const float loss = m->train_step(x, y);
+    step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count());
+    EMBER_CHECK(std::isfinite(loss), Error,
+                "train_gpt: the loss is " + std::to_string(loss) + " at step " + std::to_string(s + 1) +
+                    " (a learning rate too high?)");
+    window_loss += loss;
+    if ((s + 1) % a.log_every == 0 || s + 1 == a.steps) {
+      const int64_t in_window = (s % a.log_every) + 1;
+      const double mean = window_loss / static_cast<double>(in_window);
+      log.push_back({{"step", s + 1}, {"loss", mean}});
+      if (!a.quiet)
+        std::printf("step %lld/%lld - loss: %.4f - lr: %.3g - %.1f ms/step\n", static_cast<long long>(s + 1),
+                    static_cast<long long>(a.steps), mean, m->optimizer()->learning_rate(), step_ms.back());
+      std::fflush(stdout);
+      window_loss = 0;
+    }
+  }
+  const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<double> sorted = step_ms;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const EvalResult r = m->evaluate(val_set.eval_dataset(), 64);
+  const int64_t val_tokens = val_set.num_eval_windows() * a.context;
+  std::printf("Validation loss: %.4f nats/byte on %lld tokens\n", r.loss, static_cast<long long>(val_tokens));
+  std::printf("Training time: %.1f s, median step %.2f ms (%lld steps of %lld x %lld bytes)\n", train_s, median,
+              static_cast<long long>(a.steps), static_cast<long long>(a.batch), static_cast<long long>(a.context));
+  if (!a.save.empty()) {
+    TrainingState st;
+    st.extra["vocabulary"] = hex_of(vocab.bytes());
+    m->save(a.save, st);
+    if (!a.quiet) std::printf("Saved to %s\n", a.save.c_str());
+  }
+  if (!a.history.empty()) {
+    const nlohmann::json h = {{"losses", log},
+                              {"val_loss", r.loss},
+                              {"val_tokens", val_tokens},
+                              {"train_seconds", train_s},
+                              {"median_step_ms", median}};
+    const std::string body = h.dump(2) + "\n";
+    write_file_atomically(a.history, "--history", [&](int fd) {
+      EMBER_CHECK(::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()), IoError,
+                  "train_gpt: could not write " + a.history);
+    });
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (const int code = parse(argc, argv, a); code >= 0) return code;
+  try {
+    return a.load.empty() ? train(a) : sample(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_gpt: %s\n", e.what());
+    return 1;
+  }
+}
