@@ -128,6 +128,9 @@ int sample(const Args& a) {
               "train_gpt: " + a.load + " holds no vocabulary (was it saved by train_gpt --save?)");
   const ByteVocabulary vocab = ByteVocabulary::from_bytes(bytes_of_hex(v->second));
   const int64_t t = m->input_shape()[0], k = vocab.size();
+  EMBER_CHECK(m->output_shapes().size() == 1 && m->output_shapes()[0] == (Shape{t, k}), CheckpointError,
+              "train_gpt: " + a.load + " outputs " + m->output_shapes()[0].str() + " per sample, not (" +
+                  std::to_string(t) + ", " + std::to_string(k) + ") for its vocabulary of " + std::to_string(k));
   std::vector<int32_t> ids = vocab.encode(a.prompt);
   EMBER_CHECK(!ids.empty(), ArgumentError, "train_gpt: --prompt must hold at least one byte");
   Rng rng(a.seed);

@@ -156,15 +156,18 @@ EvalResult sharded_evaluate(Model& model, Communicator& comm, const Dataset& giv
   Tensor t = Tensor::empty(Shape{2 + static_cast<int64_t>(metrics.size())}, DType::F32, Device::cpu());
   t.f32()[0] = static_cast<float>(v.loss_sum);
   t.f32()[1] = static_cast<float>(seen);
-  for (size_t i = 0; i < metrics.size(); ++i) t.f32()[2 + i] = static_cast<float>(metrics[i]);
+  // A metric the loss counts in its pass travels as the raw count (a sequence's: per step), which
+  // eval_result turns into the metric as a single model does.
+  const auto fused = [&](size_t i) { return model.num_outputs() == 1 && model.metrics()[i]->fused_with(model.loss()); };
+  for (size_t i = 0; i < metrics.size(); ++i)
+    t.f32()[2 + i] = static_cast<float>(fused(i) ? static_cast<double>(v.correct) : metrics[i]);
   comm.all_reduce_sum(t);
   MetricSums::Values total;
   total.loss_sum = t.f32()[0];
   // eval_result reads each metric from its slot or the fused count: give it both.
   for (size_t i = 0; i < metrics.size(); ++i) {
     total.metrics.push_back(t.f32()[2 + i]);
-    if (model.num_outputs() == 1 && model.metrics()[i]->fused_with(model.loss()))
-      total.correct = static_cast<int64_t>(t.f32()[2 + i]);
+    if (fused(i)) total.correct = static_cast<int64_t>(t.f32()[2 + i]);
   }
   return model.eval_result(total, static_cast<int64_t>(t.f32()[1]));
 }

@@ -84,7 +84,7 @@ struct LayerCudaOps {
   void (*attention_backward)(const AttentionShape& g, const Tensor& qkv, const Tensor& probs, const Tensor& dout,
                              Tensor& dqkv, Tensor& scratch);
   // Embedding lookups and their table gradient (layers/cpu/embedding.h).
-  void (*embedding_forward)(const Tensor& ids, const Tensor& table, Tensor& y);
+  void (*embedding_forward)(const Tensor& ids, const Tensor& table, Tensor& y, bool check_ids);
   void (*embedding_backward)(const Tensor& ids, const Tensor& dy, Tensor& dtable, Tensor& scratch);
   void (*avgpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y);
   void (*avgpool2d_backward)(const Pool2dShape& g, const Tensor& dy, Tensor& dx);

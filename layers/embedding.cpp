@@ -98,7 +98,7 @@ const Tensor& PositionEmbedding::do_forward(const Tensor& x, bool /*training*/) 
     for (int64_t i = 0; i < n * t; ++i) d[i] = static_cast<int32_t>(i % t);
     positions_ = x.device().is_cpu() ? p : p.to(x.device());
   }
-  const Tensor& rows = detail::embedding_forward(state_, params_[0], positions_);
+  const Tensor& rows = detail::embedding_forward(state_, params_[0], positions_, /*check_ids=*/false);  // 0..T-1
   const Tensor& xr = as_layout(x, Layout::RowMajor, x_copy_);
   ensure(y_, x.shape(), DType::F32, x.device());
   detail::elementwise_binary(detail::BinaryOp::Add, xr, rows, y_);

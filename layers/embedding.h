@@ -2,7 +2,8 @@
 /// Embedding(input_dim, output_dim, init_stddev = 0): Keras' layer. Takes i32 ids of any per-sample
 /// shape, (time,) for a sequence, and gives each its row of a trained table (input_dim, output_dim):
 /// (N, T) -> (N, T, output_dim). An id outside [0, input_dim) is an ArgumentError naming it and its
-/// position (on a GPU the forward then waits for the device to say so).
+/// position (on a GPU the forward waits for the device to say whether there is one; inside a
+/// captured CUDA graph it cannot wait, and such an id gives a row of zeros).
 ///
 /// The table starts as Keras' U(-0.05, 0.05), or normal(0, init_stddev) when init_stddev > 0
 /// (GPT-2's 0.02). Its gradient scatter-adds the output gradient by id, each row summed in the

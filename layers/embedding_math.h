@@ -37,4 +37,38 @@ EMBER_HD inline bool embedding_grad_tree(const int32_t* pos, int64_t k, const fl
   return true;
 }
 
+// The same sum without recursion (a GPU thread's stack is small): the groups pushed in order onto
+// core/pairwise_sum.h's binary counter of subtrees (PairwiseTree's tree, pairwise_sum's), a group
+// that holds no such position an empty subtree that merges without an add. The same bits as
+// embedding_grad_tree(pos, k, dy, c, col, 0, groups, ...); it visits every group, not only the
+// id's. 0 when k == 0.
+EMBER_HD inline float embedding_grad_counter(const int32_t* pos, int64_t k, const float* dy, int64_t c, int64_t col,
+                                             int64_t groups) {
+  float value[64] = {};
+  bool full[64] = {};
+  int level[64] = {};
+  int size = 0;
+  int64_t p = 0;
+  const auto merge = [&](int into, int from) {
+    if (full[from]) value[into] = full[into] ? value[into] + value[from] : value[from];
+    full[into] = full[into] || full[from];
+  };
+  for (int64_t g = 0; g < groups; ++g) {
+    float s = 0.0f;
+    bool any = false;
+    for (; p < k && pos[p] / ::ember::kBatchGroupRows == g; ++p) {
+      s = any ? s + dy[pos[p] * c + col] : dy[pos[p] * c + col];
+      any = true;
+    }
+    value[size] = s, full[size] = any, level[size] = 0, ++size;
+    while (size >= 2 && level[size - 1] == level[size - 2]) {
+      merge(size - 2, size - 1);
+      --size;
+      ++level[size - 1];
+    }
+  }
+  for (; size >= 2; --size) merge(size - 2, size - 1);
+  return size == 1 && full[0] ? value[0] : 0.0f;
+}
+
 }  // namespace ember::detail

@@ -44,6 +44,8 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& y) {
 void embedding_backward(const Tensor& ids, const Tensor& dy, Tensor& dtable, Tensor& scratch) {
   check(ids, dtable, dy, "the output gradient");
   const int64_t r = ids.numel(), v = dtable.dim(0), c = dtable.dim(1);
+  EMBER_CHECK(r < (int64_t{1} << 31) && v < (int64_t{1} << 30), ShapeError,
+              "embedding (cpu): more than 2^31 positions or 2^30 ids");
   // scratch: v + 1 offsets, the r positions sorted by id, a write cursor per id.
   ensure(scratch, Shape{2 * v + 1 + r}, DType::I32, Device::cpu());
   int32_t* start = scratch.data<int32_t>();

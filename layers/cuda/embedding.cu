@@ -1,8 +1,8 @@
 // Embedding kernels: the forward a thread per output element (a bad id writes zeros and raises a
 // flag the host reads back); the backward sorts (id, position) pairs with CUB's stable radix sort,
 // so each id's positions stay ascending, marks where each id's run starts and ends, and a thread
-// per (id, feature) sums its run in the batch's sum order (layers/embedding_math.h, the CPU's
-// code).
+// per (id, feature) sums its run in the batch's sum order (layers/embedding_math.h: the CPU's tree,
+// without recursion).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "../../core/cuda/check.h"
@@ -25,7 +25,7 @@ __global__ void gather_rows(const int32_t* __restrict__ ids, const float* __rest
     const int32_t id = ids[p];
     if (id < 0 || id >= v) {
       y[e] = 0.0f;
-      *bad = 1;  // every writer writes the same value
+      if (bad) *bad = 1;  // every writer writes the same value
     } else {
       y[e] = table[int64_t{id} * c + e % c];
     }
@@ -53,9 +53,7 @@ __global__ void table_grad(const int32_t* __restrict__ pos, const int32_t* __res
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < v * c; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t id = e / c, col = e % c;
     const int32_t first = run[id];
-    float s = 0.0f;
-    ::ember::detail::embedding_grad_tree(pos + first, run[v + id] - first, dy, c, col, 0, groups, &s);
-    dtable[e] = s;
+    dtable[e] = ::ember::detail::embedding_grad_counter(pos + first, run[v + id] - first, dy, c, col, groups);
   }
 }
 
@@ -80,14 +78,19 @@ void check(const Context& ctx, const Tensor& ids, const Tensor& table, const Ten
 }
 }  // namespace
 
-void embedding_forward(Context& ctx, const Tensor& ids, const Tensor& table, Tensor& y) {
+void embedding_forward(Context& ctx, const Tensor& ids, const Tensor& table, Tensor& y, bool check_ids) {
   check(ctx, ids, table, y, "the output");
   const int64_t r = ids.numel(), v = table.dim(0), c = table.dim(1);
-  Tensor flag = Tensor::zeros(Shape{1}, DType::I32, ids.device());
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(ctx.stream(), &capture));
+  const bool wait = check_ids && capture == cudaStreamCaptureStatusNone;
+  Tensor flag;
+  if (wait) flag = Tensor::zeros(Shape{1}, DType::I32, ids.device());
   gather_rows<<<blocks_for(r * c), kThreads, 0, ctx.stream()>>>(
       static_cast<const int32_t*>(ids.raw()), static_cast<const float*>(table.raw()), static_cast<float*>(y.raw()),
-      static_cast<int32_t*>(flag.raw()), r, v, c);
+      wait ? static_cast<int32_t*>(flag.raw()) : nullptr, r, v, c);
   EMBER_CUDA_CHECK(cudaGetLastError());
+  if (!wait) return;
   int32_t bad = 0;
   EMBER_CUDA_CHECK(cudaMemcpyAsync(&bad, flag.raw(), sizeof(bad), cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.synchronize();

@@ -108,8 +108,8 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
                               const Tensor& dout, Tensor& dqkv, Tensor& scratch) {
       attention_backward(context_of(qkv), g, qkv, probs, dout, dqkv, scratch);
     };
-    a.embedding_forward = [](const Tensor& ids, const Tensor& rows, Tensor& y) {
-      embedding_forward(context_of(ids), ids, rows, y);
+    a.embedding_forward = [](const Tensor& ids, const Tensor& rows, Tensor& y, bool check_ids) {
+      embedding_forward(context_of(ids), ids, rows, y, check_ids);
     };
     a.embedding_backward = [](const Tensor& ids, const Tensor& dy, Tensor& dtable, Tensor& scratch) {
       embedding_backward(context_of(ids), ids, dy, dtable, scratch);

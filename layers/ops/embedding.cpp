@@ -15,14 +15,15 @@ struct EmbeddingState : OpState {
 };
 }  // namespace
 
-const Tensor& embedding_forward(std::unique_ptr<OpState>& state, const Tensor& table, const Tensor& ids) {
+const Tensor& embedding_forward(std::unique_ptr<OpState>& state, const Tensor& table, const Tensor& ids,
+                                bool check_ids) {
   auto& s = state_as<EmbeddingState>(state);
   s.ids = as_layout(ids, Layout::RowMajor, s.ids_copy);
   std::vector<int64_t> out(ids.shape().begin(), ids.shape().end());
   out.push_back(table.dim(1));
   ensure(s.y, Shape(out), DType::F32, ids.device());
   if (on_gpu(ids))
-    layer_cuda_ops().embedding_forward(s.ids, table, s.y);
+    layer_cuda_ops().embedding_forward(s.ids, table, s.y, check_ids);
   else
     cpu::embedding_forward(s.ids, table, s.y);
   return s.y;

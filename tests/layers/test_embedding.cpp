@@ -4,11 +4,13 @@
 // and 2 threads, a model of ids trained, saved and recreated, bad arguments.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <filesystem>
 #include <string>
 
 #include "core/pairwise_sum.h"
 #include "idx_fixtures.h"
+#include "layers/embedding_math.h"
 #include "test_util.h"
 
 namespace ember {
@@ -75,6 +77,25 @@ TEST(Embedding, TheTableGradientIsEachIdsSumInTheBatchOrder) {
       EXPECT_EQ(got[static_cast<size_t>(row * 4 + k)], want) << row << ", " << k;
     }
   for (int64_t k = 0; k < 4; ++k) EXPECT_EQ(got[static_cast<size_t>((v - 1) * 4 + k)], 0.0f);  // never used
+}
+
+// The GPU's form of the sum (a binary counter over every group, no recursion) gives the CPU's
+// recursive tree's bits: for 1 to 70 groups, ids present in every group, in a few, in one, in none.
+TEST(Embedding, TheCounterFormOfTheSumIsTheTreesBitForBit) {
+  const Tensor dy = test::random_tensor(Shape{70 * 16, 3}, 12);
+  for (int64_t groups = 1; groups <= 70; ++groups)
+    for (const int64_t every : {1, 3, 7, 16, 50, 2000}) {  // a position every `every` rows
+      std::vector<int32_t> pos;
+      for (int64_t p = every / 2; p < groups * 16; p += every) pos.push_back(static_cast<int32_t>(p));
+      for (int64_t col = 0; col < 3; ++col) {
+        float tree = 0.0f;
+        detail::embedding_grad_tree(pos.data(), static_cast<int64_t>(pos.size()), dy.f32(), 3, col, 0, groups, &tree);
+        const float counter =
+            detail::embedding_grad_counter(pos.data(), static_cast<int64_t>(pos.size()), dy.f32(), 3, col, groups);
+        EXPECT_EQ(std::bit_cast<uint32_t>(counter), std::bit_cast<uint32_t>(tree))
+            << groups << " groups, every " << every << ", column " << col;
+      }
+    }
 }
 
 TEST(Embedding, HalvesAddUpToTheWholeBatchAtAnyThreadCount) {
