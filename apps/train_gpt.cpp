@@ -151,6 +151,37 @@ int sample(const Args& a) {
   return 0;
 }
 
+// The validation loss, the training time and the median step; then --save and --history.
+void report(const Args& a, Model& m, const ByteVocabulary& vocab, const SequenceDataset& val_set,
+            const std::vector<double>& step_ms, double train_s, const nlohmann::json& log) {
+  std::vector<double> sorted = step_ms;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const EvalResult r = m.evaluate(val_set.eval_dataset(), 64);
+  const int64_t val_tokens = val_set.num_eval_windows() * a.context;
+  std::printf("Validation loss: %.4f nats/byte on %lld tokens\n", r.loss, static_cast<long long>(val_tokens));
+  std::printf("Training time: %.1f s, median step %.2f ms (%lld steps of %lld x %lld bytes)\n", train_s, median,
+              static_cast<long long>(a.steps), static_cast<long long>(a.batch), static_cast<long long>(a.context));
+  if (!a.save.empty()) {
+    TrainingState st;
+    st.extra["vocabulary"] = hex_of(vocab.bytes());
+    m.save(a.save, st);
+    if (!a.quiet) std::printf("Saved to %s\n", a.save.c_str());
+  }
+  if (!a.history.empty()) {
+    const nlohmann::json h = {{"losses", log},
+                              {"val_loss", r.loss},
+                              {"val_tokens", val_tokens},
+                              {"train_seconds", train_s},
+                              {"median_step_ms", median}};
+    const std::string body = h.dump(2) + "\n";
+    write_file_atomically(a.history, "--history", [&](int fd) {
+      EMBER_CHECK(::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()), IoError,
+                  "train_gpt: could not write " + a.history);
+    });
+  }
+}
+
 int train(const Args& a) {
   set_num_threads(a.threads);
   const std::string text = read_text_file(a.data);
@@ -205,32 +236,7 @@ int train(const Args& a) {
     }
   }
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<double> sorted = step_ms;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
-  const double median = sorted[sorted.size() / 2];
-  const EvalResult r = m->evaluate(val_set.eval_dataset(), 64);
-  const int64_t val_tokens = val_set.num_eval_windows() * a.context;
-  std::printf("Validation loss: %.4f nats/byte on %lld tokens\n", r.loss, static_cast<long long>(val_tokens));
-  std::printf("Training time: %.1f s, median step %.2f ms (%lld steps of %lld x %lld bytes)\n", train_s, median,
-              static_cast<long long>(a.steps), static_cast<long long>(a.batch), static_cast<long long>(a.context));
-  if (!a.save.empty()) {
-    TrainingState st;
-    st.extra["vocabulary"] = hex_of(vocab.bytes());
-    m->save(a.save, st);
-    if (!a.quiet) std::printf("Saved to %s\n", a.save.c_str());
-  }
-  if (!a.history.empty()) {
-    const nlohmann::json h = {{"losses", log},
-                              {"val_loss", r.loss},
-                              {"val_tokens", val_tokens},
-                              {"train_seconds", train_s},
-                              {"median_step_ms", median}};
-    const std::string body = h.dump(2) + "\n";
-    write_file_atomically(a.history, "--history", [&](int fd) {
-      EMBER_CHECK(::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()), IoError,
-                  "train_gpt: could not write " + a.history);
-    });
-  }
+  report(a, *m, vocab, val_set, step_ms, train_s, log);
   return 0;
 }
 

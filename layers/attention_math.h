@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "host_device.h"
+#include "losses_math.h"
 
 namespace ember::detail {
 
@@ -19,18 +20,11 @@ struct AttentionShape {
   int64_t width() const { return heads * (2 * key_dim + value_dim); }  // qkv's columns
 };
 
-// s[0, t) = softmax(s[0, valid)) followed by zeros: max-subtracted, the exponentials' sum in
-// double, each probability the exponential times the rounded inverse of the sum.
+// s[0, t) = softmax(s[0, valid)) followed by zeros: every row softmax's formula (softmax_row, in
+// place: each score is read before its probability is written).
 EMBER_HD inline void attention_softmax_row(float* s, int64_t t, int64_t valid) {
-  float m = s[0];
-  for (int64_t j = 1; j < valid; ++j) m = s[j] > m ? s[j] : m;
-  double sum = 0.0;
-  for (int64_t j = 0; j < valid; ++j) {
-    s[j] = expf(s[j] - m);
-    sum += s[j];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < valid; ++j) s[j] *= inv;
+  int64_t best = 0;
+  softmax_row(s, s, valid, &best);
   for (int64_t j = valid; j < t; ++j) s[j] = 0.0f;
 }
 

@@ -34,7 +34,7 @@ EMBER_HD inline double point_value(PointLoss f, float param, float z, float t) {
       double p = z;
       p = p < kProbEpsilon ? kProbEpsilon : (p > 1.0 - kProbEpsilon ? 1.0 - kProbEpsilon : p);
       const double ts = t * (1.0 - param) + 0.5 * param;
-      return -(ts * log(p + kProbEpsilon) + (1.0 - ts) * log(1.0 - p + kProbEpsilon));
+      return -(ts * ::log(p + kProbEpsilon) + (1.0 - ts) * ::log(1.0 - p + kProbEpsilon));
     }
   }
   return 0.0;
@@ -100,7 +100,7 @@ EMBER_HD inline double categorical_row(float smoothing, const float* z, const fl
   int64_t best = 0;
   const double sum = softmax_row(z, p, k, &best);
   const float m = z[best];
-  const double lse = log(sum);  // log sum_j exp(z_j - m)
+  const double lse = ::log(sum);  // log sum_j exp(z_j - m)
   double row = 0.0;
   for (int64_t j = 0; j < k; ++j) {
     const double tj = t[j] * (1.0 - smoothing) + smoothing / static_cast<double>(k);
