@@ -14,24 +14,23 @@
 namespace ember::cpu {
 
 namespace {
-void check(const AttentionShape& g, const Tensor& t, const Shape& want, const char* what) {
+void check(const Tensor& t, const Shape& want, const char* what) {
   EMBER_CHECK(t.shape() == want && t.dtype() == DType::F32 && t.device().is_cpu() && t.layout() == Layout::RowMajor,
               ShapeError,
               std::string("attention (cpu): ") + what + " must be f32 row-major " + want.str() + ", got " + t.str());
-  (void)g;
 }
 
 void check_all(const AttentionShape& g, const Tensor& qkv, const Tensor& probs) {
   EMBER_CHECK(g.n >= 0 && g.t >= 1 && g.heads >= 1 && g.key_dim >= 1 && g.value_dim >= 1, ShapeError,
               "attention (cpu): bad geometry");
-  check(g, qkv, Shape{g.n * g.t, g.width()}, "qkv");
-  check(g, probs, Shape{g.n * g.heads, g.t, g.t}, "the probabilities");
+  check(qkv, Shape{g.n * g.t, g.width()}, "qkv");
+  check(probs, Shape{g.n * g.heads, g.t, g.t}, "the probabilities");
 }
 }  // namespace
 
 void attention_forward(const AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& out) {
   check_all(g, qkv, probs);
-  check(g, out, Shape{g.n * g.t, g.heads * g.value_dim}, "the output");
+  check(out, Shape{g.n * g.t, g.heads * g.value_dim}, "the output");
   const int64_t t = g.t, dk = g.key_dim, dv = g.value_dim, w = g.width(), hdv = g.heads * dv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   const float* base = qkv.f32();
@@ -53,8 +52,8 @@ void attention_forward(const AttentionShape& g, const Tensor& qkv, Tensor& probs
 void attention_backward(const AttentionShape& g, const Tensor& qkv, const Tensor& probs, const Tensor& dout,
                         Tensor& dqkv, Tensor& scratch) {
   check_all(g, qkv, probs);
-  check(g, dout, Shape{g.n * g.t, g.heads * g.value_dim}, "the output gradient");
-  check(g, dqkv, qkv.shape(), "dqkv");
+  check(dout, Shape{g.n * g.t, g.heads * g.value_dim}, "the output gradient");
+  check(dqkv, qkv.shape(), "dqkv");
   const int64_t t = g.t, dk = g.key_dim, dv = g.value_dim, w = g.width(), hdv = g.heads * dv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   ensure(scratch, Shape{static_cast<int64_t>(omp_get_max_threads()) * t * t}, DType::F32, Device::cpu());
