@@ -96,6 +96,16 @@ class GPT(nn.Module):
         return self.head(self.ln(self.blocks(self.tokens(ids) + self.positions[:ids.shape[1]])))
 
 
+def read_tokens(path):
+    """The file's distinct bytes, sorted (the vocabulary), and its bytes as ids into it."""
+    with open(path, "rb") as f:
+        text = f.read()
+    vocab = sorted(set(text))
+    lookup = torch.zeros(256, dtype=torch.long)
+    lookup[torch.tensor(vocab)] = torch.arange(len(vocab))
+    return vocab, lookup[torch.frombuffer(bytearray(text), dtype=torch.uint8).long()]
+
+
 def learning_rate(s, steps, warmup, peak, floor):
     """apps/gpt.h's gpt_learning_rate: the rate before step s (0-based)."""
     if s < warmup:
@@ -130,12 +140,7 @@ def main():
     torch.manual_seed(a.seed)
     warmup, peak, floor, t = 100, 1e-3, 1e-4, a.context
 
-    with open(a.data, "rb") as f:
-        text = f.read()
-    vocab = sorted(set(text))
-    lookup = torch.zeros(256, dtype=torch.long)
-    lookup[torch.tensor(vocab)] = torch.arange(len(vocab))
-    tokens = lookup[torch.frombuffer(bytearray(text), dtype=torch.uint8).long()]
+    vocab, tokens = read_tokens(a.data)
     n_val = int(len(tokens) * 0.1)
     split = len(tokens) - n_val
     train, val = tokens[:split], tokens[split:]
