@@ -4,6 +4,7 @@
 #include "../core/error.h"
 #include "layer_config.h"
 #include "ops/conv2d.h"
+#include "ops/pointwise.h"
 
 namespace ember {
 
@@ -12,6 +13,7 @@ Conv2D::Conv2D(int64_t filters, Size2 kernel, Activation activation, Padding pad
       kernel_(kernel),
       strides_(strides),
       activation_(activation),
+      pointwise_(detail::pointwise_of(activation)),
       padding_(padding),
       use_bias_(use_bias) {
   EMBER_CHECK(filters > 0, ArgumentError, "Conv2D: filters must be > 0, got " + std::to_string(filters));
@@ -56,17 +58,27 @@ const Tensor& Conv2D::do_forward(const Tensor& x, bool /*training*/) {
               "Conv2D: expects input (N, " + std::to_string(g_.c) + ", " + std::to_string(g_.h) + ", " +
                   std::to_string(g_.w) + "); given " + x.shape().str());
   batch_ = x.dim(0);
-  return detail::conv2d_forward(state_, geometry(batch_), x, params_.at(0), bias());
+  const Tensor& y = detail::conv2d_forward(state_, geometry(batch_), x, params_.at(0), bias());
+  // An activation other than ReLU, by the op of its own layer: the bits of Conv2D then that layer.
+  return pointwise_ ? detail::pointwise_forward(activation_state_, *pointwise_, 0.0f, y) : y;
 }
 
-const Tensor& Conv2D::do_backward(const Tensor& dy) {
+const Tensor& Conv2D::do_backward(const Tensor& output_grad) {
+  const Tensor& dy =
+      pointwise_ ? detail::pointwise_backward(activation_state_, *pointwise_, 0.0f, output_grad) : output_grad;
   const Tensor* dx = detail::conv2d_backward(state_, geometry(batch_), params_.at(0), dy, needs_input_grad_,
                                              grads_.at(0), bias_grad(), output_grad_premasked_);
   return dx ? *dx : no_input_grad();
 }
 
+void Conv2D::do_release_buffers() {
+  activation_state_.reset();
+  Layer::do_release_buffers();
+}
+
 std::string Conv2D::kernel_info(int64_t batch, Device device) const {
-  return detail::conv2d_kernel_info(geometry(batch), device);
+  return detail::conv2d_kernel_info(geometry(batch), device) +
+         (pointwise_ ? std::string(" + ember ") + activation_name(activation_) : "");
 }
 
 LayerConfig Conv2D::config() const {

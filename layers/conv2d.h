@@ -18,10 +18,10 @@
 
 namespace ember {
 
-/// A 2-D convolution with bias and an optional fused ReLU (see conv2d.h).
+/// A 2-D convolution with bias and an optional activation (ReLU fused; see Activation).
 class Conv2D : public Layer {
  public:
-  /// `filters` output channels (K), a `kernel` window (R x S), the fused `activation`, `padding`,
+  /// `filters` output channels (K), a `kernel` window (R x S), the `activation`, `padding`,
   /// `strides` and whether there is a bias parameter. ArgumentError for a filter count, kernel size
   /// or stride that is not positive.
   Conv2D(int64_t filters, Size2 kernel, Activation activation = Activation::None, Padding padding = Padding::Valid,
@@ -36,7 +36,8 @@ class Conv2D : public Layer {
   bool relu_output() const override { return activation_ == Activation::ReLU; }
   /// The geometry build() computed, for a batch of `batch` rows.
   Conv2dShape geometry(int64_t batch) const;
-  bool use_bias() const { return use_bias_; }  ///< Whether the layer has a "bias" parameter.
+  bool use_bias() const { return use_bias_; }            ///< Whether the layer has a "bias" parameter.
+  Activation activation() const { return activation_; }  ///< What the layer applies to its output.
   void bind(std::vector<Tensor> params, std::vector<Tensor> grads) override;
   /// The bias the backends add and its gradient: the parameter's views, or without use_bias a
   /// zero bias of the layer's own and a gradient nobody reads.
@@ -50,9 +51,13 @@ class Conv2D : public Layer {
   const Tensor& do_backward(const Tensor& dy) override;
 
  private:
+  void do_release_buffers() override;
+
   int64_t filters_;
   Size2 kernel_, strides_;
   Activation activation_;
+  std::optional<detail::Pointwise> pointwise_;         // an activation other than ReLU, on the output
+  std::unique_ptr<detail::OpState> activation_state_;  // its op's state
   Padding padding_;
   bool use_bias_;
   Tensor zero_bias_, unused_bias_grad_;  // without use_bias

@@ -4,10 +4,15 @@
 #include "../core/error.h"
 #include "layer_config.h"
 #include "ops/dense.h"
+#include "ops/pointwise.h"
 
 namespace ember {
 
-Dense::Dense(int64_t units, Activation activation) : units_(units), relu_(activation == Activation::ReLU) {
+Dense::Dense(int64_t units, Activation activation)
+    : units_(units),
+      activation_(activation),
+      relu_(activation == Activation::ReLU),
+      pointwise_(detail::pointwise_of(activation)) {
   EMBER_CHECK(units > 0, ArgumentError, "Dense: units must be > 0, got " + std::to_string(units));
 }
 
@@ -31,7 +36,7 @@ const Tensor& Dense::do_forward(const Tensor& x, bool /*training*/) {
   if (sample_.rank() <= 1) {
     EMBER_CHECK(x.rank() == 2 && x.dim(1) == in_, ShapeError,
                 "Dense: expects input (N, " + std::to_string(in_) + "); given " + x.shape().str());
-    return detail::dense_forward(state_, x, params_.at(0), params_.at(1), relu_);
+    return activate(detail::dense_forward(state_, x, params_.at(0), params_.at(1), relu_));
   }
   EMBER_CHECK(x.rank() == sample_.rank() + 1 && x.shape().without_batch() == sample_ && x.layout() == Layout::RowMajor,
               ShapeError, "Dense: expects row-major input (N, " + sample_.str().substr(1) + "; given " + x.str());
@@ -40,10 +45,17 @@ const Tensor& Dense::do_forward(const Tensor& x, bool /*training*/) {
   std::vector<int64_t> out(x.shape().begin(), x.shape().end());
   out.back() = units_;
   y_ = y.reshape(Shape(out));
-  return y_;
+  return activate(y_);
 }
 
-const Tensor& Dense::do_backward(const Tensor& dy) {
+// The activation other than ReLU, by the op of its own layer: the same bits as Dense then that layer.
+const Tensor& Dense::activate(const Tensor& y) {
+  return pointwise_ ? detail::pointwise_forward(activation_state_, *pointwise_, 0.0f, y) : y;
+}
+
+const Tensor& Dense::do_backward(const Tensor& output_grad) {
+  const Tensor& dy =
+      pointwise_ ? detail::pointwise_backward(activation_state_, *pointwise_, 0.0f, output_grad) : output_grad;
   const bool rows = sample_.rank() > 1;
   const Tensor* dx =
       detail::dense_backward(state_, params_.at(0), rows ? dy.reshape(Shape{dy.numel() / units_, units_}) : dy,
@@ -58,11 +70,12 @@ const Tensor& Dense::do_backward(const Tensor& dy) {
 
 void Dense::do_release_buffers() {
   y_ = dx_ = Tensor();
+  activation_state_.reset();
   Layer::do_release_buffers();
 }
 
 LayerConfig Dense::config() const {
-  return {{"units", config_value(units_)}, {"activation", config_value(relu_ ? Activation::ReLU : Activation::None)}};
+  return {{"units", config_value(units_)}, {"activation", config_value(activation_)}};
 }
 
 }  // namespace ember

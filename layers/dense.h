@@ -15,7 +15,8 @@ namespace ember {
 /// A fully connected layer, y = act(x W^T + b) (see dense.h).
 class Dense : public Layer {
  public:
-  /// `units` outputs, then the fused `activation`. ArgumentError unless units > 0.
+  /// `units` outputs, then `activation` (ReLU fused into the kernels; see Activation). ArgumentError
+  /// unless units > 0.
   explicit Dense(int64_t units, Activation activation = Activation::None);
 
   std::string type() const override { return "Dense"; }
@@ -26,7 +27,7 @@ class Dense : public Layer {
   LayerConfig config() const override;
   std::string kernel_info(int64_t, Device device) const override {
     return std::string(device.is_cuda() ? "cuBLAS sgemm + ember kernel bias" : "oneDNN sgemm + ember bias") +
-           (relu_ ? "/relu" : "");
+           (activation_ != Activation::None ? std::string("/") + activation_name(activation_) : "");
   }
 
  protected:
@@ -35,9 +36,13 @@ class Dense : public Layer {
 
  private:
   void do_release_buffers() override;
+  const Tensor& activate(const Tensor& y);
 
   int64_t units_, in_ = 0;
+  Activation activation_;
   bool relu_;
+  std::optional<detail::Pointwise> pointwise_;         // an activation other than ReLU, on the output
+  std::unique_ptr<detail::OpState> activation_state_;  // its op's state
   Shape sample_;   // the per-sample input shape (rank > 1: the leading axes are rows)
   Tensor y_, dx_;  // a sample of rank > 1: the op's 2-D output and input gradient, reshaped
 };

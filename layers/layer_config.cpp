@@ -69,9 +69,10 @@ Size2 config_size2(const LayerConfig& c, const std::string& key) {
 
 Activation config_activation(const LayerConfig& c, const std::string& key) {
   const std::string& text = text_of(c, key);
-  if (text == activation_name(Activation::ReLU)) return Activation::ReLU;
-  if (text == activation_name(Activation::None)) return Activation::None;
-  malformed(key, text, "an activation (relu, linear)");
+  for (const Activation a : {Activation::None, Activation::ReLU, Activation::Sigmoid, Activation::Tanh,
+                             Activation::GELU, Activation::GELUTanh})
+    if (text == activation_name(a)) return a;
+  malformed(key, text, "an activation (linear, relu, sigmoid, tanh, gelu, gelu_tanh)");
 }
 
 Padding config_padding(const LayerConfig& c, const std::string& key) {

@@ -14,6 +14,8 @@ std::unique_ptr<ConvPoolBlock> ConvPoolBlock::make(Layer& first, Layer& second, 
   auto* conv = static_cast<Conv2D*>(&first);
   auto* pool = static_cast<MaxPool2D*>(&second);
   if (conv->needs_input_grad() || conv->params().empty()) return nullptr;
+  // The fused pass applies ReLU or nothing between the convolution and the pool.
+  if (conv->activation() != Activation::None && conv->activation() != Activation::ReLU) return nullptr;
   if (!cpu::conv2d_maxpool_fits(conv->geometry(1), pool->geometry(1))) return nullptr;
   return std::unique_ptr<ConvPoolBlock>(new ConvPoolBlock(*conv, *pool, i));
 }

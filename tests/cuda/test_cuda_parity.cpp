@@ -978,6 +978,12 @@ TEST_F(Parity, NewLayersOnTheGpuMatchTheirCpuTwins) {
       {"GELU", [] { return std::make_unique<GELU>(); }, Shape{4, 6, 5}},
       {"GELU (tanh)", [] { return std::make_unique<GELU>(true); }, Shape{4, 6, 5}},
       {"Dense on (time, features)", [] { return std::make_unique<Dense>(5, Activation::ReLU); }, Shape{4, 6}},
+      {"Dense, GELU (tanh)", [] { return std::make_unique<Dense>(5, Activation::GELUTanh); }, Shape{4, 6}},
+      {"Conv2D, Sigmoid",
+       [] {
+         return std::make_unique<Conv2D>(3, Size2{3, 3}, Activation::Sigmoid, Padding::Same);
+       },
+       Shape{2, 5, 5}},
       {"Softmax", [] { return std::make_unique<Softmax>(); }, Shape{10}},
       {"BatchNormalization", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{4, 6, 5}},
       {"BatchNormalization (F,)", [] { return std::make_unique<BatchNormalization>(0.8f); }, Shape{12}},

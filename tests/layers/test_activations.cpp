@@ -1,13 +1,16 @@
 // Sigmoid, Tanh, LeakyReLU, GELU, Softmax: forward against the formulas (GELU against PyTorch),
-// gradients by finite differences, a final Softmax's loss read from the logits, bad arguments.
+// gradients by finite differences, a final Softmax's loss read from the logits, bad arguments; the
+// same functions as Conv2D's and Dense's `activation`.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 
 #include "core/safetensors.h"
+#include "idx_fixtures.h"
 #include "test_util.h"
 
 namespace ember {
@@ -188,6 +191,63 @@ TEST(Softmax, AsTheLastLayerTheLossReadsTheLogits) {
   const EvalResult e1 = with->evaluate(data), e2 = without->evaluate(data);
   EXPECT_EQ(e1.loss, e2.loss);
   EXPECT_EQ(e1.accuracy, e2.accuracy);
+}
+
+// Conv2D(..., a) and Dense(..., a) are the layer followed by a's layer of its own, bit for bit: the
+// losses and parameters of three Adam steps (images through Conv2D, steps through Dense on the last
+// axis), and the activation comes back from a saved file.
+TEST(Activations, AsALayersActivationTheyAreTheirOwnLayer) {
+  const auto own_layer = [](Activation a) -> std::shared_ptr<Layer> {
+    switch (a) {
+      case Activation::Sigmoid:
+        return std::make_shared<Sigmoid>();
+      case Activation::Tanh:
+        return std::make_shared<Tanh>();
+      case Activation::GELU:
+        return std::make_shared<GELU>(false);
+      default:
+        return std::make_shared<GELU>(true);
+    }
+  };
+  for (const Activation a : {Activation::Sigmoid, Activation::Tanh, Activation::GELU, Activation::GELUTanh}) {
+    SCOPED_TRACE(activation_name(a));
+    // (1, 6, 6) images and (6, 6) sequences: the same input tensor read both ways.
+    const auto make = [&](bool fused, bool images) {
+      SymbolicTensor in = Input(images ? Shape{1, 6, 6} : Shape{6, 6});
+      SymbolicTensor h = in;
+      if (images) {
+        h = layer<Conv2D>(4, Size2{3, 3}, fused ? a : Activation::None, Padding::Same)(h);
+        if (!fused) h = call_layer(own_layer(a), {h});
+        h = layer<Flatten>()(h);
+      } else {
+        h = layer<Dense>(5, fused ? a : Activation::None)(h);
+        if (!fused) h = call_layer(own_layer(a), {h});
+        h = layer<Flatten>()(h);
+      }
+      h = layer<Dense>(7, fused ? a : Activation::None)(h);
+      if (!fused) h = call_layer(own_layer(a), {h});
+      auto m = std::make_unique<Model>(in, layer<Dense>(3)(h));
+      m->build(5);
+      m->compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 1e-2f}));
+      return m;
+    };
+    for (const bool images : {true, false}) {
+      auto fused = make(true, images), separate = make(false, images);
+      for (auto& [name, view] : separate->named_params())
+        for (auto& [other, from] : fused->named_params())
+          if (other == name) view.copy_from(from);
+      const Tensor x = test::random_tensor(images ? Shape{8, 1, 6, 6} : Shape{8, 6, 6}, 3, -2.0f, 2.0f);
+      const Tensor labels = test::cycling_labels(8, 3);
+      for (int step = 0; step < 3; ++step) EXPECT_EQ(fused->train_step(x, labels), separate->train_step(x, labels));
+      EXPECT_EQ(fused->params().to_vector(), separate->params().to_vector());
+      const std::string dir = test::temp_dir("fused_activation");
+      fused->save(dir + "/m.st");
+      auto back = load_model(dir + "/m.st");
+      EXPECT_EQ(back->predict(x).to_vector(), fused->predict(x).to_vector());
+      EXPECT_EQ(back->layers()[0]->config().at("activation"), activation_name(a));
+      std::filesystem::remove_all(dir);
+    }
+  }
 }
 
 }  // namespace
