@@ -19,23 +19,27 @@ struct GptConfig {
   int64_t heads = 4;       // attention heads per block
   int64_t features = 128;  // C (a multiple of heads)
   float epsilon = 1e-5f;   // the LayerNormalizations' (PyTorch's default)
+  float dropout = 0.0f;    // nanoGPT's: the embeddings' sum, the attention probabilities, each residual branch
 };
 
 // Token and position embeddings; blocks of LayerNormalization -> causal MultiHeadAttention ->
 // residual Add, LayerNormalization -> Dense(4C) -> GELU (tanh) -> Dense(C) -> residual Add; a final
 // LayerNormalization; a Dense head to the vocabulary's logits at every step. Keras' initialisers.
+// With dropout, nanoGPT's places: after the embeddings, on the attention probabilities, and at the
+// end of each residual branch.
 inline std::shared_ptr<Model> gpt_model(const GptConfig& g) {
+  const auto drop = [&](SymbolicTensor t) { return g.dropout > 0.0f ? layer<Dropout>(g.dropout)(t) : t; };
   SymbolicTensor ids = Input(Shape{g.context}, "ids");
-  SymbolicTensor x = layer<PositionEmbedding>(g.context)(layer<Embedding>(g.vocabulary, g.features)(ids));
+  SymbolicTensor x = drop(layer<PositionEmbedding>(g.context)(layer<Embedding>(g.vocabulary, g.features)(ids)));
   for (int64_t b = 0; b < g.blocks; ++b) {
     SymbolicTensor h = layer<LayerNormalization>(g.epsilon)(x);
-    h = layer<MultiHeadAttention>(g.heads, g.features / g.heads, AttentionOptions{.causal = true})(h);
-    x = layer<Add>()({x, h});
+    h = layer<MultiHeadAttention>(g.heads, g.features / g.heads,
+                                  AttentionOptions{.causal = true, .dropout = g.dropout})(h);
+    x = layer<Add>()({x, drop(h)});
     h = layer<LayerNormalization>(g.epsilon)(x);
-    h = layer<Dense>(4 * g.features)(h);
-    h = layer<GELU>(true)(h);
+    h = layer<Dense>(4 * g.features, Activation::GELUTanh)(h);
     h = layer<Dense>(g.features)(h);
-    x = layer<Add>()({x, h});
+    x = layer<Add>()({x, drop(h)});
   }
   x = layer<LayerNormalization>(g.epsilon)(x);
   return std::make_shared<Model>(ids, layer<Dense>(g.vocabulary)(x), "gpt");

@@ -31,7 +31,8 @@ struct Args {
   std::string data = "data/moby-dick/data.txt";
   double val_fraction = 0.1;
   int64_t steps = 2000, batch = 12, context = 64, blocks = 4, heads = 4, features = 128;
-  float learning_rate = 1e-3f, min_learning_rate = 1e-4f, weight_decay = 0.1f, beta2 = 0.99f, clipnorm = 1.0f;
+  float learning_rate = 1e-3f, min_learning_rate = 1e-4f, weight_decay = 0.1f, beta2 = 0.99f, clipnorm = 1.0f,
+        dropout = 0.0f;
   int64_t warmup = 100, log_every = 100;
   uint64_t seed = 1;
   std::string save, load, history, device = "auto", prompt = "\n";
@@ -61,6 +62,9 @@ int parse(int argc, char** argv, Args& a) {
   app.add_option("--heads", a.heads, "Attention heads per block")->transform(integer_in(1, 1024));
   app.add_option("--features", a.features, "Features per step (a multiple of --heads)")
       ->transform(integer_in(1, 1 << 16));
+  app.add_option("--dropout", a.dropout,
+                 "Dropout rate after the embeddings, on the attention probabilities and on each residual branch")
+      ->check(CLI::Range(0.0, 0.95));
   app.add_option("--learning-rate", a.learning_rate, "The peak rate, after the warm-up")->check(CLI::PositiveNumber);
   app.add_option("--min-learning-rate", a.min_learning_rate, "The rate the cosine reaches at the last step")
       ->check(CLI::NonNegativeNumber);
@@ -192,8 +196,12 @@ int train(const Args& a) {
   const SequenceDataset train_set(std::vector<int32_t>(tokens.begin(), tokens.begin() + split), a.context);
   const SequenceDataset val_set(std::vector<int32_t>(tokens.begin() + split, tokens.end()), a.context);
   const Device device = choose_device(a);
-  std::shared_ptr<Model> m = apps::gpt_model(
-      {.vocabulary = vocab.size(), .context = a.context, .blocks = a.blocks, .heads = a.heads, .features = a.features});
+  std::shared_ptr<Model> m = apps::gpt_model({.vocabulary = vocab.size(),
+                                              .context = a.context,
+                                              .blocks = a.blocks,
+                                              .heads = a.heads,
+                                              .features = a.features,
+                                              .dropout = a.dropout});
   m->build(a.seed);
   m->to(device);
   m->compile(std::make_unique<AdamW>(AdamWOptions{.learning_rate = a.learning_rate,

@@ -2,7 +2,7 @@
 """apps/train_gpt.cpp's recipe in PyTorch, its side-by-side peer: the same small GPT (apps/gpt.h) on
 the bytes of a text, trained and validated the same way.
 
-Model (GPT-2 style, pre-LN, no dropout): token Embedding(V, C) plus a learned position table (T, C);
+Model (GPT-2 style, pre-LN, --dropout as nanoGPT's, 0 by default): token Embedding(V, C) plus a learned position table (T, C);
 --blocks blocks of x += MHA(LayerNorm(x)), x += Linear(4C->C)(GELU-tanh(Linear(C->4C)(LayerNorm(x))));
 a final LayerNorm and a Linear(C, V) head. MHA is causal self-attention over --heads heads of C/H
 features: one fused qkv Linear(C, 3C) whose outputs are [queries | keys | values], heads side by side
@@ -54,9 +54,9 @@ def linear(n_in, n_out, fan_out=None):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, c, heads, t):
+    def __init__(self, c, heads, t, dropout=0.0):
         super().__init__()
-        self.heads, self.d = heads, c // heads
+        self.heads, self.d, self.dropout = heads, c // heads, dropout
         self.qkv = linear(c, 3 * c, fan_out=c)  # Ember's fans: fan_out = H * key_dim = C
         self.proj = linear(c, c)
         self.register_buffer("future", torch.ones(t, t, dtype=torch.bool).triu(1), persistent=False)
@@ -66,34 +66,37 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (z.view(n, t, self.heads, self.d).transpose(1, 2) for z in self.qkv(x).split(c, dim=2))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(self.d)
         att = F.softmax(att.masked_fill(self.future[:t, :t], float("-inf")), dim=-1)
+        att = F.dropout(att, self.dropout, self.training)
         return self.proj((att @ v).transpose(1, 2).reshape(n, t, c))
 
 
 class Block(nn.Module):
-    def __init__(self, c, heads, t):
+    def __init__(self, c, heads, t, dropout=0.0):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(c, eps=1e-5), nn.LayerNorm(c, eps=1e-5)
-        self.attn = CausalSelfAttention(c, heads, t)
+        self.attn = CausalSelfAttention(c, heads, t, dropout)
         self.mlp = nn.Sequential(linear(c, 4 * c), nn.GELU(approximate="tanh"), linear(4 * c, c))
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        x = x + self.drop(self.attn(self.ln1(x)))
+        return x + self.drop(self.mlp(self.ln2(x)))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocabulary, t, blocks, heads, c):
+    def __init__(self, vocabulary, t, blocks, heads, c, dropout=0.0):
         super().__init__()
         self.tokens = nn.Embedding(vocabulary, c)
         self.positions = nn.Parameter(torch.empty(t, c))
         nn.init.uniform_(self.tokens.weight, -0.05, 0.05)  # Keras' Embedding initialiser
         nn.init.uniform_(self.positions, -0.05, 0.05)
-        self.blocks = nn.Sequential(*[Block(c, heads, t) for _ in range(blocks)])
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.Sequential(*[Block(c, heads, t, dropout) for _ in range(blocks)])
         self.ln = nn.LayerNorm(c, eps=1e-5)
         self.head = linear(c, vocabulary)
 
     def forward(self, ids):
-        return self.head(self.ln(self.blocks(self.tokens(ids) + self.positions[:ids.shape[1]])))
+        return self.head(self.ln(self.blocks(self.drop(self.tokens(ids) + self.positions[:ids.shape[1]]))))
 
 
 def read_tokens(path):
@@ -123,6 +126,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--features", type=int, default=128)
+    ap.add_argument("--dropout", type=float, default=0.0, help="nanoGPT's dropout (train_gpt --dropout)")
     ap.add_argument("--seed", type=int, default=1, help="initialisation (torch.manual_seed) and window draws")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log-every", type=int, default=100)
@@ -145,7 +149,7 @@ def main():
     split = len(tokens) - n_val
     train, val = tokens[:split], tokens[split:]
 
-    model = GPT(len(vocab), t, a.blocks, a.heads, a.features)
+    model = GPT(len(vocab), t, a.blocks, a.heads, a.features, a.dropout)
     decay = [p for p in model.parameters() if p.dim() == 2]  # Linear weights and the two embedding tables
     no_decay = [p for p in model.parameters() if p.dim() != 2]  # biases, LayerNorm gammas and betas
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],

@@ -23,7 +23,7 @@ namespace ember::detail {
 // and metrics; 12: the elementwise ops of the merge layers; 11: the loss's mean over a whole batch; 10: pointwise
 // activations, softmax, dropout, batch normalization and average pools; 9: relayout; 8: graphs, device step scalars;
 // 7: open
-inline constexpr uint32_t kCudaModuleAbi = 21;
+inline constexpr uint32_t kCudaModuleAbi = 22;
 
 // The module's entry points, returned by its one exported function ember_cuda_api_v1(): the
 // core part (status, memory, copies, fill/scale, synchronize) and `ops`, which finds the op

@@ -21,7 +21,17 @@ MultiHeadAttention::MultiHeadAttention(int64_t num_heads, int64_t key_dim, Atten
   for (const float s : {options.init_stddev, options.output_init_stddev})
     EMBER_CHECK(std::isfinite(s) && s >= 0.0f, ArgumentError,
                 "MultiHeadAttention: an init_stddev must be >= 0 (0: Glorot-uniform), got " + std::to_string(s));
+  EMBER_CHECK(std::isfinite(options.dropout) && options.dropout >= 0.0f && options.dropout < 1.0f, ArgumentError,
+              "MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout));
   if (options_.value_dim == 0) options_.value_dim = key_dim;
+  dropout_.threshold = static_cast<uint32_t>(std::ceil(static_cast<double>(options.dropout) * detail::kCounterBase));
+  dropout_.scale = 1.0f / (1.0f - options.dropout);
+}
+
+std::vector<StateSpec> MultiHeadAttention::state_specs() const {
+  // With dropout, Dropout's step counter [lo, hi] (layers/random_bits.h), advanced alike by every replica.
+  if (options_.dropout == 0.0f) return {};
+  return {StateSpec{.name = "step", .shape = Shape{2}, .init = 0.0f, .averaged = false}};
 }
 
 MultiHeadAttention::~MultiHeadAttention() = default;
@@ -50,7 +60,7 @@ std::vector<ParamSpec> MultiHeadAttention::param_specs() const {
           ParamSpec{.name = "output_bias", .shape = Shape{out_dim_}, .init = ParamSpec::Init::Zeros}};
 }
 
-const Tensor& MultiHeadAttention::do_forward(const Tensor& x, bool /*training*/) {
+const Tensor& MultiHeadAttention::do_forward(const Tensor& x, bool training) {
   EMBER_CHECK(params_.size() == 4, Error, "MultiHeadAttention: build() and bind() first (Model::build does)");
   EMBER_CHECK(x.rank() == 3 && x.shape().without_batch() == in_ && x.dtype() == DType::F32, ShapeError,
               "MultiHeadAttention: expects f32 input (N, " + in_.str().substr(1) + ", given " + x.str());
@@ -59,7 +69,11 @@ const Tensor& MultiHeadAttention::do_forward(const Tensor& x, bool /*training*/)
   const Tensor& qkv = detail::dense_forward(state_, xr.reshape(Shape{n * t, in_[1]}), params_[0], params_[1], false);
   const detail::AttentionShape g{
       .n = n, .t = t, .heads = heads_, .key_dim = key_dim_, .value_dim = options_.value_dim, .causal = options_.causal};
-  const Tensor& a = detail::attention_forward(attention_state_, g, qkv);
+  const bool drop = training && options_.dropout > 0.0f;
+  EMBER_CHECK(!drop || state_tensors_.size() == 1, Error, "MultiHeadAttention: bind_state() first (Model::build does)");
+  detail::AttentionDropoutStep step;
+  if (drop) step = {.params = dropout_, .counter = &state_tensors_.at(0)};
+  const Tensor& a = detail::attention_forward(attention_state_, g, qkv, drop ? &step : nullptr);
   y_ = detail::dense_forward(output_state_, a, params_[2], params_[3], false).reshape(Shape{n, t, out_dim_});
   return y_;
 }
@@ -95,7 +109,8 @@ LayerConfig MultiHeadAttention::config() const {
           {"causal", config_value(options_.causal)},
           {"output_dim", config_value(options_.output_dim)},
           {"init_stddev", config_value(options_.init_stddev)},
-          {"output_init_stddev", config_value(options_.output_init_stddev)}};
+          {"output_init_stddev", config_value(options_.output_init_stddev)},
+          {"dropout", config_value(options_.dropout)}};
 }
 
 }  // namespace ember

@@ -13,12 +13,20 @@
 /// output_init_stddev), GPT-2's 0.02 and 0.02 / sqrt(2 layers)), biases zero. The projections are
 /// Dense's kernels (their gradients in the batch's sum order); the attention runs one (sample,
 /// head) at a time on the CPU with the probabilities kept for the backward, and as cuBLAS
-/// strided-batched products on a GPU. Samples never mix: the batch may be sliced.
+/// strided-batched products on a GPU. Samples never mix: the batch may be sliced (outside training
+/// with dropout).
+///
+/// `dropout` (Keras' argument): in training each attention probability is zeroed with that
+/// probability and the rest scaled by 1 / (1 - dropout), after the softmax and before the values'
+/// product; the masks are Dropout's (the model's seed, the layer's position, the replica and a
+/// step counter kept in the model's state), the same on the CPU and a GPU. Evaluation and predict
+/// never drop.
 #pragma once
 
 #include <memory>
 
 #include "layer.h"
+#include "random_bits.h"
 
 namespace ember {
 
@@ -29,18 +37,22 @@ struct AttentionOptions {
   int64_t output_dim = 0;           ///< the output's features (0: the input's)
   float init_stddev = 0.0f;         ///< > 0: the qkv kernel normal(0, this) instead of Glorot
   float output_init_stddev = 0.0f;  ///< > 0: the output kernel normal(0, this) instead of Glorot
+  float dropout = 0.0f;             ///< the attention probabilities' dropout rate in training, in [0, 1)
 };
 
 /// Multi-head self-attention over (time, features) samples (see attention.h).
 class MultiHeadAttention : public Layer {
  public:
-  /// num_heads >= 1, key_dim >= 1, the options' sizes >= 0 and deviations finite and >= 0
-  /// (ArgumentError else).
+  /// num_heads >= 1, key_dim >= 1, the options' sizes >= 0, deviations finite and >= 0, dropout
+  /// in [0, 1) (ArgumentError else).
   MultiHeadAttention(int64_t num_heads, int64_t key_dim, AttentionOptions options = {});
   ~MultiHeadAttention() override;
   std::string type() const override { return "MultiHeadAttention"; }
-  bool rows_independent(bool /*training*/) const override { return true; }
+  bool rows_independent(bool training) const override { return !training || options_.dropout == 0.0f; }
   Shape build(const Shape& sample_shape) override;
+  std::vector<StateSpec> state_specs() const override;
+  void set_random_seed(uint64_t seed) override { dropout_.seed = seed; }
+  uint64_t random_seed() const override { return dropout_.seed; }
   std::vector<ParamSpec> param_specs() const override;
   std::string kernel_info(int64_t, Device device) const override;
   LayerConfig config() const override;
@@ -56,6 +68,7 @@ class MultiHeadAttention : public Layer {
  private:
   int64_t heads_, key_dim_;
   AttentionOptions options_;
+  detail::DropoutParams dropout_;  // the probabilities' dropout: seed, threshold, scale
   Shape in_;
   int64_t out_dim_ = 0;
   std::unique_ptr<detail::OpState> attention_state_, output_state_;  // state_ holds the qkv projection's

@@ -79,10 +79,14 @@ struct LayerCudaOps {
                             Tensor& mean, Tensor& invstd);
   void (*layernorm_backward)(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                              const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch);
-  // Attention between MultiHeadAttention's projections (layers/cpu/attention.h).
-  void (*attention_forward)(const AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& out);
-  void (*attention_backward)(const AttentionShape& g, const Tensor& qkv, const Tensor& probs, const Tensor& dout,
-                             Tensor& dqkv, Tensor& scratch);
+  // Attention between MultiHeadAttention's projections (layers/cpu/attention.h), in the phases of
+  // layers/cuda/attention.h (attention dropout runs between them).
+  void (*attention_scores)(const AttentionShape& g, const Tensor& qkv, Tensor& probs);
+  void (*attention_values)(const AttentionShape& g, const Tensor& probs, const Tensor& qkv, Tensor& out);
+  void (*attention_backward_values)(const AttentionShape& g, const Tensor& qkv, const Tensor& probs, const Tensor& dout,
+                                    Tensor& dqkv, Tensor& dprobs);
+  void (*attention_backward_scores)(const AttentionShape& g, const Tensor& qkv, const Tensor& probs, Tensor& dprobs,
+                                    Tensor& dqkv);
   // Embedding lookups and their table gradient (layers/cpu/embedding.h).
   void (*embedding_forward)(const Tensor& ids, const Tensor& table, Tensor& y, bool check_ids);
   void (*embedding_backward)(const Tensor& ids, const Tensor& dy, Tensor& dtable, Tensor& scratch);

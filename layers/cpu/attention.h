@@ -14,11 +14,23 @@ namespace ember::cpu {
 
 using detail::AttentionShape;
 
-// out = softmax(Q K^T / sqrt(Dk) (+ the causal mask)) V per (sample, head); probs written.
-void attention_forward(const AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& out);
-// dqkv (N * T, W) written (=) from dout (N * T, H Dv). scratch: f32, sized here (a T x T block per
-// thread).
+// Attention dropout (training): probability j of row i of (sample, head) b is kept when
+// element_bits24(key, (b T + i) T + j) >= threshold and then scaled by `scale`: Dropout's mask of
+// the probabilities tensor (N * H, T, T) (layers/random_bits.h), the GPU's by the Dropout kernel.
+struct AttentionDropout {
+  uint64_t key = 0;
+  uint32_t threshold = 0;
+  float scale = 1.0f;
+};
+
+// out = softmax(Q K^T / sqrt(Dk) (+ the causal mask)) V per (sample, head), the probabilities
+// dropped first when `dropout` is given; probs written (before dropout). scratch: f32, sized here
+// (a T x T block per thread, used only with dropout).
+void attention_forward(const AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& out, Tensor& scratch,
+                       const AttentionDropout* dropout = nullptr);
+// dqkv (N * T, W) written (=) from dout (N * T, H Dv), with the forward's `dropout`. scratch: f32,
+// sized here (one T x T block per thread, two with dropout).
 void attention_backward(const AttentionShape& g, const Tensor& qkv, const Tensor& probs, const Tensor& dout,
-                        Tensor& dqkv, Tensor& scratch);
+                        Tensor& dqkv, Tensor& scratch, const AttentionDropout* dropout = nullptr);
 
 }  // namespace ember::cpu

@@ -1,6 +1,7 @@
 // Attention kernels and launchers. Row-major products map onto cuBLAS' column-major ones as
 // C^T = op(B)^T op(A)^T; each sample's heads form one strided batch (head h's queries start h Dk
-// columns after head 0's), so a product is one call per sample.
+// columns after head 0's), so a product is one call per sample. Four phases, so that attention
+// dropout (the Dropout kernels on the probabilities) runs between them.
 #include <cmath>
 
 #include "../../core/cuda/check.h"
@@ -49,11 +50,10 @@ const float* in(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* out(Tensor& t) { return static_cast<float*>(t.raw()); }
 }  // namespace
 
-void attention_forward(Context& ctx, const AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& o) {
+void attention_scores(Context& ctx, const AttentionShape& g, const Tensor& qkv, Tensor& probs) {
   check(ctx, qkv, Shape{g.n * g.t, g.width()}, "qkv");
   check(ctx, probs, Shape{g.n * g.heads, g.t, g.t}, "the probabilities");
-  check(ctx, o, Shape{g.n * g.t, g.heads * g.value_dim}, "the output");
-  const int64_t t = g.t, dk = g.key_dim, dv = g.value_dim, w = g.width(), hdv = g.heads * dv, h = g.heads;
+  const int64_t t = g.t, dk = g.key_dim, w = g.width(), h = g.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   for (int64_t n = 0; n < g.n; ++n) {
     const float* q = in(qkv) + n * t * w;
@@ -61,35 +61,51 @@ void attention_forward(Context& ctx, const AttentionShape& g, const Tensor& qkv,
   }
   softmax_rows<<<blocks_for(g.n * h * t), kThreads, 0, ctx.stream()>>>(out(probs), g.n * h * t, t, g.causal);
   EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void attention_values(Context& ctx, const AttentionShape& g, const Tensor& probs, const Tensor& qkv, Tensor& o) {
+  check(ctx, qkv, Shape{g.n * g.t, g.width()}, "qkv");
+  check(ctx, probs, Shape{g.n * g.heads, g.t, g.t}, "the probabilities");
+  check(ctx, o, Shape{g.n * g.t, g.heads * g.value_dim}, "the output");
+  const int64_t t = g.t, dk = g.key_dim, dv = g.value_dim, w = g.width(), hdv = g.heads * dv, h = g.heads;
   for (int64_t n = 0; n < g.n; ++n)
     gemm(ctx, false, false, t, dv, t, 1.0f, in(probs) + n * h * t * t, t, t * t, in(qkv) + n * t * w + 2 * h * dk, w,
          dv, out(o) + n * t * hdv, hdv, dv, h);
 }
 
-void attention_backward(Context& ctx, const AttentionShape& g, const Tensor& qkv, const Tensor& probs,
-                        const Tensor& dout, Tensor& dqkv, Tensor& scratch) {
+void attention_backward_values(Context& ctx, const AttentionShape& g, const Tensor& qkv, const Tensor& probs,
+                               const Tensor& dout, Tensor& dqkv, Tensor& dprobs) {
   check(ctx, qkv, Shape{g.n * g.t, g.width()}, "qkv");
   check(ctx, probs, Shape{g.n * g.heads, g.t, g.t}, "the probabilities");
   check(ctx, dout, Shape{g.n * g.t, g.heads * g.value_dim}, "the output gradient");
   check(ctx, dqkv, qkv.shape(), "dqkv");
+  ensure(dprobs, probs.shape(), DType::F32, probs.device());
   const int64_t t = g.t, dk = g.key_dim, dv = g.value_dim, w = g.width(), hdv = g.heads * dv, h = g.heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  ensure(scratch, probs.shape(), DType::F32, probs.device());  // dP, then dS, for every (sample, head)
   for (int64_t n = 0; n < g.n; ++n) {
     const float* base = in(qkv) + n * t * w;
     const float* p = in(probs) + n * h * t * t;
     const float* go = in(dout) + n * t * hdv;
     float* d = out(dqkv) + n * t * w;
-    float* ds = out(scratch) + n * h * t * t;
+    float* dp = out(dprobs) + n * h * t * t;
     gemm(ctx, true, false, t, dv, t, 1.0f, p, t, t * t, go, hdv, dv, d + 2 * h * dk, w, dv, h);      // dV = P^T dO
-    gemm(ctx, false, true, t, t, dv, 1.0f, go, hdv, dv, base + 2 * h * dk, w, dv, ds, t, t * t, h);  // dP = dO V^T
+    gemm(ctx, false, true, t, t, dv, 1.0f, go, hdv, dv, base + 2 * h * dk, w, dv, dp, t, t * t, h);  // dP = dO V^T
   }
-  softmax_backward_rows<<<blocks_for(g.n * h * t), kThreads, 0, ctx.stream()>>>(in(probs), out(scratch), g.n * h * t, t,
+}
+
+void attention_backward_scores(Context& ctx, const AttentionShape& g, const Tensor& qkv, const Tensor& probs,
+                               Tensor& dprobs, Tensor& dqkv) {
+  check(ctx, qkv, Shape{g.n * g.t, g.width()}, "qkv");
+  check(ctx, probs, Shape{g.n * g.heads, g.t, g.t}, "the probabilities");
+  check(ctx, dprobs, probs.shape(), "the probabilities' gradient");
+  check(ctx, dqkv, qkv.shape(), "dqkv");
+  const int64_t t = g.t, dk = g.key_dim, w = g.width(), h = g.heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  softmax_backward_rows<<<blocks_for(g.n * h * t), kThreads, 0, ctx.stream()>>>(in(probs), out(dprobs), g.n * h * t, t,
                                                                                 scale);
   EMBER_CUDA_CHECK(cudaGetLastError());
   for (int64_t n = 0; n < g.n; ++n) {
     const float* base = in(qkv) + n * t * w;
-    const float* ds = in(scratch) + n * h * t * t;
+    const float* ds = in(dprobs) + n * h * t * t;
     float* d = out(dqkv) + n * t * w;
     gemm(ctx, false, false, t, dk, t, 1.0f, ds, t, t * t, base + h * dk, w, dk, d, w, dk, h);  // dQ = dS K
     gemm(ctx, true, false, t, dk, t, 1.0f, ds, t, t * t, base, w, dk, d + h * dk, w, dk, h);   // dK = dS^T Q

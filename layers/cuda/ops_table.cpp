@@ -101,12 +101,18 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
                               const Tensor& invstd, Tensor* dx, Tensor& dgamma, Tensor& dbeta, Tensor& scratch) {
       layernorm_backward(context_of(x), x, dy, gamma, mean, invstd, dx, dgamma, dbeta, scratch);
     };
-    a.attention_forward = [](const ::ember::detail::AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& o) {
-      attention_forward(context_of(qkv), g, qkv, probs, o);
+    a.attention_scores = [](const ::ember::detail::AttentionShape& g, const Tensor& qkv, Tensor& probs) {
+      attention_scores(context_of(qkv), g, qkv, probs);
     };
-    a.attention_backward = [](const ::ember::detail::AttentionShape& g, const Tensor& qkv, const Tensor& probs,
-                              const Tensor& dout, Tensor& dqkv, Tensor& scratch) {
-      attention_backward(context_of(qkv), g, qkv, probs, dout, dqkv, scratch);
+    a.attention_values = [](const ::ember::detail::AttentionShape& g, const Tensor& probs, const Tensor& qkv,
+                            Tensor& o) { attention_values(context_of(qkv), g, probs, qkv, o); };
+    a.attention_backward_values = [](const ::ember::detail::AttentionShape& g, const Tensor& qkv, const Tensor& probs,
+                                     const Tensor& dout, Tensor& dqkv, Tensor& dprobs) {
+      attention_backward_values(context_of(qkv), g, qkv, probs, dout, dqkv, dprobs);
+    };
+    a.attention_backward_scores = [](const ::ember::detail::AttentionShape& g, const Tensor& qkv, const Tensor& probs,
+                                     Tensor& dprobs, Tensor& dqkv) {
+      attention_backward_scores(context_of(qkv), g, qkv, probs, dprobs, dqkv);
     };
     a.embedding_forward = [](const Tensor& ids, const Tensor& rows, Tensor& y, bool check_ids) {
       embedding_forward(context_of(ids), ids, rows, y, check_ids);

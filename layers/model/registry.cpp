@@ -68,7 +68,9 @@ std::unordered_map<std::string, LayerFactory> built_ins() {
                          .causal = config_bool(c, "causal"),
                          .output_dim = config_int(c, "output_dim"),
                          .init_stddev = config_float(c, "init_stddev"),
-                         .output_init_stddev = config_float(c, "output_init_stddev")});
+                         .output_init_stddev = config_float(c, "output_init_stddev"),
+                         // files written before attention dropout have no "dropout"
+                         .dropout = c.contains("dropout") ? config_float(c, "dropout") : 0.0f});
   };
   f["GELU"] = [](const LayerConfig& c) { return std::make_shared<GELU>(config_bool(c, "approximate")); };
   f["Concatenate"] = [](const LayerConfig& c) {

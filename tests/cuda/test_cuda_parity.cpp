@@ -838,31 +838,52 @@ TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
 // in different orders (cuBLAS' against oneDNN's), ~1e-7 relative per product of <= 37 terms of
 // O(1): 1e-5 of max(1, |v|) for the outputs and probabilities, and for the gradients, whose
 // products add such terms once more. The masked probabilities and their gradients are exact zeros
-// on both.
+// on both. With dropout (rate 0.25) the two draw the same mask: any element drawn differently would
+// move an output by a whole product term, far beyond the bound.
 TEST_F(Parity, AttentionForwardAndBackward) {
-  for (const bool causal : {false, true}) {
-    const detail::AttentionShape g{.n = 3, .t = 37, .heads = 4, .key_dim = 8, .value_dim = 5, .causal = causal};
-    const Tensor qkv = test::random_tensor(Shape{g.n * g.t, g.width()}, 131, -2.0f, 2.0f);
-    const Tensor dout = test::random_tensor(Shape{g.n * g.t, g.heads * g.value_dim}, 132);
-    Tensor probs = Tensor::empty(Shape{g.n * g.heads, g.t, g.t}), out = Tensor::empty(dout.shape());
-    Tensor dqkv = Tensor::empty(qkv.shape()), scratch;
-    cpu::attention_forward(g, qkv, probs, out);
-    cpu::attention_backward(g, qkv, probs, dout, dqkv, scratch);
-    const Tensor qg = qkv.to(kGpu);
-    Tensor pg = nan_on_gpu(probs.shape()), og = nan_on_gpu(out.shape()), dg = nan_on_gpu(qkv.shape()), sg;
-    cuda::attention_forward(ctx(), g, qg, pg, og);
-    cuda::attention_backward(ctx(), g, qg, pg, dout.to(kGpu), dg, sg);
-    ctx().synchronize();
-    const std::string label = causal ? "causal" : "full";
-    EXPECT_LE(rel_error(pg.to_vector(), probs.to_vector()), 1e-5) << label;
-    EXPECT_LE(rel_error(og.to_vector(), out.to_vector()), 1e-5) << label;
-    EXPECT_LE(rel_error(dg.to_vector(), dqkv.to_vector()), 1e-5) << label;
-    if (causal) {
-      const std::vector<float> p = pg.to_vector();
-      for (int64_t i = 0; i < g.t; ++i)
-        for (int64_t j = i + 1; j < g.t; ++j) ASSERT_EQ(p[static_cast<size_t>(i * g.t + j)], 0.0f) << i << ", " << j;
+  for (const float rate : {0.0f, 0.25f})
+    for (const bool causal : {false, true}) {
+      const detail::AttentionShape g{.n = 3, .t = 37, .heads = 4, .key_dim = 8, .value_dim = 5, .causal = causal};
+      const Tensor qkv = test::random_tensor(Shape{g.n * g.t, g.width()}, 131, -2.0f, 2.0f);
+      const Tensor dout = test::random_tensor(Shape{g.n * g.t, g.heads * g.value_dim}, 132);
+      // Dropout's constants at step 5 of seed 77 (layers/attention.cpp's): the CPU draws the mask from
+      // the bits, the GPU runs the Dropout kernel on the probabilities between the phases.
+      const detail::DropoutParams dp{.seed = 77,
+                                     .threshold = static_cast<uint32_t>(std::ceil(rate * detail::kCounterBase)),
+                                     .scale = 1.0f / (1.0f - rate)};
+      const cpu::AttentionDropout drop{
+          .key = detail::step_key(dp.seed, 5), .threshold = dp.threshold, .scale = dp.scale};
+      const cpu::AttentionDropout* d = rate > 0 ? &drop : nullptr;
+      Tensor probs = Tensor::empty(Shape{g.n * g.heads, g.t, g.t}), out = Tensor::empty(dout.shape());
+      Tensor dqkv = Tensor::empty(qkv.shape()), scratch;
+      cpu::attention_forward(g, qkv, probs, out, scratch, d);
+      cpu::attention_backward(g, qkv, probs, dout, dqkv, scratch, d);
+      const Tensor qg = qkv.to(kGpu);
+      Tensor pg = nan_on_gpu(probs.shape()), og = nan_on_gpu(out.shape()), dg = nan_on_gpu(qkv.shape()), sg;
+      Tensor dropped = nan_on_gpu(probs.shape()), mask = Tensor::empty(probs.shape(), DType::U8, kGpu);
+      Tensor counter = Tensor::empty(Shape{2});
+      counter.f32()[0] = 5.0f, counter.f32()[1] = 0.0f;
+      Tensor cg = counter.to(kGpu);
+      cuda::attention_scores(ctx(), g, qg, pg);
+      if (d) cuda::dropout_forward(ctx(), dp, cg, pg, dropped, mask, true);
+      cuda::attention_values(ctx(), g, d ? dropped : pg, qg, og);
+      cuda::attention_backward_values(ctx(), g, qg, d ? dropped : pg, dout.to(kGpu), dg, sg);
+      if (d) cuda::dropout_backward(ctx(), dp.scale, mask, sg, sg);
+      cuda::attention_backward_scores(ctx(), g, qg, pg, sg, dg);
+      ctx().synchronize();
+      const std::string label = std::string(causal ? "causal" : "full") + (d ? ", dropout" : "");
+      EXPECT_LE(rel_error(pg.to_vector(), probs.to_vector()), 1e-5) << label;
+      EXPECT_LE(rel_error(og.to_vector(), out.to_vector()), 1e-5) << label;
+      EXPECT_LE(rel_error(dg.to_vector(), dqkv.to_vector()), 1e-5) << label;
+      if (d) {
+        EXPECT_EQ(cg.to(Device::cpu()).f32()[0], 6.0f) << label;  // the kernel advanced the counter
+      }
+      if (causal) {
+        const std::vector<float> p = pg.to_vector();
+        for (int64_t i = 0; i < g.t; ++i)
+          for (int64_t j = i + 1; j < g.t; ++j) ASSERT_EQ(p[static_cast<size_t>(i * g.t + j)], 0.0f) << i << ", " << j;
+      }
     }
-  }
 }
 
 // Embedding: the forward copies rows (exact); the table gradient runs the same per-(id, feature)

@@ -1,6 +1,7 @@
-// MultiHeadAttention: the forward against a double-precision loop (causal and not), a causal step
-// blind to later steps (its output bits and the gradient reaching them), gradients by finite
-// differences, the batch's halves adding up, a model trained, saved and recreated, bad arguments.
+// MultiHeadAttention: the forward against a double-precision loop (causal and not, with dropout and
+// without), a causal step blind to later steps (its output bits and the gradient reaching them),
+// gradients by finite differences (with a fixed dropout mask too), the batch's halves adding up, a
+// model trained, saved and recreated, bad arguments.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,14 +11,18 @@
 #include <vector>
 
 #include "idx_fixtures.h"
+#include "layers/cpu/attention.h"
+#include "layers/random_bits.h"
 #include "test_util.h"
 
 namespace ember {
 namespace {
 
 // The layer's definition in double from its parameters: qkv = x Wqkv^T + b, per head softmax(Q K^T
-// / sqrt(Dk)) V (masked when causal), y = heads Wo^T + bo.
-std::vector<double> reference(const MultiHeadAttention& l, const Tensor& x) {
+// / sqrt(Dk)) V (masked when causal; with `drop`, each probability kept by Dropout's bits for its
+// index in the (N * H, T, T) probabilities and scaled), y = heads Wo^T + bo.
+std::vector<double> reference(const MultiHeadAttention& l, const Tensor& x,
+                              const cpu::AttentionDropout* drop = nullptr) {
   const int64_t n = x.dim(0), t = x.dim(1), c = x.dim(2), h = l.num_heads(), dk = l.key_dim();
   const int64_t dv = l.options().value_dim, w = h * (2 * dk + dv), o = l.params()[2].dim(0);
   const float *wq = l.params()[0].f32(), *bq = l.params()[1].f32(), *wo = l.params()[2].f32(),
@@ -46,8 +51,13 @@ std::vector<double> reference(const MultiHeadAttention& l, const Tensor& x) {
         for (double& v : p) sum += (v = std::exp(v - m));
         for (int64_t k = 0; k < dv; ++k) {
           double a = 0;
-          for (int64_t j = 0; j <= last; ++j)
-            a += p[static_cast<size_t>(j)] / sum * qkv[static_cast<size_t>((s * t + j) * w + 2 * h * dk + hh * dv + k)];
+          for (int64_t j = 0; j <= last; ++j) {
+            const auto index = static_cast<uint64_t>(((s * h + hh) * t + i) * t + j);
+            const double keep =
+                !drop ? 1.0 : (detail::element_bits24(drop->key, index) >= drop->threshold ? drop->scale : 0.0);
+            a += keep * p[static_cast<size_t>(j)] / sum *
+                 qkv[static_cast<size_t>((s * t + j) * w + 2 * h * dk + hh * dv + k)];
+          }
           heads[static_cast<size_t>((s * t + i) * h * dv + hh * dv + k)] = a;
         }
       }
@@ -123,13 +133,87 @@ TEST(MultiHeadAttention, HalvesAddUpToTheWholeBatch) {
     for (size_t i = 0; i < whole[p].size(); ++i) EXPECT_EQ(whole[p][i], a[p][i] + b[p][i]) << p << ", " << i;
 }
 
+// Dropout 0.3 in training: the double loop with Dropout's mask of the probabilities, drawn from
+// the layer's seed and its step counter (0, then 1: the counter advances once per training forward,
+// and the second mask differs). Evaluation never drops: the plain loop's values. Bounds as above.
+TEST(MultiHeadAttention, DropoutMatchesADoubleLoop) {
+  for (const bool causal : {false, true}) {
+    MultiHeadAttention l(2, 3, {.value_dim = 4, .causal = causal, .output_dim = 5, .dropout = 0.3f});
+    test::build_standalone(l, Shape{5, 6}, 1);
+    ASSERT_EQ(l.state().size(), 1u);
+    const Tensor x = test::random_tensor(Shape{2, 5, 6}, 2, -2.0f, 2.0f);
+    const uint32_t threshold = static_cast<uint32_t>(std::ceil(0.3 * detail::kCounterBase));
+    std::vector<float> previous;
+    for (uint64_t step = 0; step < 2; ++step) {
+      const std::vector<float> y = l.forward(x, true).to_vector();
+      const cpu::AttentionDropout d{
+          .key = detail::step_key(l.random_seed(), step), .threshold = threshold, .scale = 1.0f / 0.7f};
+      const std::vector<double> want = reference(l, x, &d);
+      double worst = 0;
+      for (size_t i = 0; i < y.size(); ++i)
+        worst = std::max(worst, std::abs(y[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+      EXPECT_LE(worst, 2e-6) << "causal " << causal << ", step " << step;
+      EXPECT_NE(y, previous);
+      previous = y;
+    }
+    EXPECT_EQ(detail::counter_value(l.state()[0].f32()), 2u);
+    const std::vector<float> y = l.forward(x, false).to_vector();
+    const std::vector<double> want = reference(l, x);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 2e-6 * std::max(1.0, std::abs(want[i])));
+    EXPECT_EQ(detail::counter_value(l.state()[0].f32()), 2u);
+  }
+}
+
+// The backward with a dropout mask (fixed: the op's key, not the layer's advancing counter) against
+// central differences of sum(out * dout) over qkv, in double from the float forward: a step of 1e-2
+// on values O(1) leaves ~1e-4 of float noise in each difference, so 2e-3 of max(1, |numeric|)
+// (a wrong mask or a missed scale moves a gradient by a third or more).
+TEST(MultiHeadAttention, DropoutGradientsMatchFiniteDifferences) {
+  for (const bool causal : {false, true}) {
+    const detail::AttentionShape g{.n = 2, .t = 5, .heads = 2, .key_dim = 3, .value_dim = 2, .causal = causal};
+    const cpu::AttentionDropout d{.key = detail::step_key(9, 4),
+                                  .threshold = static_cast<uint32_t>(std::ceil(0.4 * detail::kCounterBase)),
+                                  .scale = 1.0f / 0.6f};
+    Tensor qkv = test::random_tensor(Shape{g.n * g.t, g.width()}, 21, -1.5f, 1.5f);
+    const Tensor dout = test::random_tensor(Shape{g.n * g.t, g.heads * g.value_dim}, 22);
+    Tensor probs = Tensor::empty(Shape{g.n * g.heads, g.t, g.t}), out = Tensor::empty(dout.shape());
+    Tensor dqkv = Tensor::empty(qkv.shape()), scratch;
+    const auto loss = [&] {
+      cpu::attention_forward(g, qkv, probs, out, scratch, &d);
+      double s = 0;
+      for (int64_t i = 0; i < out.numel(); ++i) s += double(out.f32()[i]) * dout.f32()[i];
+      return s;
+    };
+    loss();
+    cpu::attention_backward(g, qkv, probs, dout, dqkv, scratch, &d);
+    const std::vector<float> analytic = dqkv.to_vector();
+    double worst = 0;
+    int64_t dropped_somewhere = 0;
+    for (int64_t i = 0; i < qkv.numel(); ++i) {
+      const float saved = qkv.f32()[i];
+      qkv.f32()[i] = saved + 1e-2f;
+      const double up = loss();
+      qkv.f32()[i] = saved - 1e-2f;
+      const double down = loss();
+      qkv.f32()[i] = saved;
+      const double numeric = (up - down) / (2e-2);
+      worst = std::max(worst, std::abs(analytic[static_cast<size_t>(i)] - numeric) / std::max(1.0, std::abs(numeric)));
+    }
+    for (uint64_t e = 0; e < uint64_t(probs.numel()); ++e)
+      dropped_somewhere += detail::element_bits24(d.key, e) < d.threshold;
+    EXPECT_GT(dropped_somewhere, 0);  // the mask drops something
+    EXPECT_LE(worst, 2e-3) << "causal " << causal;
+  }
+}
+
 // A one-block causal model over ids (Embedding, positions, LayerNormalization, attention with a
-// residual Add, a per-step head) learns a fixed next-id rule, and comes back from its file alone.
+// residual Add and dropout 0.1, a per-step head) learns a fixed next-id rule, and comes back from
+// its file alone (dropout kept; predict never drops).
 TEST(MultiHeadAttention, ACausalModelTrainsAndComesBack) {
   SymbolicTensor in = Input(Shape{8}, "ids");
   SymbolicTensor h = layer<PositionEmbedding>(8)(layer<Embedding>(5, 8)(in));
-  h = layer<Add>()(
-      {h, layer<MultiHeadAttention>(2, 4, AttentionOptions{.causal = true})(layer<LayerNormalization>(1e-5f)(h))});
+  h = layer<Add>()({h, layer<MultiHeadAttention>(2, 4, AttentionOptions{.causal = true, .dropout = 0.1f})(
+                           layer<LayerNormalization>(1e-5f)(h))});
   Model m(in, layer<Dense>(5)(h), "causal");
   m.build(8);
   m.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 1e-2f}));
@@ -146,6 +230,11 @@ TEST(MultiHeadAttention, ACausalModelTrainsAndComesBack) {
   m.save(dir + "/m.st");
   auto back = load_model(dir + "/m.st");
   EXPECT_EQ(back->predict(x).to_vector(), m.predict(x).to_vector());
+  for (const auto& l : back->layers()) {
+    if (const auto* a = dynamic_cast<const MultiHeadAttention*>(l.get())) {
+      EXPECT_EQ(a->options().dropout, 0.1f);
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -154,6 +243,9 @@ TEST(MultiHeadAttention, RejectsBadArgumentsAndShapes) {
   EXPECT_THROW(MultiHeadAttention(2, 0), ArgumentError);
   EXPECT_THROW(MultiHeadAttention(2, 4, {.value_dim = -1}), ArgumentError);
   EXPECT_THROW(MultiHeadAttention(2, 4, {.init_stddev = -0.5f}), ArgumentError);
+  EXPECT_THROW(MultiHeadAttention(2, 4, {.dropout = 1.0f}), ArgumentError);
+  EXPECT_THROW(MultiHeadAttention(2, 4, {.dropout = -0.1f}), ArgumentError);
+  EXPECT_THROW(MultiHeadAttention(2, 4, {.dropout = std::numeric_limits<float>::quiet_NaN()}), ArgumentError);
   MultiHeadAttention l(2, 4);
   EXPECT_THROW(l.build(Shape{8}), ShapeError);
   EXPECT_THROW(l.build(Shape{2, 3, 4}), ShapeError);
