@@ -5,6 +5,8 @@
 //   eval  - inference on the batch in memory: forward (training=false) and the loss's sums,
 //           what evaluate() runs per batch (its FLOP are a third of the step's: GFLOP/s shown
 //           are of the forward's multiply-adds)
+//   predict - Model::predict on the batch (its result copied to host memory): --batch-sizes 1 is
+//           a single image's latency
 // Median of --steps timed steps after --warmup; images/s and achieved GFLOP/s.
 // --profile adds per-layer medians of the 'step' mode (each layer's forward and backward, the
 // loss and the optimizer, timed one by one on the whole batch: no CPU micro-batches; the total
@@ -204,7 +206,7 @@ int main(int argc, char** argv) {
         }
       };
       CudaGraph graph;
-      std::vector<const char*> modes{"step", "data", "eval"};
+      std::vector<const char*> modes{"step", "data", "eval", "predict"};
       if (device.is_cuda()) {
         modes.push_back("graph");
         for (int i = 0; i < 2; ++i) {  // warm: plans, workspaces, optimizer state
@@ -220,7 +222,8 @@ int main(int argc, char** argv) {
         graph.launch();
       }
       for (const char* mode : modes) {
-        const bool with_data = mode[0] == 'd', graphed = mode[0] == 'g', eval = mode[0] == 'e';
+        const bool with_data = mode[0] == 'd', graphed = mode[0] == 'g', eval = mode[0] == 'e',
+                   predict = mode[0] == 'p';
         const bench::Stats s = bench::time_ms(
             [&] {
               if (graphed) {
@@ -229,6 +232,8 @@ int main(int argc, char** argv) {
                 model.optimizer()->count_step();
               } else if (eval) {
                 model.evaluate_batch(x, y, sums);
+              } else if (predict) {
+                (void)model.predict(x);  // to host memory, as a user's call
               } else if (with_data) {
                 next();
                 if (b.rows() != batch) next();  // keep the batch size fixed (skip an epoch's last)
@@ -239,7 +244,7 @@ int main(int argc, char** argv) {
             },
             warmup, steps, [&] { synchronize(device); });
         const double ips = static_cast<double>(batch) / (s.median / 1e3);
-        const double mode_flop = eval ? apps::inference_flop(model, batch) : flop;
+        const double mode_flop = eval || predict ? apps::inference_flop(model, batch) : flop;
         std::printf("%6lld %6s %10.3f %10.3f %12.0f %9.1f\n", static_cast<long long>(batch), mode, s.median, s.min, ips,
                     mode_flop / s.median / 1e6);
         std::fflush(stdout);

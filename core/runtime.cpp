@@ -140,12 +140,37 @@ ConvAlgorithms parse_conv_algorithms(const std::string& name) {
   throw ArgumentError("convolution algorithms must be fast or exact, got '" + name + "'");
 }
 
+namespace {
+std::atomic<int> g_process_threads{0};  // set_num_threads' value, resolved; 0: never set
+}  // namespace
+
 void set_num_threads(int n) {
   if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));
-  omp_set_num_threads(n == 0 ? omp_get_num_procs() : n);
+  const int resolved = n == 0 ? omp_get_num_procs() : n;
+  g_process_threads.store(resolved, std::memory_order_relaxed);
+  omp_set_num_threads(resolved);
 }
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  const int n = g_process_threads.load(std::memory_order_relaxed);
+  return n > 0 ? n : omp_get_max_threads();
+}
+
+namespace detail {
+int process_threads() { return g_process_threads.load(std::memory_order_relaxed); }
+
+ThreadScope::ThreadScope(int n) {
+  if (n <= 0 || omp_in_parallel()) return;
+  const int current = omp_get_max_threads();
+  if (current == n) return;
+  saved_ = current;
+  omp_set_num_threads(n);
+}
+
+ThreadScope::~ThreadScope() {
+  if (saved_ > 0) omp_set_num_threads(saved_);
+}
+}  // namespace detail
 
 void enable_flush_to_zero() {
 #pragma omp parallel

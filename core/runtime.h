@@ -175,9 +175,33 @@ ConvAlgorithms parse_conv_algorithms(const std::string& name);
 /// Model::build and the apps call it.
 void check_cpu_support();
 
-/// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool). 0 = all cores.
+/// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool), for the whole process:
+/// 0 = all cores. OpenMP's own omp_set_num_threads acts on the calling thread only (a new
+/// std::thread starts with one thread per core); this one also applies to the calling thread at
+/// once, and every model call (fit, train_step, predict, ...) applies it to the thread it runs on,
+/// unless the model has a setting of its own (Model::set_num_threads). Until it is first called,
+/// model calls leave each thread's OpenMP setting as it is. ArgumentError for n < 0.
 void set_num_threads(int n);
-int num_threads();  ///< The CPU threads Ember's kernels use.
+/// The process's setting (set_num_threads, 0 resolved to the cores), or before any, the calling
+/// thread's OpenMP thread count.
+int num_threads();
+
+namespace detail {
+/// The process's set_num_threads value, 0 when never set.
+int process_threads();
+/// For the scope of one model call: the calling thread's OpenMP thread count set to `n` (> 0;
+/// 0: left as it is), restored after.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_ = 0;  // 0: nothing changed
+};
+}  // namespace detail
 /// Flush denormals to zero on every pool thread: denormal gradients once made Adam 10x slower.
 void enable_flush_to_zero();
 

@@ -199,22 +199,26 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
 
 // With several outputs: output 0's (the last layer run is the last output's).
 const Tensor& Model::forward(const Tensor& x, bool training) {
+  const detail::ThreadScope threads(call_threads());
   const Tensor& last = run_layers({&x, 1}, training, 0, topo_->layers.size(), "forward");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
+  const detail::ThreadScope threads(call_threads());
   const Tensor& last = run_layers(xs, training, 0, topo_->layers.size(), "forward");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 // Without a final Softmax: the loss reads its input.
 const Tensor& Model::forward_logits(const Tensor& x, bool training) {
+  const detail::ThreadScope threads(call_threads());
   const Tensor& last = run_layers({&x, 1}, training, 0, logit_layers(), "forward_logits");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward_logits(const std::vector<Tensor>& xs, bool training) {
+  const detail::ThreadScope threads(call_threads());
   const Tensor& last = run_layers(xs, training, 0, logit_layers(), "forward_logits");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
@@ -231,6 +235,7 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
 const Tensor& Model::input_gradient(size_t k) const { return exec_->input_gradient(k); }
 
 void Model::backward(const Tensor& dlogits) {
+  const detail::ThreadScope threads(call_threads());
   EMBER_CHECK(topo_->outputs.size() <= 1, ArgumentError,
               "Model::backward: the model has " + std::to_string(topo_->outputs.size()) +
                   " outputs: give a gradient for each (backward({&d0, &d1, ...}))");
@@ -238,6 +243,7 @@ void Model::backward(const Tensor& dlogits) {
 }
 
 void Model::backward(const std::vector<const Tensor*>& doutputs) {
+  const detail::ThreadScope threads(call_threads());
   EMBER_CHECK(doutputs.size() == topo_->outputs.size(), ArgumentError,
               "Model::backward: " + std::to_string(doutputs.size()) + " gradients for a model of " +
                   std::to_string(topo_->outputs.size()) + " outputs");
@@ -252,6 +258,31 @@ const Tensor& Model::output(size_t k) const {
   const Tensor* t = exec_->output_of(static_cast<size_t>(topo_->outputs[k]));
   EMBER_CHECK(t != nullptr, Error, "Model::output: no forward has run");
   return *t;
+}
+
+void Model::set_num_threads(int n) {
+  EMBER_CHECK(n >= 0, ArgumentError, "set_num_threads: thread count must be >= 0, got " + std::to_string(n));
+  threads_ = n;
+}
+
+int Model::num_threads() const {
+  const int n = call_threads();
+  return n > 0 ? n : ember::num_threads();
+}
+
+int64_t Model::macs_per_sample() const {
+  if (!built()) return 0;
+  int64_t macs = 0;
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    const auto& params = topo_->layers[i]->params();
+    if (params.empty() || params[0].rank() == 0) continue;
+    // Output positions: the output's values over the first parameter's leading dimension (a
+    // Conv2D's filters, a Dense's units): each parameter is read once per position.
+    const int64_t positions =
+        std::max<int64_t>(1, topo_->output_shapes[i].numel() / std::max<int64_t>(1, params[0].dim(0)));
+    for (const Tensor& p : params) macs += p.numel() * positions;
+  }
+  return macs;
 }
 
 void Model::set_cpu_micro_batch(int64_t rows) { batches_->set_rows(rows); }
@@ -292,18 +323,22 @@ void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor
 }
 
 void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   compute_gradients_of({&x, 1}, {&labels, 1}, sums);
 }
 
 void Model::compute_gradients(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   compute_gradients_of(xs, {&labels, 1}, sums);
 }
 
 void Model::compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   compute_gradients_of(xs, targets, sums);
 }
 
 float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
+  const detail::ThreadScope threads(call_threads());
   MetricSums sums = make_sums();
   compute_gradients(x, labels, sums);  // read back
   const MetricSums::Values v = sums.read();
@@ -312,36 +347,43 @@ float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* c
 }
 
 void Model::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   evaluate_batch_of({&x, 1}, {&labels, 1}, sums);
 }
 
 void Model::evaluate_batch(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   evaluate_batch_of(xs, {&labels, 1}, sums);
 }
 
 void Model::evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   evaluate_batch_of(xs, targets, sums);
 }
 
 void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   require_optimizer();
   compute_gradients(x, labels, sums);
   apply_gradients();
 }
 
 void Model::train_step(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   require_optimizer();
   compute_gradients(xs, labels, sums);
   apply_gradients();
 }
 
 void Model::train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
+  const detail::ThreadScope threads(call_threads());
   require_optimizer();
   compute_gradients(xs, targets, sums);
   apply_gradients();
 }
 
 float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {
+  const detail::ThreadScope threads(call_threads());
   require_optimizer();
   const float loss = compute_gradients(x, labels, correct);
   apply_gradients();
@@ -349,6 +391,7 @@ float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct)
 }
 
 void Model::apply_gradients() {
+  const detail::ThreadScope threads(call_threads());
   require_optimizer();
   if (optimizer_->regularization().weight_decay > 0) {
     const Tensor& m = optimizer_->decay_mask();

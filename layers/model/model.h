@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "../../core/rng.h"
+#include "../../core/runtime.h"
 #include "../../core/tensor.h"
 #include "../../optim/optimizer.h"
 #include "../layer.h"
@@ -299,6 +300,24 @@ class Model {
   int64_t cpu_micro_batch() const;  ///< The rows per slice (64 by default).
   /// @}
 
+  // --- CPU threads ---------------------------------------------------------------------------
+  /// The CPU threads this model's calls run on: fit, evaluate, predict, train_step and the rest
+  /// apply it to the thread they run on (OpenMP's setting is per thread) and restore that
+  /// thread's after. 0 (the default): the process's set_num_threads (core/runtime.h), or the
+  /// calling thread's OpenMP setting while that was never called. Two models trained at once from
+  /// two threads share the cores with 1 each on a 2-core machine (docs/usage.md). A predict whose
+  /// work is too small to split (under kSplitMacs multiply-adds in all) runs on one thread
+  /// whatever the setting: its fork and join would cost more than they save, and on a busy
+  /// machine a split waits for a thread the OS has parked. ArgumentError for n < 0.
+  /// @{
+  void set_num_threads(int n);
+  int num_threads() const;                          ///< The model's setting as it applies now (resolved as above).
+  static constexpr int64_t kSplitMacs = 8'000'000;  ///< a predict below this runs on one thread
+  /// The multiply-adds of one sample's forward pass, estimated from the layers' parameters and
+  /// output shapes (each parameter used once per output position); 0 before build().
+  int64_t macs_per_sample() const;
+  /// @}
+
   // --- CPU layer fusion ---------------------------------------------------------------------
   /// On the CPU, a Conv2D followed by a MaxPool2D whose windows tile its output (stride = pool
   /// size, no padding) runs as one pass per image when the convolution is a few multiply-adds
@@ -429,6 +448,8 @@ class Model {
   std::optional<SavedOptimizerState> saved_optimizer_;
   friend void detail::keep_optimizer_state(Model& model, SavedOptimizerState saved);
   bool cpu_fusion_ = true;
+  int threads_ = 0;  // set_num_threads (0: the process's)
+  int call_threads() const { return threads_ > 0 ? threads_ : detail::process_threads(); }
 
   void require_built(const char* what) const;
   void require_optimizer() const;                              // Error before compile()

@@ -1,0 +1,105 @@
+// CPU threads: set_num_threads is the process's (a new std::thread's model calls run on it, not on
+// OpenMP's per-thread default), a model's own setting wins and the calling thread's is restored
+// after, a predict too small to split runs on one thread, and the work estimate behind that.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <thread>
+
+#include "apps/model_zoo.h"
+#include "test_util.h"
+
+namespace ember {
+namespace {
+
+// Passes its input through and records the OpenMP thread count its forward ran under.
+class ThreadProbe : public Layer {
+ public:
+  std::string type() const override { return "ThreadProbe"; }
+  Shape build(const Shape& sample_shape) override { return sample_shape; }
+  int seen = 0;
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool /*training*/) override {
+    seen = omp_get_max_threads();
+    return x;
+  }
+  const Tensor& do_backward(const Tensor& dy) override { return dy; }
+};
+
+struct Probed {
+  Sequential model;
+  ThreadProbe* probe = nullptr;
+};
+
+// Dense(4) -> probe -> Dense(2) on 3 features: a few multiply-adds per sample.
+void make(Probed& p) {
+  p.model.add<Dense>(4);
+  p.probe = &p.model.add<ThreadProbe>();
+  p.model.add<Dense>(2);
+  p.model.build(Shape{3}, 1);
+  p.model.compile(std::make_unique<Adam>());
+}
+
+class Threads : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (omp_get_num_procs() < 2) GTEST_SKIP() << "needs 2 cores";
+  }
+  void TearDown() override { set_num_threads(0); }
+};
+
+TEST_F(Threads, TheProcessSettingReachesANewThread) {
+  Probed p;
+  make(p);
+  set_num_threads(1);
+  const Tensor x = test::random_tensor(Shape{8, 3}, 1);
+  const Tensor y = test::cycling_labels(8, 2);
+  int outside = 0;
+  std::thread([&] {
+    outside = omp_get_max_threads();  // OpenMP's default for a new thread: every core
+    p.model.train_step(x, y);
+  }).join();
+  EXPECT_EQ(outside, omp_get_num_procs());
+  EXPECT_EQ(p.probe->seen, 1);
+  EXPECT_EQ(num_threads(), 1);
+}
+
+TEST_F(Threads, AModelsOwnSettingWinsAndTheCallersIsRestored) {
+  Probed p;
+  make(p);
+  set_num_threads(1);
+  p.model.set_num_threads(2);
+  EXPECT_EQ(p.model.num_threads(), 2);
+  const Tensor x = test::random_tensor(Shape{8, 3}, 1);
+  p.model.train_step(x, test::cycling_labels(8, 2));
+  EXPECT_EQ(p.probe->seen, 2);
+  EXPECT_EQ(omp_get_max_threads(), 1);  // this thread's setting, as before the call
+  p.model.set_num_threads(0);
+  EXPECT_EQ(p.model.num_threads(), 1);
+  EXPECT_THROW(p.model.set_num_threads(-1), ArgumentError);
+}
+
+// The estimate: each parameter once per output position. The reference CNN: conv2d 320 values x
+// 26 x 26 positions, conv2d_1 18,496 x 11 x 11, conv2d_2 36,928 x 3 x 3, dense 36,928, dense_1 650.
+TEST_F(Threads, APredictTooSmallToSplitRunsOnOneThread) {
+  Sequential cnn;
+  apps::add_reference_cnn(cnn);
+  EXPECT_EQ(cnn.macs_per_sample(), 0);  // before build
+  cnn.build(Shape{1, 28, 28}, 1);
+  EXPECT_EQ(cnn.macs_per_sample(), 320 * 676 + 18496 * 121 + 36928 * 9 + 36928 + 650);
+
+  Probed p;
+  make(p);
+  set_num_threads(2);
+  const int64_t per_sample = p.model.macs_per_sample();  // 3 x 4 + 4 weights and biases, then 4 x 2 + 2
+  EXPECT_EQ(per_sample, 16 + 10);
+  (void)p.model.predict(test::random_tensor(Shape{4, 3}, 2));
+  EXPECT_EQ(p.probe->seen, 1);
+  const int64_t rows = Model::kSplitMacs / per_sample + 1;  // just enough work to split
+  (void)p.model.predict(test::random_tensor(Shape{rows, 3}, 3));
+  EXPECT_EQ(p.probe->seen, 2);
+}
+
+}  // namespace
+}  // namespace ember
