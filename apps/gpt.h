@@ -23,7 +23,7 @@ struct GptConfig {
 };
 
 // Token and position embeddings; blocks of LayerNormalization -> causal MultiHeadAttention ->
-// residual Add, LayerNormalization -> Dense(4C) -> GELU (tanh) -> Dense(C) -> residual Add; a final
+// residual Add, LayerNormalization -> Dense(4C, GELU tanh) -> Dense(C) -> residual Add; a final
 // LayerNormalization; a Dense head to the vocabulary's logits at every step. Keras' initialisers.
 // With dropout, nanoGPT's places: after the embeddings, on the attention probabilities, and at the
 // end of each residual branch.

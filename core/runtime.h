@@ -177,10 +177,10 @@ void check_cpu_support();
 
 /// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool), for the whole process:
 /// 0 = all cores. OpenMP's own omp_set_num_threads acts on the calling thread only (a new
-/// std::thread starts with one thread per core); this one also applies to the calling thread at
-/// once, and every model call (fit, train_step, predict, ...) applies it to the thread it runs on,
-/// unless the model has a setting of its own (Model::set_num_threads). Until it is first called,
-/// model calls leave each thread's OpenMP setting as it is. ArgumentError for n < 0.
+/// std::thread starts with OpenMP's initial default: OMP_NUM_THREADS, or one thread per core); this one also applies to
+/// the calling thread at once, and every model call (fit, train_step, predict, ...) applies it to the thread it runs
+/// on, unless the model has a setting of its own (Model::set_num_threads). Until it is first called, model calls leave
+/// each thread's OpenMP setting as it is. ArgumentError for n < 0.
 void set_num_threads(int n);
 /// The process's setting (set_num_threads, 0 resolved to the cores), or before any, the calling
 /// thread's OpenMP thread count.

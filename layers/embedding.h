@@ -28,6 +28,7 @@ class Embedding : public Layer {
   /// input_dim >= 1 ids, output_dim >= 1 features, init_stddev >= 0 (ArgumentError else).
   Embedding(int64_t input_dim, int64_t output_dim, float init_stddev = 0.0f);
   std::string type() const override { return "Embedding"; }
+  bool takes_ids() const override { return true; }
   bool rows_independent(bool /*training*/) const override { return true; }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;

@@ -7,7 +7,16 @@
 
 namespace ember {
 
+namespace {
+void check_dtype(const Layer& l, const Tensor& x) {
+  EMBER_CHECK(x.dtype() == DType::F32 || l.takes_ids(), ShapeError,
+              l.type() + " '" + l.name() + "': expects f32 input, given " + x.str() +
+                  (x.dtype() == DType::I32 ? " (i32 ids go to an Embedding first)" : ""));
+}
+}  // namespace
+
 const Tensor& Layer::forward(const Tensor& x, bool training) {
+  check_dtype(*this, x);
   const Tensor& y = do_forward(x, training);
   out_shape_ = y.shape();
   forwarded_ = true;
@@ -41,6 +50,7 @@ Shape Layer::build_inputs(const std::vector<Shape>& sample_shapes) {
 }
 
 const Tensor& Layer::forward_inputs(const std::vector<const Tensor*>& xs, bool training) {
+  for (const Tensor* x : xs) check_dtype(*this, *x);
   const Tensor& y = do_forward_inputs(xs, training);
   out_shape_ = y.shape();
   forwarded_ = true;

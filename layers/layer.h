@@ -132,6 +132,9 @@ class Layer {
   /// the first layer is then told its output gradient arrives already masked and skips that
   /// pass over memory.
   virtual bool relu_output() const { return false; }
+  /// Whether the layer reads i32 ids (Embedding); every other layer's forward takes f32 only and
+  /// refuses i32 input with a ShapeError naming the layer (ids must go to an Embedding first).
+  virtual bool takes_ids() const { return false; }
   /// A softmax over the last axis: as a model's last layer, the loss reads its input (logits).
   virtual bool softmax_output() const { return false; }
   /// Asks this layer to apply its input's ReLU mask inside its own backward (see relu_output()):

@@ -42,7 +42,9 @@ void attention_forward(const AttentionShape& g, const Tensor& qkv, Tensor& probs
   check(out, Shape{g.n * g.t, g.heads * g.value_dim}, "the output");
   const int64_t t = g.t, dk = g.key_dim, dv = g.value_dim, w = g.width(), hdv = g.heads * dv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  if (dropout) ensure(scratch, Shape{static_cast<int64_t>(omp_get_max_threads()) * t * t}, DType::F32, Device::cpu());
+  // Two blocks per thread, as the backward's with dropout: one buffer for both, sized once.
+  if (dropout)
+    ensure(scratch, Shape{static_cast<int64_t>(omp_get_max_threads()) * 2 * t * t}, DType::F32, Device::cpu());
   const float* base = qkv.f32();
   float* pb = probs.f32();
   float* ob = out.f32();
@@ -58,7 +60,7 @@ void attention_forward(const AttentionShape& g, const Tensor& qkv, Tensor& probs
     for (int64_t i = 0; i < t; ++i) detail::attention_softmax_row(p + i * t, t, g.causal ? i + 1 : t);
     const float* used = p;
     if (dropout) {
-      float* pd = sb + static_cast<int64_t>(omp_get_thread_num()) * t * t;
+      float* pd = sb + static_cast<int64_t>(omp_get_thread_num()) * 2 * t * t;
       for (int64_t i = 0; i < t; ++i)
         drop_row(*dropout, static_cast<uint64_t>((b * t + i) * t), p + i * t, pd + i * t, t);
       used = pd;

@@ -25,7 +25,7 @@ struct AttentionDropout {
 
 // out = softmax(Q K^T / sqrt(Dk) (+ the causal mask)) V per (sample, head), the probabilities
 // dropped first when `dropout` is given; probs written (before dropout). scratch: f32, sized here
-// (a T x T block per thread, used only with dropout).
+// (two T x T blocks per thread, as the backward's with dropout; used only with dropout).
 void attention_forward(const AttentionShape& g, const Tensor& qkv, Tensor& probs, Tensor& out, Tensor& scratch,
                        const AttentionDropout* dropout = nullptr);
 // dqkv (N * T, W) written (=) from dout (N * T, H Dv), with the forward's `dropout`. scratch: f32,

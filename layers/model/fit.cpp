@@ -227,8 +227,9 @@ std::vector<Tensor> Model::predict_outputs(const std::vector<Tensor>& xs, int64_
 std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t batch_size) {
   require_built("predict");
   // Work too small to split runs on this thread alone (set_num_threads).
-  const bool small =
-      device_.is_cpu() && !given.empty() && given[0].rank() > 0 && given[0].dim(0) * macs_per_sample() < kSplitMacs;
+  // (Per forward pass: a batch runs in chunks of at most batch_size rows.)
+  const bool small = device_.is_cpu() && !given.empty() && given[0].rank() > 0 &&
+                     std::min(given[0].dim(0), batch_size) * macs_per_sample() < kSplitMacs;
   const detail::ThreadScope threads(small ? 1 : call_threads());
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
   EMBER_CHECK(given.size() == topo_->input_shapes.size(), ArgumentError,

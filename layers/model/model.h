@@ -306,7 +306,7 @@ class Model {
   /// thread's after. 0 (the default): the process's set_num_threads (core/runtime.h), or the
   /// calling thread's OpenMP setting while that was never called. Two models trained at once from
   /// two threads share the cores with 1 each on a 2-core machine (docs/usage.md). A predict whose
-  /// work is too small to split (under kSplitMacs multiply-adds in all) runs on one thread
+  /// work is too small to split (under kSplitMacs multiply-adds per forward pass) runs on one thread
   /// whatever the setting: its fork and join would cost more than they save, and on a busy
   /// machine a split waits for a thread the OS has parked. ArgumentError for n < 0.
   /// @{
@@ -314,7 +314,8 @@ class Model {
   int num_threads() const;                          ///< The model's setting as it applies now (resolved as above).
   static constexpr int64_t kSplitMacs = 8'000'000;  ///< a predict below this runs on one thread
   /// The multiply-adds of one sample's forward pass, estimated from the layers' parameters and
-  /// output shapes (each parameter used once per output position); 0 before build().
+  /// output shapes (each parameter used once per output position: exact for Conv2D and Dense,
+  /// rough for attention, whose T x T products it leaves out, and for tables); 0 before build().
   int64_t macs_per_sample() const;
   /// @}
 

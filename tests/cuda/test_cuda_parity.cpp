@@ -779,6 +779,40 @@ TEST_F(Parity, DropoutLayerDrawsTheCpuMasksAndCountsOnTheDevice) {
   }
 }
 
+// MultiHeadAttention with dropout 0.25 as a layer on both devices, through the attention op's
+// dispatch (the GPU's Dropout kernel between its phases, the counter on the device, advanced by
+// the kernel's last block or by a launch of its own): two training steps draw the same masks as the
+// CPU (outputs and input gradients within the attention parity case's bound), the counters agree,
+// and inference drops nothing and counts nothing.
+TEST_F(Parity, AttentionDropoutLayerMatchesTheCpu) {
+  const bool saved = fused_advance();
+  for (const bool fold : {true, false}) {
+    set_fused_advance(fold);
+    const std::string label = fold ? "fused advance" : "advance launched";
+    MultiHeadAttention on_cpu(2, 4, {.causal = true, .dropout = 0.25f}),
+        on_gpu(2, 4, {.causal = true, .dropout = 0.25f});
+    test::build_standalone(on_cpu, Shape{9, 8}, 12);
+    test::build_standalone(on_gpu, Shape{9, 8}, 12);
+    move_to_gpu(on_gpu);
+    ASSERT_EQ(on_gpu.state()[0].device(), kGpu);
+    for (int step = 0; step < 2; ++step) {
+      const Tensor x = test::random_tensor(Shape{3, 9, 8}, 60 + static_cast<uint64_t>(step));
+      const Tensor dy = test::random_tensor(Shape{3, 9, 8}, 70 + static_cast<uint64_t>(step));
+      const std::vector<float> yc = on_cpu.forward(x, true).to_vector();
+      EXPECT_LE(rel_error(on_gpu.forward(x.to(kGpu), true).to_vector(), yc), 1e-5) << label << " step " << step;
+      const std::vector<float> dxc = on_cpu.backward(dy).to_vector();
+      EXPECT_LE(rel_error(on_gpu.backward(dy.to(kGpu)).to_vector(), dxc), 1e-5) << label << " step " << step;
+    }
+    EXPECT_EQ(on_gpu.state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+    EXPECT_EQ(on_cpu.state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+    const Tensor x = test::random_tensor(Shape{3, 9, 8}, 99);
+    EXPECT_LE(rel_error(on_gpu.forward(x.to(kGpu), false).to_vector(), on_cpu.forward(x, false).to_vector()), 1e-5)
+        << label;
+    EXPECT_EQ(on_gpu.state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
+  }
+  set_fused_advance(saved);
+}
+
 // Batch normalisation (cuDNN) against the CPU's: training forward (y, the moved running
 // statistics, the saved mean and inverse deviation), inference forward and backward (dx,
 // dgamma, dbeta), for 4-D input NCHW and NHWC (per channel over M = N*H*W = 792 rows) and (N, F)

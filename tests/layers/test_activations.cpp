@@ -194,8 +194,9 @@ TEST(Softmax, AsTheLastLayerTheLossReadsTheLogits) {
 }
 
 // Conv2D(..., a) and Dense(..., a) are the layer followed by a's layer of its own, bit for bit: the
-// losses and parameters of three Adam steps (images through Conv2D, steps through Dense on the last
-// axis), and the activation comes back from a saved file.
+// losses and parameters of three Adam steps (images through Conv2D and a MaxPool2D, which the CPU
+// would fuse with a plain or ReLU convolution; steps through Dense on the last axis), and the
+// activation comes back from a saved file.
 TEST(Activations, AsALayersActivationTheyAreTheirOwnLayer) {
   const auto own_layer = [](Activation a) -> std::shared_ptr<Layer> {
     switch (a) {
@@ -218,7 +219,7 @@ TEST(Activations, AsALayersActivationTheyAreTheirOwnLayer) {
       if (images) {
         h = layer<Conv2D>(4, Size2{3, 3}, fused ? a : Activation::None, Padding::Same)(h);
         if (!fused) h = call_layer(own_layer(a), {h});
-        h = layer<Flatten>()(h);
+        h = layer<Flatten>()(layer<MaxPool2D>(Size2{2, 2})(h));  // never fused with the activation's conv
       } else {
         h = layer<Dense>(5, fused ? a : Activation::None)(h);
         if (!fused) h = call_layer(own_layer(a), {h});

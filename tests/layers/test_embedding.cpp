@@ -170,5 +170,27 @@ TEST(Embedding, RejectsBadArguments) {
   EXPECT_THROW(pe.build(Shape{5}), ShapeError);
 }
 
+// i32 ids reach only an Embedding: any other layer fed them (directly, or ids flattened before the
+// Embedding) says so by name, on every backend, instead of reading ints as floats.
+TEST(Embedding, IdsGoToAnEmbeddingFirst) {
+  Tensor ids = Tensor::zeros(Shape{2, 4}, DType::I32);
+  {
+    SymbolicTensor in = Input(Shape{4}, "ids");
+    Model m(in, layer<Dense>(3)(in));
+    m.build(1);
+    try {
+      (void)m.predict(ids);
+      ADD_FAILURE() << "no error";
+    } catch (const ShapeError& e) {
+      EXPECT_NE(std::string(e.what()).find("Dense 'dense': expects f32 input"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("Embedding first"), std::string::npos) << e.what();
+    }
+  }
+  SymbolicTensor in = Input(Shape{2, 2}, "ids");
+  Model m(in, layer<Dense>(3)(layer<Embedding>(5, 4)(layer<Flatten>()(in))));
+  m.build(1);
+  EXPECT_THROW((void)m.predict(Tensor::zeros(Shape{2, 2, 2}, DType::I32)), ShapeError);
+}
+
 }  // namespace
 }  // namespace ember
