@@ -38,7 +38,7 @@ std::unique_ptr<Optimizer> optimizer_of(const Args& a) {
         AdamWOptions{.learning_rate = a.lr, .weight_decay = wd, .global_clipnorm = a.clipnorm});
   if (a.optimizer == "sgd")
     return std::make_unique<SGD>(
-        SgdOptions{.learning_rate = a.lr, .momentum = 0.9f, .weight_decay = wd, .global_clipnorm = a.clipnorm});
+        SGDOptions{.learning_rate = a.lr, .momentum = 0.9f, .weight_decay = wd, .global_clipnorm = a.clipnorm});
   if (a.optimizer == "rmsprop")
     return std::make_unique<RMSprop>(
         RmspropOptions{.learning_rate = a.lr, .weight_decay = wd, .global_clipnorm = a.clipnorm});

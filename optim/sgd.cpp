@@ -8,7 +8,7 @@
 
 namespace ember {
 
-SGD::SGD(SgdOptions options) : opt_(options), reg_{options.weight_decay, options.global_clipnorm, options.clipvalue} {
+SGD::SGD(SGDOptions options) : opt_(options), reg_{options.weight_decay, options.global_clipnorm, options.clipvalue} {
   reg_.validate("SGD");
   EMBER_CHECK(options.learning_rate > 0, ArgumentError, "SGD: learning rate must be > 0");
   EMBER_CHECK(options.momentum >= 0 && options.momentum < 1, ArgumentError, "SGD: momentum must be in [0, 1)");

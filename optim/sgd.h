@@ -9,7 +9,7 @@
 namespace ember {
 
 /// SGD's hyper-parameters, Keras' defaults.
-struct SgdOptions {
+struct SGDOptions {
   float learning_rate = 1e-2f;   ///< lr (> 0)
   float momentum = 0.0f;         ///< in [0, 1); 0: plain SGD
   bool nesterov = false;         ///< Nesterov momentum
@@ -17,6 +17,8 @@ struct SgdOptions {
   float global_clipnorm = 0.0f;  ///< see Regularization (0: off)
   float clipvalue = 0.0f;        ///< see Regularization (0: off)
 };
+/// The earlier name of SGDOptions (Ember 0.5.0 and before), kept.
+using SgdOptions = SGDOptions;
 
 /// SGD with optional momentum and Nesterov, Keras' rule (see sgd.h); state
 /// "velocity".
@@ -24,7 +26,7 @@ class SGD : public Optimizer {
  public:
   /// ArgumentError for a learning rate that is not > 0, momentum outside [0, 1), or a bad
   /// Regularization value.
-  explicit SGD(SgdOptions options = {});
+  explicit SGD(SGDOptions options = {});
   std::string name() const override { return "SGD"; }
   void step(Tensor& params, const Tensor& grads) override;
   float learning_rate() const override { return opt_.learning_rate; }
@@ -35,7 +37,7 @@ class SGD : public Optimizer {
   const Regularization& regularization() const override { return reg_; }
 
  private:
-  SgdOptions opt_;
+  SGDOptions opt_;
   Regularization reg_;
   Tensor velocity_;
 };

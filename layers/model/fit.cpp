@@ -86,6 +86,23 @@ void split_for_validation(const Dataset& train, const FitOptions& options, const
 }
 
 namespace {
+// "input K, row R holds NaN" (or inf) for the first non-finite value of the f32 CPU inputs; "" when
+// there is none.
+std::string first_nonfinite_input(const std::vector<Tensor>& inputs) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& x = inputs[k];
+    if (x.dtype() != DType::F32 || !x.device().is_cpu() || x.numel() == 0) continue;
+    const Tensor rm = x.layout() == Layout::RowMajor ? x : x.to_layout(Layout::RowMajor);
+    const float* v = rm.f32();
+    const int64_t per_row = rm.numel() / rm.dim(0);
+    for (int64_t i = 0; i < rm.numel(); ++i)
+      if (!std::isfinite(v[i]))
+        return "input " + std::to_string(k) + ", row " + std::to_string(i / per_row) + " of the batch holds " +
+               (std::isnan(v[i]) ? "NaN" : "an infinity");
+  }
+  return {};
+}
+
 // One model as fit_loop's target: its steps (eager or graphed), its sums on its device, its
 // validation loader (built at the first evaluation, kept for the others: on a GPU the data is
 // uploaded once per fit) and early stopping's copy of its weights.
@@ -95,16 +112,27 @@ class ModelTraining final : public TrainingTarget {
     if (options.cuda_graphs && model.device().is_cuda()) graphed_.emplace(options.batch_size);
   }
   std::vector<std::string> metric_names() const override { return model_.metric_names(); }
-  void begin_epoch(int, int64_t) override { sums_.reset(); }
+  void begin_epoch(int, int64_t) override {
+    sums_.reset();
+    checked_ = false;
+    nonfinite_.clear();
+  }
   int64_t step(const Batch& b) override {
     if (graphed_) {
       graphed_->run(model_, b, sums_);
     } else {
       if (b.gather) b.gather();
       model_.train_step(b.inputs, b.targets, sums_);  // queues the step; waits for nothing on a GPU
+      // On the CPU the sums are at hand: the first batch that makes them non-finite has its inputs
+      // checked, so that a NaN in the data is named as the data's.
+      if (model_.device().is_cpu() && !checked_ && !sums_.read().finite()) {
+        checked_ = true;
+        nonfinite_ = first_nonfinite_input(b.inputs);
+      }
     }
     return b.rows();
   }
+  std::string nonfinite_inputs() const override { return nonfinite_; }
   StepResult epoch_totals() override {
     const MetricSums::Values v = sums_.read();
     return StepResult{.loss_sum = v.loss_sum,
@@ -139,6 +167,8 @@ class ModelTraining final : public TrainingTarget {
   std::optional<detail::GraphedStep> graphed_;
   std::unique_ptr<DataLoader> val_loader_;
   Tensor best_params_, best_stats_;
+  bool checked_ = false;   // this epoch's first non-finite batch had its inputs checked
+  std::string nonfinite_;  // what that check found ("" : the inputs were finite)
 };
 }  // namespace
 

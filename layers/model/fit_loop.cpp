@@ -77,11 +77,15 @@ class Loop {
   StepResult running(int epoch) {
     StepResult t = target_.epoch_totals();
     t.samples = samples_;
-    if (t.first_nonfinite >= 0)
-      throw NumericalError(
-          "the loss became " + std::string(std::isnan(t.loss_sum) ? "NaN" : "infinite") + " at epoch " +
-          std::to_string(epoch + 1) + ", step " + std::to_string(first_ + t.first_nonfinite + 1) + "/" +
-          std::to_string(loader_.num_batches()) + ": training diverged (a learning rate too high?) and was stopped");
+    if (t.first_nonfinite >= 0) {
+      const std::string data = target_.nonfinite_inputs();
+      throw NumericalError("the loss became " + std::string(std::isnan(t.loss_sum) ? "NaN" : "infinite") +
+                           " at epoch " + std::to_string(epoch + 1) + ", step " +
+                           std::to_string(first_ + t.first_nonfinite + 1) + "/" +
+                           std::to_string(loader_.num_batches()) +
+                           (data.empty() ? ": training diverged (a learning rate too high?) and was stopped"
+                                         : ": the batch's data is not finite (" + data + "); training was stopped"));
+    }
     return t;
   }
 

@@ -46,6 +46,9 @@ class TrainingTarget {
   /// The sums are on the host: epoch_totals is cheap, read after every step, and a non-finite
   /// loss is caught at its own step.
   virtual bool totals_on_host() const = 0;
+  /// Why the loss stopped being finite when the batch that did it told (on the CPU: "input 0, row
+  /// 3 holds NaN", its inputs checked at its own step); empty when nothing was found.
+  virtual std::string nonfinite_inputs() const { return {}; }
   /// This process's epoch totals as the job's (multi-process); the same by default.
   virtual StepResult reduce_epoch(const StepResult& mine) { return mine; }
   /// The loss and metrics on the validation data at the end of an epoch.

@@ -136,9 +136,9 @@ TEST_F(LossParity, ClippingDecayAndRmspropOnTheGpuMatchTheCpu) {
     }
     return p.to_vector();
   };
-  SGD cs(SgdOptions{
+  SGD cs(SGDOptions{
       .learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f, .clipvalue = 0.8f});
-  SGD gs(SgdOptions{
+  SGD gs(SGDOptions{
       .learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.05f, .global_clipnorm = 1.0f, .clipvalue = 0.8f});
   // The norm in double either way, grouped otherwise: the clip factor agrees to ~1 float ulp.
   EXPECT_LE(test::max_rel_error(run(gs, kGpu), run(cs, Device::cpu())), 4 * kUlp1);

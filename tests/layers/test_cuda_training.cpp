@@ -209,7 +209,7 @@ TEST(CudaGraphs, APerStepScheduleReplaysOneGraph) {
   const MnistData data = load_mnist(dir);
   const std::vector<std::function<std::unique_ptr<Optimizer>()>> optimizers{
       [] { return std::make_unique<AdamW>(AdamWOptions{.learning_rate = 2e-3f, .weight_decay = 0.05f}); },
-      [] { return std::make_unique<SGD>(SgdOptions{.learning_rate = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f}); },
+      [] { return std::make_unique<SGD>(SGDOptions{.learning_rate = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f}); },
       [] { return std::make_unique<RMSprop>(RmspropOptions{.learning_rate = 1e-3f}); }};
   for (size_t o = 0; o < optimizers.size(); ++o) {
     auto train = [&](bool graphs, std::vector<double>* rates) {

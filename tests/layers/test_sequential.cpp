@@ -206,6 +206,30 @@ TEST(Sequential, ANonFiniteLossStopsFitNamingTheStep) {
   }
 }
 
+// A NaN in the data is named as the data's, not blamed on the training: the first non-finite
+// batch has its inputs checked (here sample 13 holds a NaN: batch 2 of 10 rows, its row 3).
+TEST(Sequential, ANaNInTheDataIsNamedAsTheData) {
+  Sequential m;
+  m.add<Dense>(2);
+  m.compile(std::make_unique<SGD>());
+  m.build(Shape{4});
+  Tensor x = test::random_tensor(Shape{50, 4}, 3);
+  x.f32()[13 * 4 + 2] = std::numeric_limits<float>::quiet_NaN();
+  FitOptions opt;
+  opt.verbose = 0;
+  opt.batch_size = 10;
+  opt.shuffle = false;
+  try {
+    m.fit(Dataset::from_tensors(x, test::cycling_labels(50, 2), {.num_classes = 2}), opt);
+    FAIL() << "a NaN in the data trained on";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN at epoch 1, step 2/5: the batch's data is not finite (input 0, row 3 "
+                                         "of the batch holds NaN)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // MetricSums counts the batches added while the loss sum stayed finite: the first bad batch.
 TEST(Sequential, MetricSumsFindTheFirstNonFiniteBatch) {
   MetricSums sums(Device::cpu());

@@ -45,28 +45,28 @@ TEST(AdamW, DecaysDecoupledThenStepsAsAdam) {
 TEST(Regularization, TheDecayMaskSparesWhatItSays) {
   // Zero gradients: SGD moves nothing, so each parameter changes by the decay alone, exactly
   // p * (1 - lr wd) in float where the mask is 1.
-  SGD sgd(SgdOptions{.learning_rate = 0.5f, .weight_decay = 0.25f});
+  SGD sgd(SGDOptions{.learning_rate = 0.5f, .weight_decay = 0.25f});
   sgd.set_decay_mask(vec({1.0f, 0.0f, 1.0f}));
   Tensor p = vec({2.0f, 2.0f, -4.0f});
   sgd.step(p, vec({0.0f, 0.0f, 0.0f}));
   EXPECT_EQ(p.to_vector(), (std::vector<float>{2.0f - 0.125f * 2.0f, 2.0f, -4.0f + 0.125f * 4.0f}));
   sgd.set_decay_mask(vec({1.0f, 0.0f}));  // the wrong size is named at the next step
   EXPECT_THROW(sgd.step(p, vec({0.0f, 0.0f, 0.0f})), ShapeError);
-  EXPECT_THROW(SGD(SgdOptions{.weight_decay = -1.0f}), ArgumentError);
+  EXPECT_THROW(SGD(SGDOptions{.weight_decay = -1.0f}), ArgumentError);
   EXPECT_THROW(Adam(AdamOptions{.global_clipnorm = std::numeric_limits<float>::infinity()}), ArgumentError);
 }
 
 TEST(Regularization, ClippingByValueThenByGlobalNorm) {
   // Plain SGD with lr 1: the parameters move by minus the clipped gradient, which the step
   // leaves in the gradient buffer.
-  SGD by_value(SgdOptions{.learning_rate = 1.0f, .clipvalue = 1.0f});
+  SGD by_value(SGDOptions{.learning_rate = 1.0f, .clipvalue = 1.0f});
   Tensor p = vec({0.0f, 0.0f, 0.0f});
   Tensor g = vec({5.0f, -5.0f, 0.5f});
   by_value.step(p, g);
   EXPECT_EQ(g.to_vector(), (std::vector<float>{1.0f, -1.0f, 0.5f}));
   EXPECT_EQ(p.to_vector(), (std::vector<float>{-1.0f, 1.0f, -0.5f}));
 
-  SGD by_norm(SgdOptions{.learning_rate = 1.0f, .global_clipnorm = 1.0f});
+  SGD by_norm(SGDOptions{.learning_rate = 1.0f, .global_clipnorm = 1.0f});
   Tensor q = vec({0.0f, 0.0f});
   Tensor h = vec({3.0f, 4.0f});  // norm 5: scaled by 1/5
   by_norm.step(q, h);
