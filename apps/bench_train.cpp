@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   int64_t micro_batch = 64;
   bool tf32 = false, nhwc = false, profile = false, no_fusion = false;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
-  std::string conv_algorithms = "fast";
+  std::string conv_algorithms = "fast", precision_name = "fp32";
   ember::apps::set_up_help(app, "  0  success\n  1  runtime error\n  2  bad command line");
   app.option_defaults()->always_capture_default();
   app.get_help_ptr()->group("Help");
@@ -124,6 +124,8 @@ int main(int argc, char** argv) {
   app.option_defaults()->group("Numerics and GPU");
   app.add_option("--conv-algorithms", conv_algorithms, "fast (Winograd where it fits) or exact (direct sums only)")
       ->check(CLI::IsMember({"fast", "exact"}));
+  app.add_option("--precision", precision_name, "fp32 or mixed_bf16 (bf16 products, fp32 accumulation; CPU)")
+      ->check(CLI::IsMember({"fp32", "mixed_bf16"}));
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
   app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for cuDNN (set_gpu_nhwc)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
@@ -144,14 +146,16 @@ int main(int argc, char** argv) {
     const Device device = resolve_device(Device::parse(device_name), /*strict=*/true);
     set_allow_tf32(tf32);
     set_conv_algorithms(parse_conv_algorithms(conv_algorithms));
+    set_precision(resolve_precision(parse_precision(precision_name), device, /*strict=*/true));
     set_gpu_nhwc(nhwc);
     // The step fit() runs: train_step adding to device-side MetricSums, no host read inside it.
     // On a GPU the work is only queued, so each timed step ends with synchronize(device): the
     // clock stops when the device is done, one wait per step (PyTorch's reference does the same).
-    std::printf("bench_train: reference CNN, %s%s, %d threads, data: %s\n", device.str().c_str(),
+    std::printf("bench_train: reference CNN, %s%s, %s, %d threads, data: %s\n", device.str().c_str(),
                 device.is_cuda()
                     ? (std::string(tf32 ? " (TF32 allowed" : " (FP32 math") + (nhwc ? ", NHWC)" : ")")).c_str()
                     : "",
+                precision() == Precision::MixedBFloat16 ? ("mixed_bf16 on " + cpu_bf16().isa).c_str() : "fp32",
                 num_threads(), train.name().c_str());
     std::printf("%6s %6s %10s %10s %12s %9s\n", "batch", "mode", "median ms", "min ms", "images/s", "GFLOP/s");
     std::vector<std::string> rows;

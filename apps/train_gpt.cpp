@@ -35,7 +35,7 @@ struct Args {
         dropout = 0.0f;
   int64_t warmup = 100, log_every = 100;
   uint64_t seed = 1;
-  std::string save, load, history, device = "auto", prompt = "\n";
+  std::string save, load, history, device = "auto", prompt = "\n", precision = "fp32";
   int64_t sample = 0, top_k = 0;
   float temperature = 1.0f;
   int threads = 0;
@@ -84,6 +84,10 @@ int parse(int argc, char** argv, Args& a) {
   app.add_option("--top-k", a.top_k, "Sample among the k likeliest bytes (0: all)")->transform(integer_in(0, 256));
   app.add_option("--device", a.device, "auto (the GPU when usable, else cpu), cpu, gpu, gpu:N or cuda:N");
   app.add_option("--threads", a.threads, "CPU threads")->transform(integer_in(0, 4096))->default_str("all cores");
+  app.add_option("--precision", a.precision,
+                 "fp32, or mixed_bf16: dense layers multiply in bfloat16 with fp32 accumulation (CPU with "
+                 "AVX512-BF16 or AMX; fp32 elsewhere, with a warning)")
+      ->check(CLI::IsMember({"fp32", "mixed_bf16"}));
   app.add_flag("--quiet", a.quiet, "Print only the results");
   if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
   if (a.features % a.heads != 0) {
@@ -196,6 +200,7 @@ int train(const Args& a) {
   const SequenceDataset train_set(std::vector<int32_t>(tokens.begin(), tokens.begin() + split), a.context);
   const SequenceDataset val_set(std::vector<int32_t>(tokens.begin() + split, tokens.end()), a.context);
   const Device device = choose_device(a);
+  set_precision(resolve_precision(parse_precision(a.precision), device, false));
   std::shared_ptr<Model> m = apps::gpt_model({.vocabulary = vocab.size(),
                                               .context = a.context,
                                               .blocks = a.blocks,
@@ -211,10 +216,12 @@ int train(const Args& a) {
                                                   .weight_decay = a.weight_decay,
                                                   .global_clipnorm = a.clipnorm}));
   if (!a.quiet)
-    std::printf("train_gpt: %lld bytes (%lld distinct), %lld for training, %lld for validation; %lld parameters; %s\n",
-                static_cast<long long>(tokens.size()), static_cast<long long>(vocab.size()),
-                static_cast<long long>(split), static_cast<long long>(n_val), static_cast<long long>(m->num_params()),
-                device.str().c_str());
+    std::printf(
+        "train_gpt: %lld bytes (%lld distinct), %lld for training, %lld for validation; %lld parameters; %s\n",
+        static_cast<long long>(tokens.size()), static_cast<long long>(vocab.size()), static_cast<long long>(split),
+        static_cast<long long>(n_val), static_cast<long long>(m->num_params()),
+        (device.str() + (precision() == Precision::MixedBFloat16 ? ", mixed_bf16 (" + cpu_bf16().isa + ")" : ""))
+            .c_str());
   Rng rng(a.seed);
   std::vector<double> step_ms;
   nlohmann::json log = nlohmann::json::array();

@@ -132,6 +132,7 @@ int run(const Args& a) {
   set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic && a.conv_algorithms != "exact"));
   set_gpu_deterministic(a.deterministic);
   set_conv_algorithms(parse_conv_algorithms(a.conv_algorithms));
+  set_precision(resolve_precision(parse_precision(a.precision), device, a.strict_placement));
   set_cudnn_find(a.cudnn_find);
   set_fused_conv(a.fused_conv);
   set_fused_dense(a.fused_dense);
@@ -226,10 +227,11 @@ int run(const Args& a) {
     const std::string math = !device.is_cuda() ? ""
                                                : std::string(allow_tf32() ? " (TF32 math" : " (FP32 math") +
                                                      (a.cuda_graphs ? ", CUDA graphs)" : ")");
-    std::printf("Training on %s%s with %d thread%s, strategy %s, %s convolutions: %lld images, %lld test images\n",
+    const std::string bf16 = precision() == Precision::MixedBFloat16 ? ", mixed_bf16 (" + cpu_bf16().isa + ")" : "";
+    std::printf("Training on %s%s with %d thread%s, strategy %s, %s convolutions%s: %lld images, %lld test images\n",
                 device.str().c_str(), math.c_str(), num_threads(), num_threads() == 1 ? "" : "s",
-                strategy->name().c_str(), to_string(conv_algorithms()), static_cast<long long>(data.train.size()),
-                static_cast<long long>(data.test.size()));
+                strategy->name().c_str(), to_string(conv_algorithms()), bf16.c_str(),
+                static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()));
     std::fflush(stdout);
   }
   FitOptions fit;

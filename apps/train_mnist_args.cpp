@@ -211,6 +211,10 @@ void add_numerics_flags(CLI::App& app, Args& a) {
   app.add_option("--conv-algorithms", a.conv_algorithms,
                  "fast (Winograd where it fits) or exact (direct sums only; on the GPU deterministic too)")
       ->check(CLI::IsMember({"fast", "exact"}));
+  app.add_option("--precision", a.precision,
+                 "fp32, or mixed_bf16: convolutions and dense layers multiply in bfloat16 with fp32 accumulation "
+                 "(CPU with AVX512-BF16 or AMX; fp32 elsewhere, an error with --strict-placement)")
+      ->check(CLI::IsMember({"fp32", "mixed_bf16"}));
 }
 
 // The group "GPU memory".

@@ -42,6 +42,7 @@ struct Args {
   bool no_tf32 = false;     // --no-tf32: FP32 math
   bool deterministic = false;
   std::string conv_algorithms = "fast";
+  std::string precision = "fp32";  // --precision: fp32 or mixed_bf16
   bool cudnn_find = false;
   bool fused_conv = false;
   bool fused_dense = false;

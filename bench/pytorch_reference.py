@@ -46,6 +46,7 @@ alternately, leaving out the spells when both OpenMP threads shared one core, se
     time); OMP_WAIT_POLICY=passive avoids that (25-32 ms there) but costs 1.15-1.2x when quiet.
 """
 import argparse
+import contextlib
 import gzip
 import os
 import statistics
@@ -138,6 +139,10 @@ def main():
     ap.add_argument("--no-header", action="store_true")
     ap.add_argument("--malloc", choices=["keep", "trim"], default="keep",
                     help="CPU: keep glibc's heap between steps (default; see the docstring) or trim it as glibc does")
+    ap.add_argument("--precision", choices=["fp32", "autocast_bf16"], default="fp32",
+                    help="autocast_bf16: forward and loss under torch.autocast(dtype=torch.bfloat16), PyTorch's "
+                         "mixed precision (its convolutions and matmuls in bf16 on oneDNN; the counterpart of "
+                         "Ember's --precision mixed_bf16)")
     ap.add_argument("--cuda-graph", action="store_true",
                     help="GPU: capture the training step (forward, backward, Adam) in a CUDA graph "
                          "(torch.cuda.graphs) and replay it; each batch is copied into the graph's input first")
@@ -154,7 +159,12 @@ def main():
     sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
     if a.cuda_graph and (dev.type != "cuda" or a.mode == "epochs"):
         ap.error("--cuda-graph needs --device cuda and --mode step or data")
-    tag = f"pytorch-{a.memory_format}" + ("-tf32" if a.tf32 else "") + ("-graph" if a.cuda_graph else "")
+    if a.precision != "fp32" and a.cuda_graph:
+        ap.error("--precision autocast_bf16 is not combined with --cuda-graph here")
+    tag = (f"pytorch-{a.memory_format}" + ("-tf32" if a.tf32 else "") + ("-graph" if a.cuda_graph else "")
+           + ("-autocast-bf16" if a.precision == "autocast_bf16" else ""))
+    autocast = ((lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if a.precision == "autocast_bf16"
+                else contextlib.nullcontext)
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
 
@@ -176,14 +186,16 @@ def main():
                 idx = perm[i:i + bs]
                 x, y = to_batch(xtr[idx], a.memory_format, dev), ytr[idx].to(dev)
                 opt.zero_grad(set_to_none=True)
-                lossf(model(x), y).backward()
+                with autocast():
+                    loss = lossf(model(x), y)
+                loss.backward()
                 opt.step()
             sync()
             train_s = time.perf_counter() - t0
             model.eval()
             correct = 0
             with torch.no_grad():
-                for i in range(0, xte.shape[0], 1000):
+                for i in range(0, xte.shape[0], 1000):  # fp32 inference
                     correct += (model(to_batch(xte[i:i + 1000], a.memory_format, dev)).argmax(1) == yte[i:i + 1000].to(dev)).sum().item()
             print(f"epoch {epoch + 1}: train {train_s:.2f} s, total {time.perf_counter() - t0:.2f} s, "
                   f"test accuracy {correct / xte.shape[0]:.4f}", flush=True)
@@ -211,7 +223,9 @@ def main():
 
         def step(x, y):
             opt.zero_grad(set_to_none=True)
-            lossf(model(x), y).backward()
+            with autocast():
+                loss = lossf(model(x), y)
+            loss.backward()
             opt.step()
 
         if a.cuda_graph:  # PyTorch's whole-network capture recipe: warm up on a side stream, then capture

@@ -59,10 +59,12 @@ endif()
 set_source_files_properties(layers/cpu/conv2d_direct.cpp layers/cpu/conv2d_maxpool.cpp layers/cpu/conv2d_winograd.cpp
                             layers/cpu/conv2d_winograd_data.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=fast")
 # The elementwise loops whose formulas select with comparisons (layers/pointwise_math.h's
-# exp_poly and tanh_poly clamp, and keep a NaN): GCC if-converts such selects into blends, so that
+# exp_poly and tanh_poly clamp, and keep a NaN; the bf16 rounding keeps a NaN, a fused ReLU's
+# gradient masks): GCC if-converts such selects into blends, so that
 # the loops vectorise, only when it may assume that float operations do not trap. Ember never
 # enables float traps; the arithmetic and its rounding are unchanged.
-set_source_files_properties(layers/cpu/pointwise.cpp PROPERTIES COMPILE_OPTIONS "-fno-trapping-math")
+set_source_files_properties(layers/cpu/pointwise.cpp layers/cpu/bf16.cpp layers/cpu/conv2d_bf16.cpp
+                            PROPERTIES COMPILE_OPTIONS "-fno-trapping-math")
 # The CUDA backend: a separate module that libember dlopens on first use (core/cuda_module.h),
 # so that libember itself links no CUDA library.
 if(EMBER_HAVE_CUDA)

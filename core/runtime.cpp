@@ -141,6 +141,80 @@ ConvAlgorithms parse_conv_algorithms(const std::string& name) {
 }
 
 namespace {
+std::atomic<Precision> g_precision{Precision::Float32};
+// A model call's precision on this thread: -1 none (the process's), else the Precision's value.
+thread_local int t_precision = -1;
+}  // namespace
+
+void set_precision(Precision policy) { set_kernel_setting(g_precision, policy); }
+Precision precision() { return g_precision; }
+const char* to_string(Precision policy) { return policy == Precision::MixedBFloat16 ? "mixed_bf16" : "fp32"; }
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::Float32;
+  if (name == "mixed_bf16") return Precision::MixedBFloat16;
+  throw ArgumentError("precision must be fp32 or mixed_bf16, got '" + name + "'");
+}
+
+const CpuBf16& cpu_bf16() {
+  static const CpuBf16 probe = [] {
+    CpuBf16 r;
+    const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const auto has = [isa](dnnl_cpu_isa_t want) {
+      return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+    };
+    if (has(dnnl_cpu_isa_avx512_core_amx)) {
+      r = {true, "AMX-BF16"};
+    } else if (has(dnnl_cpu_isa_avx512_core_bf16)) {
+      r = {true, "AVX512-BF16"};
+    } else {
+      const char* name = has(dnnl_cpu_isa_avx512_core) ? "avx512_core" : has(dnnl_cpu_isa_avx2) ? "avx2" : "below avx2";
+      r = {false, std::string("no AVX512-BF16 (oneDNN's ISA here: ") + name + ")"};
+    }
+    return r;
+  }();
+  return probe;
+}
+
+Precision resolve_precision(Precision requested, Device device, bool strict) {
+  if (requested == Precision::Float32) return requested;
+  std::string why;
+  if (device.is_cuda())
+    why = "the GPU's bf16 path is not built yet";
+  else if (!cpu_bf16().available)
+    why = "this CPU has " + cpu_bf16().isa;
+  else
+    return requested;
+  if (strict) throw DeviceError(std::string("cannot run ") + to_string(requested) + " on " + device.str() + ": " + why);
+  detail::logger().warn("{} requested on {} but {}; running fp32 (--strict-placement makes this an error)",
+                        to_string(requested), device.str(), why);
+  return Precision::Float32;
+}
+
+namespace detail {
+Precision cpu_precision() {
+  const Precision p = t_precision >= 0 ? static_cast<Precision>(t_precision) : g_precision.load();
+  if (p == Precision::Float32 || cpu_bf16().available) return p;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) logger().warn("mixed_bf16 requested but this CPU has {}; running fp32", cpu_bf16().isa);
+  return Precision::Float32;
+}
+
+Precision gpu_precision() {
+  const Precision p = t_precision >= 0 ? static_cast<Precision>(t_precision) : g_precision.load();
+  if (p == Precision::Float32) return p;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    logger().warn("mixed_bf16 requested but the GPU's bf16 path is not built yet; running fp32");
+  return Precision::Float32;
+}
+
+PrecisionScope::PrecisionScope(std::optional<Precision> p) : saved_(t_precision) {
+  if (p) t_precision = static_cast<int>(*p);
+}
+PrecisionScope::~PrecisionScope() { t_precision = saved_; }
+}  // namespace detail
+
+namespace {
 std::atomic<int> g_process_threads{0};  // set_num_threads' value, resolved; 0: never set
 }  // namespace
 

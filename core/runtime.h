@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,47 @@ const char* to_string(ConvAlgorithms policy);
 /// The policy named "fast" or "exact" (ArgumentError naming the choices otherwise).
 ConvAlgorithms parse_conv_algorithms(const std::string& name);
 
+/// Mixed precision, Keras' `mixed_bfloat16` policy (torch.autocast with dtype bfloat16):
+///  - Float32 (default): every op in fp32.
+///  - MixedBFloat16: on the CPU, Conv2D and Dense (and with them the projections of attention)
+///    multiply in bfloat16 with fp32 accumulation: their inputs, weights and output gradients are
+///    rounded to bf16 (round to nearest even) as they enter oneDNN's bf16 kernels (AMX-BF16 where
+///    the CPU has it, else AVX512-BF16), and their outputs and gradients come out in fp32. The
+///    parameters (master weights), the optimizer's state, the loss, softmax, normalisation, pooling
+///    and every reduction stay fp32; checkpoints hold fp32 and load under either policy. Left in
+///    fp32, because bf16 gives them nothing: a first convolution on one or three channels (a few
+///    multiply-adds per output, bound by memory; the fused conv+pool runs it), the attention's
+///    score and value products (per head, small). What it promises (docs/numerics.md): each
+///    bf16 product within 2^-7 of its fp32 value, so an op's result within 2^-7 (plus fp32's own
+///    rounding) of sum |a| |b| of the fp32 result; structural zeros exact. It does not keep the
+///    batch's sum order: a weight gradient is one oneDNN call over the batch, so micro-batches and
+///    data-parallel replicas equal one batch only to rounding, and ConvAlgorithms::Exact's
+///    thread-count independence does not cover the bf16 ops. On a CPU without bf16 instructions
+///    the policy runs fp32 and says so once (cpu_bf16()); the GPU runs fp32 under it in this
+///    version, saying so once.
+enum class Precision { Float32, MixedBFloat16 };
+/// The process's precision policy (a model's own, Model::set_precision, comes first); set it
+/// before training, never during a step.
+void set_precision(Precision policy);
+Precision precision();  ///< The process's precision policy (Float32 by default).
+/// "fp32" / "mixed_bf16" (parse_precision reads them back).
+const char* to_string(Precision policy);
+/// The policy named "fp32" or "mixed_bf16" (ArgumentError naming the choices otherwise).
+Precision parse_precision(const std::string& name);
+
+/// What this CPU offers for bf16 math, as oneDNN sees it (ONEDNN_MAX_CPU_ISA respected).
+struct CpuBf16 {
+  bool available = false;  ///< AVX512-BF16 or AMX-BF16: MixedBFloat16 runs bf16 kernels
+  std::string isa;         ///< "AMX-BF16", "AVX512-BF16", or why not ("no AVX512-BF16 (oneDNN's ISA: avx2)")
+};
+const CpuBf16& cpu_bf16();  ///< Probed once; never throws.
+
+/// Resolves a requested precision for `device` as soft placement resolves a device: where it
+/// cannot run (a CPU without bf16 instructions; the GPU, whose bf16 path is not built yet) it
+/// returns Float32 with one warning saying why, or with `strict` throws DeviceError. Float32
+/// comes back as it is.
+Precision resolve_precision(Precision requested, Device device, bool strict);
+
 /// Throws DeviceError when this CPU lacks the instruction set Ember's kernels were compiled for
 /// (EMBER_CPU_ARCH, AVX2 + FMA by default), instead of dying on an illegal instruction.
 /// Model::build and the apps call it.
@@ -200,6 +242,25 @@ class ThreadScope {
 
  private:
   int saved_ = 0;  // 0: nothing changed
+};
+}  // namespace detail
+namespace detail {
+/// The precision the CPU ops run in now: the innermost PrecisionScope's, else the process's,
+/// MixedBFloat16 only where cpu_bf16().available (else Float32, warned once).
+Precision cpu_precision();
+/// The same for the GPU ops: Float32 in this version (MixedBFloat16 requested is warned once).
+Precision gpu_precision();
+/// For the scope of one model call: the calling thread's precision set to `p` (nullopt: the
+/// process's), restored after.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(std::optional<Precision> p);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  int saved_;
 };
 }  // namespace detail
 /// Flush denormals to zero on every pool thread: denormal gradients once made Adam 10x slower.

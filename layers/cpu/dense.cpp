@@ -124,6 +124,24 @@ void own_weight_gradient(const float* g, const float* x, int64_t n, int64_t in, 
 }
 }  // namespace
 
+void dense_bias_gradient(const float* dz, int64_t n, int64_t out, float* db) {
+  // Each group's column sums in row order (from zero, a row at a time across the columns), the
+  // groups as the tree (pairwise_reduce's doubling strides: pairwise_sum's tree).
+  const int64_t groups = batch_groups(n);
+  thread_local std::vector<float> bias_parts;  // grows to the largest batch, then stays
+  bias_parts.assign(size_t(std::max<int64_t>(groups, 1) * out), 0.0f);
+  for (int64_t j = 0; j < groups; ++j) {
+    float* s = bias_parts.data() + j * out;
+    for (int64_t r = j * kBatchGroupRows; r < std::min(n, (j + 1) * kBatchGroupRows); ++r) {
+      const float* row = dz + r * out;
+#pragma omp simd
+      for (int64_t o = 0; o < out; ++o) s[o] += row[o];
+    }
+  }
+  pairwise_reduce(bias_parts.data(), groups, out, out);
+  std::copy_n(bias_parts.data(), out, db);
+}
+
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
                     Tensor* dx, Tensor& dw, Tensor& db, std::vector<float>* scratch) {
   check(x, w, db, dy);
@@ -158,20 +176,7 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
     pairwise_reduce(parts.data(), groups, part, part);
     std::copy_n(parts.data(), part, dw.f32());
   }
-  // db: each group's column sums in row order (from zero, a row at a time across the columns),
-  // the groups as the tree (pairwise_reduce's doubling strides: pairwise_sum's tree).
-  thread_local std::vector<float> bias_parts;  // grows to the largest batch, then stays
-  bias_parts.assign(size_t(std::max<int64_t>(groups, 1) * out), 0.0f);
-  for (int64_t j = 0; j < groups; ++j) {
-    float* s = bias_parts.data() + j * out;
-    for (int64_t r = j * kBatchGroupRows; r < std::min(n, (j + 1) * kBatchGroupRows); ++r) {
-      const float* row = g + r * out;
-#pragma omp simd
-      for (int64_t o = 0; o < out; ++o) s[o] += row[o];
-    }
-  }
-  pairwise_reduce(bias_parts.data(), groups, out, out);
-  std::copy_n(bias_parts.data(), out, db.f32());
+  dense_bias_gradient(g, n, out, db.f32());
   if (dx) sgemm(false, false, n, in, out, 1.0f, g, out, w.f32(), in, 0.0f, dx->f32(), in);
 }
 

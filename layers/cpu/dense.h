@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../../core/tensor.h"
+#include "bf16.h"
 
 namespace ember::cpu {
 
@@ -20,5 +21,15 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 // groups' sums (the caller's, reused from call to call; a local one when null).
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
                     Tensor* dx, Tensor& dw, Tensor& db, std::vector<float>* scratch = nullptr);
+
+// db = sum over the n rows of dz (n x out), in the batch's sum order (as dense_backward's), written (=).
+void dense_bias_gradient(const float* dz, int64_t n, int64_t out, float* db);
+
+// Under the mixed_bf16 policy (core/runtime.h): the products on matmul_bf16 (x, w and dz rounded to
+// bf16, fp32 accumulation); the bias, ReLU and db in fp32 as above. The forward keeps x's bf16 copy
+// in `keep` for the backward; dw is one product over the batch (not in its sum order), db is.
+void dense_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y, Bf16Buffers& keep);
+void dense_backward_bf16(const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz, Tensor* dx,
+                         Tensor& dw, Tensor& db, Bf16Buffers& keep);
 
 }  // namespace ember::cpu

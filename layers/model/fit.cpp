@@ -174,6 +174,7 @@ class ModelTraining final : public TrainingTarget {
 
 History Model::fit(const Dataset& all_train, const FitOptions& options, const Dataset* given_validation) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   FitData data;
   split_for_validation(all_train, options, given_validation, data);
   EMBER_CHECK(options.epochs >= 1, ArgumentError, "fit: epochs must be >= 1, got " + std::to_string(options.epochs));
@@ -201,6 +202,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
 
 EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   require_built("evaluate");
   const Dataset arranged_data = arranged(data, "evaluate");
   DataLoader loader(arranged_data, {.batch_size = batch_size, .shuffle = false, .device = device_});
@@ -209,6 +211,7 @@ EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
 
 EvalResult Model::evaluate(DataLoader& loader) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   require_built("evaluate");
   EMBER_CHECK(
       loader.device() == device_, DeviceError,
@@ -261,6 +264,7 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
   const bool small = device_.is_cpu() && !given.empty() && given[0].rank() > 0 &&
                      std::min(given[0].dim(0), batch_size) * macs_per_sample() < kSplitMacs;
   const detail::ThreadScope threads(small ? 1 : call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
   EMBER_CHECK(given.size() == topo_->input_shapes.size(), ArgumentError,
               "predict: the model takes " + std::to_string(topo_->input_shapes.size()) + " inputs, given " +

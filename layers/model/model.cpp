@@ -200,12 +200,14 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
 // With several outputs: output 0's (the last layer run is the last output's).
 const Tensor& Model::forward(const Tensor& x, bool training) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers({&x, 1}, training, 0, topo_->layers.size(), "forward");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers(xs, training, 0, topo_->layers.size(), "forward");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
@@ -213,12 +215,14 @@ const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
 // Without a final Softmax: the loss reads its input.
 const Tensor& Model::forward_logits(const Tensor& x, bool training) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers({&x, 1}, training, 0, logit_layers(), "forward_logits");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward_logits(const std::vector<Tensor>& xs, bool training) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers(xs, training, 0, logit_layers(), "forward_logits");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
@@ -236,6 +240,7 @@ const Tensor& Model::input_gradient(size_t k) const { return exec_->input_gradie
 
 void Model::backward(const Tensor& dlogits) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   EMBER_CHECK(topo_->outputs.size() <= 1, ArgumentError,
               "Model::backward: the model has " + std::to_string(topo_->outputs.size()) +
                   " outputs: give a gradient for each (backward({&d0, &d1, ...}))");
@@ -244,6 +249,7 @@ void Model::backward(const Tensor& dlogits) {
 
 void Model::backward(const std::vector<const Tensor*>& doutputs) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   EMBER_CHECK(doutputs.size() == topo_->outputs.size(), ArgumentError,
               "Model::backward: " + std::to_string(doutputs.size()) + " gradients for a model of " +
                   std::to_string(topo_->outputs.size()) + " outputs");
@@ -324,21 +330,25 @@ void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor
 
 void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   compute_gradients_of({&x, 1}, {&labels, 1}, sums);
 }
 
 void Model::compute_gradients(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   compute_gradients_of(xs, {&labels, 1}, sums);
 }
 
 void Model::compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   compute_gradients_of(xs, targets, sums);
 }
 
 float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   MetricSums sums = make_sums();
   compute_gradients(x, labels, sums);  // read back
   const MetricSums::Values v = sums.read();
@@ -348,21 +358,25 @@ float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* c
 
 void Model::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   evaluate_batch_of({&x, 1}, {&labels, 1}, sums);
 }
 
 void Model::evaluate_batch(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   evaluate_batch_of(xs, {&labels, 1}, sums);
 }
 
 void Model::evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   evaluate_batch_of(xs, targets, sums);
 }
 
 void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   compute_gradients(x, labels, sums);
   apply_gradients();
@@ -370,6 +384,7 @@ void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) 
 
 void Model::train_step(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   compute_gradients(xs, labels, sums);
   apply_gradients();
@@ -377,6 +392,7 @@ void Model::train_step(const std::vector<Tensor>& xs, const Tensor& labels, Metr
 
 void Model::train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   compute_gradients(xs, targets, sums);
   apply_gradients();
@@ -384,6 +400,7 @@ void Model::train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>&
 
 float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   const float loss = compute_gradients(x, labels, correct);
   apply_gradients();
@@ -392,6 +409,7 @@ float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct)
 
 void Model::apply_gradients() {
   const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   if (optimizer_->regularization().weight_decay > 0) {
     const Tensor& m = optimizer_->decay_mask();

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -319,6 +320,16 @@ class Model {
   int64_t macs_per_sample() const;
   /// @}
 
+  // --- Precision ----------------------------------------------------------------------------
+  /// This model's precision policy (core/runtime.h, Precision): its calls run under it whatever the
+  /// process's set_precision says; nullopt (the default) follows the process's. The parameters
+  /// stay fp32 either way, so a model trained under one policy saves, loads and runs under the other.
+  /// @{
+  void set_precision(std::optional<Precision> policy) { precision_ = policy; }
+  /// The policy this model's calls run under: its own, else the process's.
+  Precision precision() const { return precision_ ? *precision_ : ::ember::precision(); }
+  /// @}
+
   // --- CPU layer fusion ---------------------------------------------------------------------
   /// On the CPU, a Conv2D followed by a MaxPool2D whose windows tile its output (stride = pool
   /// size, no padding) runs as one pass per image when the convolution is a few multiply-adds
@@ -449,7 +460,8 @@ class Model {
   std::optional<SavedOptimizerState> saved_optimizer_;
   friend void detail::keep_optimizer_state(Model& model, SavedOptimizerState saved);
   bool cpu_fusion_ = true;
-  int threads_ = 0;  // set_num_threads (0: the process's)
+  int threads_ = 0;                     // set_num_threads (0: the process's)
+  std::optional<Precision> precision_;  // set_precision (nullopt: the process's)
   int call_threads() const { return threads_ > 0 ? threads_ : detail::process_threads(); }
 
   void require_built(const char* what) const;

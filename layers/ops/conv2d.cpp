@@ -5,6 +5,7 @@
 #include "../../core/error.h"
 #include "../../core/runtime.h"
 #include "../cpu/conv2d.h"
+#include "../cpu/conv2d_bf16.h"
 #include "../cuda_ops.h"
 #include "op_state.h"
 
@@ -15,8 +16,15 @@ struct Conv2dState : OpState {
   Tensor x;                // the input in the backend's layout (a view when it was already)
   Tensor x_copy, dy_copy;  // layout conversions, reused across steps
   Tensor y, dx;
-  GpuPlanSlot gpu;  // the GPU's plan and workspace, found once
+  GpuPlanSlot gpu;    // the GPU's plan and workspace, found once
+  bool bf16 = false;  // the forward ran in bf16 (the backward follows it)
+  cpu::Bf16Buffers bf16_keep;
 };
+
+// Under mixed_bf16, every CPU convolution but a first layer's on one to three channels (C*R*S <=
+// 27 multiply-adds per output: bound by memory, bf16 gives it nothing; measured in
+// docs/benchmarks.md).
+bool runs_bf16(const Conv2dShape& g) { return cpu_precision() == Precision::MixedBFloat16 && g.c * g.r * g.s > 27; }
 
 // The CPU kernels (oneDNN) run channels-last; cuDNN NCHW, or NHWC with gpu_nhwc() where the
 // padding is symmetric (asymmetric SAME pads explicitly, in NCHW).
@@ -33,10 +41,16 @@ const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape&
   const Layout layout = backend_layout(x, g);
   s.x = as_layout(x, layout, s.x_copy);
   ensure(s.y, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), layout);
-  if (on_gpu(x))
+  s.bf16 = false;
+  if (on_gpu(x)) {
+    (void)gpu_precision();
     layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y, s.gpu);
-  else
+  } else if (runs_bf16(g)) {
+    s.bf16 = true;
+    cpu::conv2d_forward_bf16(g, s.x, w, b, s.y, s.bf16_keep);
+  } else {
     cpu::conv2d_forward(g, s.x, w, b, s.y);
+  }
   return s.y;
 }
 
@@ -53,6 +67,8 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
   }
   if (on_gpu(s.x))
     layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked, s.gpu);
+  else if (s.bf16)
+    cpu::conv2d_backward_bf16(g, w, s.y, g_dy, dx, dw, db, dy_premasked, s.bf16_keep);
   else
     cpu::conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked);
   return dx;
@@ -60,6 +76,7 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
 
 std::string conv2d_kernel_info(const Conv2dShape& g, Device device) {
   if (device.is_cuda()) return layer_cuda_ops().conv2d_kernel_info(device.index, g);
+  if (runs_bf16(g)) return cpu::conv2d_bf16_kernel_info(g);
   return cpu::conv2d_kernel_info(g);
 }
 

@@ -5,6 +5,7 @@
 
 #include "../../core/dispatch.h"
 #include "../../core/error.h"
+#include "../../core/runtime.h"
 #include "../cpu/dense.h"
 #include "../cuda_ops.h"
 #include "op_state.h"
@@ -18,6 +19,8 @@ struct DenseState : OpState {
   Tensor dx;
   GpuPlanSlot forward_slot, backward_slot;  // the cuBLASLt plans under set_fused_dense (one each)
   std::vector<float> group_sums;            // the CPU weight gradient's per-group sums
+  bool bf16 = false;                        // the forward ran in bf16 (the backward follows it)
+  cpu::Bf16Buffers bf16_keep;
 };
 }  // namespace
 
@@ -26,10 +29,16 @@ const Tensor& dense_forward(std::unique_ptr<OpState>& state, const Tensor& x, co
   auto& s = state_as<DenseState>(state);
   s.x = x;
   ensure(s.y, Shape{x.dim(0), w.dim(0)}, DType::F32, x.device());
-  if (on_gpu(x))
+  s.bf16 = false;
+  if (on_gpu(x)) {
+    (void)gpu_precision();
     layer_cuda_ops().dense_forward(s.x, w, b, relu, s.y, s.forward_slot);
-  else
+  } else if (cpu_precision() == Precision::MixedBFloat16) {
+    s.bf16 = true;
+    cpu::dense_forward_bf16(s.x, w, b, relu, s.y, s.bf16_keep);
+  } else {
     cpu::dense_forward(s.x, w, b, relu, s.y);
+  }
   return s.y;
 }
 
@@ -45,6 +54,8 @@ const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, c
   }
   if (on_gpu(s.x))
     layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, s.backward_slot);
+  else if (s.bf16)
+    cpu::dense_backward_bf16(w, s.y, dy, mask_relu, s.dz, dx, dw, db, s.bf16_keep);
   else
     cpu::dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, &s.group_sums);
   return dx;
