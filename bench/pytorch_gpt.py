@@ -25,6 +25,7 @@ perf_counter, the batch drawn and the rate set outside; the median is reported.
   /usr/bin/python3 bench/pytorch_gpt.py --steps 2000 --json gpt_pytorch.json
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -131,9 +132,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log-every", type=int, default=100)
     ap.add_argument("--json", help="write the figures (val_loss, median_step_ms, ...) as JSON here")
+    ap.add_argument("--precision", choices=["fp32", "autocast_bf16"], default="fp32",
+                    help="autocast_bf16: the training forward and loss under torch.autocast(\"cpu\", "
+                         "dtype=torch.bfloat16) (train_gpt/train_mnist --precision mixed_bf16's counterpart)")
     ap.add_argument("--malloc", choices=["keep", "trim"], default="keep",
                     help="keep glibc's heap between steps (default) or trim it as glibc does (pytorch_reference.py)")
     a = ap.parse_args()
+    autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "autocast_bf16"
+                else contextlib.nullcontext)
     if a.features % a.heads:
         ap.error(f"--features {a.features} is not a multiple of --heads {a.heads}")
     if a.malloc == "keep":
@@ -172,7 +178,8 @@ def main():
             g["lr"] = lr
         s0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x).reshape(-1, len(vocab)), y.reshape(-1))
+        with autocast():
+            loss = F.cross_entropy(model(x).reshape(-1, len(vocab)), y.reshape(-1))
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -23,6 +23,7 @@ training loss 0.014-0.018 at the end: it overfits. Ember's model without it: 92.
 Dropout 0.3 93.04%, with 0.5 93.11%, which both now have (docs/benchmarks.md).
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -80,9 +81,14 @@ def main():
     ap.add_argument("--evaluate-only", action="store_true",
                     help="no training: evaluate the initial model on the test set under no_grad (batch 256) "
                          "and print the time and the peak RSS before and after (bench/inference_memory.sh)")
+    ap.add_argument("--precision", choices=["fp32", "autocast_bf16"], default="fp32",
+                    help="autocast_bf16: the training forward and loss under torch.autocast(\"cpu\", "
+                         "dtype=torch.bfloat16) (train_gpt/train_mnist --precision mixed_bf16's counterpart)")
     ap.add_argument("--malloc", choices=["keep", "trim"], default="keep",
                     help="keep glibc's heap between steps (default) or trim it as glibc does (pytorch_reference.py)")
     a = ap.parse_args()
+    autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "autocast_bf16"
+                else contextlib.nullcontext)
     if a.malloc == "keep":
         keep_heap()
     torch.set_num_threads(a.threads)
@@ -116,7 +122,8 @@ def main():
         for i in range(0, n, 64):
             idx = perm[i:i + 64]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(to_x(tx[idx])), ty[idx])
+            with autocast():
+                loss = loss_fn(model(to_x(tx[idx])), ty[idx])
             loss.backward()
             opt.step()
             total += float(loss) * len(idx)
