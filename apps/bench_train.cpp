@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
           return std::string(e.what());
         }
       });
-  app.add_option("--threads", threads, "CPU threads")
-      ->check(ember::apps::integer_in(0, 4096))
+  app.add_option("--threads", threads, "CPU threads, or free: the cores other processes leave free")
+      ->transform(ember::apps::thread_count())
       ->default_str("all cores");
   app.add_option("--cpu-micro-batch", micro_batch,
                  "CPU: run larger batches as slices of this many rows (Sequential::set_cpu_micro_batch; 0: whole)")

@@ -207,6 +207,21 @@ inline CLI::Validator integer_in(int64_t lo, int64_t hi) {
       std::string());
 }
 
+// --threads: a count in [0, 4096] (0: every core), or "free" (passed on as -1, ember::kFreeCores:
+// the cores other processes leave free).
+inline CLI::Validator thread_count() {
+  return CLI::Validator(
+      [check = integer_in(0, 4096)](std::string& text) {
+        if (text == "free") {
+          text = "-1";
+          return std::string();
+        }
+        std::string error = check(text);
+        return error.empty() ? error : error + " (or free)";
+      },
+      std::string());
+}
+
 // The same transform for an unsigned 64-bit flag over its whole range (CLI11 would wrap -5 and
 // clamp 1e30).
 inline CLI::Validator unsigned_64() {

@@ -83,7 +83,9 @@ int parse(int argc, char** argv, Args& a) {
   app.add_option("--temperature", a.temperature, "Divides the logits before sampling")->check(CLI::PositiveNumber);
   app.add_option("--top-k", a.top_k, "Sample among the k likeliest bytes (0: all)")->transform(integer_in(0, 256));
   app.add_option("--device", a.device, "auto (the GPU when usable, else cpu), cpu, gpu, gpu:N or cuda:N");
-  app.add_option("--threads", a.threads, "CPU threads")->transform(integer_in(0, 4096))->default_str("all cores");
+  app.add_option("--threads", a.threads, "CPU threads, or free: the cores other processes leave free")
+      ->transform(thread_count())
+      ->default_str("all cores");
   app.add_option("--precision", a.precision,
                  "fp32, or mixed_bf16: dense layers multiply in bfloat16 with fp32 accumulation (CPU with "
                  "AVX512-BF16 or AMX; fp32 elsewhere, with a warning)")

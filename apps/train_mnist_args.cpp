@@ -175,7 +175,10 @@ void add_device_flags(CLI::App& app, Args& a) {
   app.add_flag("--strict-placement", a.strict_placement,
                "Fail instead of falling back to the CPU when the GPU is missing");
   app.add_flag("--log-device-placement", a.log_device_placement, "Print each layer's device and kernel");
-  app.add_option("--threads", a.threads, "CPU threads")->transform(integer_in(0, 4096))->default_str("all cores");
+  app.add_option("--threads", a.threads,
+                 "CPU threads, or free: the cores other processes leave free (counted at the start)")
+      ->transform(thread_count())
+      ->default_str("all cores");
 }
 
 // The group "Data-parallel".

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The reference CNN's step (batch 64, 'data' mode) and a single image's predict, on a quiet machine
 # and beside two busy threads of another process (two shell loops), ROUNDS rounds, the
-# configurations alternating within each round; medians of the rounds. Ember on 2 threads and on 1,
-# and PyTorch 1.13 on 2 (bench/pytorch_reference.py, the step only), side by side.
+# configurations alternating within each round; medians of the rounds. Ember on 2 threads, on 1 and
+# on the cores other processes leave free (--threads free), and PyTorch 1.13 on 2
+# (bench/pytorch_reference.py, the step only), side by side.
 #   EMBER_BIN=build/release/apps ROUNDS=3 bench/shared_machine.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ load_pids=()
 start_load() { for _ in 1 2; do sh -c 'while :; do :; done' & load_pids+=($!); done; sleep 1; }
 stop_load() { kill "${load_pids[@]}" 2>/dev/null || true; wait "${load_pids[@]}" 2>/dev/null || true; load_pids=(); }
 trap stop_load EXIT
-ember() {  # $1: threads; prints "<step ms> <predict ms>"
+ember() {  # $1: threads (or free); prints "<step ms> <predict ms>"
   "$BIN"/bench_train --batch-sizes 1,64 --steps "$STEPS" --warmup 20 --threads "$1" |
     awk '$1 == 64 && $2 == "data" { s = $3 } $1 == 1 && $2 == "predict" { p = $3 } END { print s, p }'
 }
@@ -28,6 +29,8 @@ for r in $(seq "$ROUNDS"); do
     results[$state,ember-2,step]+="$s " results[$state,ember-2,predict]+="$p "
     read -r s p <<<"$(ember 1)"
     results[$state,ember-1,step]+="$s " results[$state,ember-1,predict]+="$p "
+    read -r s p <<<"$(ember free)"
+    results[$state,ember-free,step]+="$s " results[$state,ember-free,predict]+="$p "
     if "$PY" -c 'import torch' 2>/dev/null; then results[$state,pytorch,step]+="$(torch_step) "; fi
     [[ $state == loaded ]] && stop_load
   done
@@ -36,7 +39,7 @@ done
 median() { printf '%s\n' $1 | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf "%-10s %-8s %12s %12s %8s %16s\n" who state "step ms" "predict ms" "x quiet" "rounds (step)"
 # x quiet: against the same configuration's quiet step
-for who in ember-2 ember-1 pytorch; do
+for who in ember-2 ember-1 ember-free pytorch; do
   [[ -z ${results[quiet,$who,step]:-} ]] && continue
   q=$(median "${results[quiet,$who,step]}")
   for state in quiet loaded; do

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
+#include "cpu/cpu_load.h"
 #include "cpu/host_allocator.h"
 #include "cuda_module.h"
 #include "error.h"
@@ -215,23 +217,42 @@ PrecisionScope::~PrecisionScope() { t_precision = saved_; }
 }  // namespace detail
 
 namespace {
-std::atomic<int> g_process_threads{0};  // set_num_threads' value, resolved; 0: never set
+std::atomic<int> g_process_threads{0};            // set_num_threads' value, resolved (kFreeCores kept); 0: never set
+std::atomic<int> g_free_cores{0};                 // the last free_cores() count
+std::atomic<int64_t> g_free_cores_at{0};          // when it was taken (steady clock, ns; 0: never)
+constexpr int64_t kFreeCoresFor = 2'000'000'000;  // ns a count serves a call that does not ask afresh
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 void set_num_threads(int n) {
-  if (n < 0) throw ArgumentError("thread count must be >= 0, got " + std::to_string(n));
+  if (n < 0 && n != kFreeCores)
+    throw ArgumentError("thread count must be >= 0 or kFreeCores (-1), got " + std::to_string(n));
   const int resolved = n == 0 ? omp_get_num_procs() : n;
   g_process_threads.store(resolved, std::memory_order_relaxed);
-  omp_set_num_threads(resolved);
+  omp_set_num_threads(detail::resolve_threads(resolved, true));
 }
 
 int num_threads() {
   const int n = g_process_threads.load(std::memory_order_relaxed);
-  return n > 0 ? n : omp_get_max_threads();
+  return n == kFreeCores ? detail::resolve_threads(n, false) : n > 0 ? n : omp_get_max_threads();
 }
 
 namespace detail {
 int process_threads() { return g_process_threads.load(std::memory_order_relaxed); }
+
+int resolve_threads(int setting, bool fresh) {
+  if (setting != kFreeCores) return setting;
+  const int64_t now = now_ns(), at = g_free_cores_at.load(std::memory_order_relaxed);
+  if (fresh || at == 0 || now - at > kFreeCoresFor) {
+    g_free_cores.store(free_cores(fresh ? 5 : 3), std::memory_order_relaxed);
+    g_free_cores_at.store(now, std::memory_order_relaxed);
+  }
+  return g_free_cores.load(std::memory_order_relaxed);
+}
 
 ThreadScope::ThreadScope(int n) {
   if (n <= 0 || omp_in_parallel()) return;

@@ -217,20 +217,35 @@ Precision resolve_precision(Precision requested, Device device, bool strict);
 /// Model::build and the apps call it.
 void check_cpu_support();
 
+/// set_num_threads(kFreeCores) (and Model::set_num_threads): as many threads as there are cores that
+/// other processes do not keep busy (at least 1), counted from /proc (the system's runnable tasks less
+/// this process's running threads, a median of a few readings) when a fit or an evaluate starts, and
+/// for other calls (train_step, predict, ...) at most every 2 seconds; a fit keeps its count to its
+/// end (changing the count between steps made a busy machine's pool threads slow to wake). On a
+/// machine shared with other work it runs one thread where two would wait for each other's parked
+/// thread at every barrier (docs/benchmarks.md, "A shared machine"). The price: where a kernel's
+/// rounding depends on the thread count (oneDNN's weight gradients under Fast), two runs of a seed
+/// give the same bits only when they got the same count.
+inline constexpr int kFreeCores = -1;
+
 /// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool), for the whole process:
-/// 0 = all cores. OpenMP's own omp_set_num_threads acts on the calling thread only (a new
-/// std::thread starts with OpenMP's initial default: OMP_NUM_THREADS, or one thread per core); this one also applies to
-/// the calling thread at once, and every model call (fit, train_step, predict, ...) applies it to the thread it runs
-/// on, unless the model has a setting of its own (Model::set_num_threads). Until it is first called, model calls leave
-/// each thread's OpenMP setting as it is. ArgumentError for n < 0.
+/// 0 = all cores, kFreeCores = the cores other processes leave free (above). OpenMP's own omp_set_num_threads acts on
+/// the calling thread only (a new std::thread starts with OpenMP's initial default: OMP_NUM_THREADS, or one thread per
+/// core); this one also applies to the calling thread at once, and every model call (fit, train_step, predict, ...)
+/// applies it to the thread it runs on, unless the model has a setting of its own (Model::set_num_threads). Until it is
+/// first called, model calls leave each thread's OpenMP setting as it is. ArgumentError for n < 0 other than
+/// kFreeCores.
 void set_num_threads(int n);
-/// The process's setting (set_num_threads, 0 resolved to the cores), or before any, the calling
-/// thread's OpenMP thread count.
+/// The process's setting (set_num_threads: 0 resolved to the cores, kFreeCores to the free cores now), or before any,
+/// the calling thread's OpenMP thread count.
 int num_threads();
 
 namespace detail {
-/// The process's set_num_threads value, 0 when never set.
+/// The process's set_num_threads value (kFreeCores as it is), 0 when never set.
 int process_threads();
+/// A thread-count setting resolved: kFreeCores to a count of free cores (taken afresh with `fresh`,
+/// else the last one while it is under 2 s old), any other value as it is.
+int resolve_threads(int setting, bool fresh);
 /// For the scope of one model call: the calling thread's OpenMP thread count set to `n` (> 0;
 /// 0: left as it is), restored after.
 class ThreadScope {

@@ -4,5 +4,5 @@ ember_folder(core
                  tensor.h
   SOURCES caching_allocator.cpp cuda_arch.cpp cuda_graph.cpp cuda_module.cpp device.cpp error.cpp log.cpp output_file.cpp runtime.cpp pairwise_sum.cpp safetensors.cpp
           shape.cpp
-          tensor.cpp cpu/cpu_check.cpp cpu/dnnl_context.cpp cpu/gemm.cpp cpu/host_allocator.cpp
+          tensor.cpp cpu/cpu_check.cpp cpu/cpu_load.cpp cpu/dnnl_context.cpp cpu/gemm.cpp cpu/host_allocator.cpp
   CUDA_SOURCES cuda/context.cpp cuda/elementwise.cu cuda/memory.cpp cuda/status.cpp cuda/versions.cpp cuda/probe.cu)

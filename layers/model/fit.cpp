@@ -173,7 +173,7 @@ class ModelTraining final : public TrainingTarget {
 }  // namespace
 
 History Model::fit(const Dataset& all_train, const FitOptions& options, const Dataset* given_validation) {
-  const detail::ThreadScope threads(call_threads());
+  const detail::ThreadScope threads(call_threads(/*fresh=*/true));
   const detail::PrecisionScope precision_scope(precision_);
   FitData data;
   split_for_validation(all_train, options, given_validation, data);
@@ -201,7 +201,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
 }
 
 EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
-  const detail::ThreadScope threads(call_threads());
+  const detail::ThreadScope threads(call_threads(/*fresh=*/true));
   const detail::PrecisionScope precision_scope(precision_);
   require_built("evaluate");
   const Dataset arranged_data = arranged(data, "evaluate");
@@ -210,7 +210,7 @@ EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
 }
 
 EvalResult Model::evaluate(DataLoader& loader) {
-  const detail::ThreadScope threads(call_threads());
+  const detail::ThreadScope threads(call_threads(/*fresh=*/true));
   const detail::PrecisionScope precision_scope(precision_);
   require_built("evaluate");
   EMBER_CHECK(

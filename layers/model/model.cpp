@@ -267,7 +267,8 @@ const Tensor& Model::output(size_t k) const {
 }
 
 void Model::set_num_threads(int n) {
-  EMBER_CHECK(n >= 0, ArgumentError, "set_num_threads: thread count must be >= 0, got " + std::to_string(n));
+  EMBER_CHECK(n >= 0 || n == kFreeCores, ArgumentError,
+              "set_num_threads: thread count must be >= 0 or kFreeCores (-1), got " + std::to_string(n));
   threads_ = n;
 }
 

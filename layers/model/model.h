@@ -309,7 +309,8 @@ class Model {
   /// two threads share the cores with 1 each on a 2-core machine (docs/usage.md). A predict whose
   /// work is too small to split (under kSplitMacs multiply-adds per forward pass) runs on one thread
   /// whatever the setting: its fork and join would cost more than they save, and on a busy
-  /// machine a split waits for a thread the OS has parked. ArgumentError for n < 0.
+  /// machine a split waits for a thread the OS has parked. kFreeCores (core/runtime.h): the cores other
+  /// processes leave free, counted when a fit or evaluate starts. ArgumentError for other n < 0.
   /// @{
   void set_num_threads(int n);
   int num_threads() const;                          ///< The model's setting as it applies now (resolved as above).
@@ -462,7 +463,10 @@ class Model {
   bool cpu_fusion_ = true;
   int threads_ = 0;                     // set_num_threads (0: the process's)
   std::optional<Precision> precision_;  // set_precision (nullopt: the process's)
-  int call_threads() const { return threads_ > 0 ? threads_ : detail::process_threads(); }
+  // The count a call runs on (0: leave the thread's as it is); kFreeCores counted afresh with `fresh`.
+  int call_threads(bool fresh = false) const {
+    return detail::resolve_threads(threads_ != 0 ? threads_ : detail::process_threads(), fresh);
+  }
 
   void require_built(const char* what) const;
   void require_optimizer() const;                              // Error before compile()

@@ -363,7 +363,8 @@ TEST(OtherApps, HelpAndCommandLineErrorsAsTrainMnist) {
   const std::string bench_train = sibling_app("bench_train");
   if (!bench_train.empty()) {  // more than a handful of flags: in groups, sentinels in words
     const std::string help = flattened(run_raw(bench_train + " --help").output);
-    for (const char* shown : {"Measurement:", "Device and CPU:", "CPU threads (default: all cores)"})
+    for (const char* shown : {"Measurement:", "Device and CPU:",
+                              "CPU threads, or free: the cores other processes leave free (default: all cores)"})
       EXPECT_NE(help.find(shown), std::string::npos) << shown << "\n" << help;
   }
 }

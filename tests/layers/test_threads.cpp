@@ -3,11 +3,20 @@
 // after, a predict too small to split runs on one thread, and the work estimate behind that.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include "apps/model_zoo.h"
+#include "core/cpu/cpu_load.h"
 #include "test_util.h"
 
 namespace ember {
@@ -81,7 +90,7 @@ TEST_F(Threads, AModelsOwnSettingWinsAndTheCallersIsRestored) {
   EXPECT_EQ(omp_get_max_threads(), 1);  // this thread's setting, as before the call
   p.model.set_num_threads(0);
   EXPECT_EQ(p.model.num_threads(), 1);
-  EXPECT_THROW(p.model.set_num_threads(-1), ArgumentError);
+  EXPECT_THROW(p.model.set_num_threads(-2), ArgumentError);  // -1 is kFreeCores
 }
 
 // The estimate: each parameter once per output position. The reference CNN: conv2d 320 values x
@@ -106,6 +115,49 @@ TEST_F(Threads, APredictTooSmallToSplitRunsOnOneThread) {
   EXPECT_EQ(p.probe->seen, 2);
   (void)p.model.predict(many, 256);  // the same rows in passes of 256: each too small to split
   EXPECT_EQ(p.probe->seen, 1);
+}
+
+// kFreeCores' count: /proc/stat's runnable tasks less this process's running threads.
+TEST(FreeCores, CountsWhatOtherProcessesKeepBusy) {
+  EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nctxt 9\nprocs_running 3\nprocs_blocked 0\n"), 3);
+  EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nprocs_blocked 0\n"), -1);
+  EXPECT_EQ(detail::procs_running_of("\nprocs_running \n"), -1);
+  EXPECT_EQ(detail::free_cores_from(2, 1, 1), 2);  // only this process runs
+  EXPECT_EQ(detail::free_cores_from(2, 3, 1), 1);  // two others: at least one core still
+  EXPECT_EQ(detail::free_cores_from(8, 4, 2), 6);
+  EXPECT_EQ(detail::free_cores_from(2, 1, 3), 2);  // readings a moment apart: never more than the cores
+}
+
+// One busy child process per core: a model set to kFreeCores runs its next fit on one thread.
+TEST_F(Threads, BusyProcessesLeaveAFreeCoresModelOneThread) {
+  std::ifstream stat("/proc/stat");
+  const std::string text{std::istreambuf_iterator<char>(stat), std::istreambuf_iterator<char>()};
+  if (detail::procs_running_of("\n" + text) < 0) GTEST_SKIP() << "no /proc/stat here";
+  std::vector<pid_t> busy;
+  for (int i = 0; i < omp_get_num_procs(); ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0) << "fork failed";
+    if (pid == 0) {
+      std::atomic<uint64_t> spin{0};
+      for (;;) spin.fetch_add(1, std::memory_order_relaxed);
+    }
+    busy.push_back(pid);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the children running
+  Probed p;
+  make(p);
+  p.model.set_num_threads(kFreeCores);
+  FitOptions opt;
+  opt.verbose = 0;
+  opt.batch_size = 8;
+  Tensor x = test::random_tensor(Shape{32, 3}, 1);
+  const Dataset data = Dataset::from_tensors(x, test::cycling_labels(32, 2), {.num_classes = 2});
+  p.model.fit(data, opt);
+  const int seen = p.probe->seen, free_now = detail::free_cores(5);
+  for (const pid_t pid : busy) kill(pid, SIGKILL);
+  for (const pid_t pid : busy) waitpid(pid, nullptr, 0);
+  EXPECT_EQ(free_now, 1);
+  EXPECT_EQ(seen, 1);
 }
 
 }  // namespace
