@@ -30,4 +30,5 @@
 #include "model/registry.h"
 #include "model/sequential.h"
 #include "model/training_state.h"
+#include "model/zoo.h"
 #include "relu.h"

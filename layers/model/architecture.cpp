@@ -215,7 +215,9 @@ class Rebuild {
   }
 
   std::unique_ptr<Model> sequential(const json& layers, const std::vector<int64_t>& dims) const {
-    auto seq = std::make_unique<Sequential>();
+    auto seq = a_.contains("name") && a_["name"].is_string()
+                   ? std::make_unique<Sequential>(a_["name"].get<std::string>())
+                   : std::make_unique<Sequential>();
     Shape s(dims);
     for (size_t i = 0; i < layers.size(); ++i) {
       std::shared_ptr<Layer> l = make(layers[i], i);

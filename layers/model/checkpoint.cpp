@@ -96,7 +96,7 @@ void save_checkpoint(const Model& model, const std::string& path, const Training
   for (const auto& [name, t] : model.named_params()) st.tensors.emplace_back(name, host(t));
   for (const auto& [name, t] : model.named_state()) st.tensors.emplace_back(name, host(t));
   json opt = nullptr;
-  if (const Optimizer* o = model.optimizer()) {
+  if (const Optimizer* o = model.optimizer(); o && state.with_optimizer) {
     opt = {{"name", o->name()}, {"iterations", o->iterations()}};
     for (const auto& [k, v] : o->hyperparameters()) opt[k] = v;
     for (const auto& [name, t] : o->state())  // without the flat buffers' padding: one value per parameter
@@ -231,6 +231,7 @@ TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
   const bool restore_now = opt && file.named && saved.name == opt->name();
   if (restore_now) detail::check_optimizer_state(*opt, saved);
   TrainingState state;
+  state.with_optimizer = file.named;
   state.epochs_done = static_cast<int>(parse_int(st.metadata, "epochs_done", path, 0, 1 << 30));
   state.seed = parse_seed(st.metadata, path, "seed");
   const bool has_random_seed = st.metadata.count("random_seed") > 0;

@@ -27,6 +27,11 @@ struct TrainingState {
   uint64_t seed = 0;                           ///< the run's seed (shuffling; random layers)
   int64_t batch_size = 0;                      ///< the run's batch size
   std::map<std::string, std::string> extra{};  ///< free-form caller metadata
+  /// save() writes the optimizer's state (Adam's moments, its step) when true; false writes the
+  /// weights alone, an inference file a third the size with Adam: `model.save(path, {.with_optimizer =
+  /// false})`. A model loaded from such a file starts its optimizer afresh. load() sets it to whether
+  /// the file held optimizer state.
+  bool with_optimizer = true;
 };
 
 /// Optimizer state read from a checkpoint by load() before the model was compiled: compile()

@@ -153,6 +153,46 @@ TEST_F(Checkpoint, ModelAndOptimizerRoundTrip) {
   EXPECT_NE(raw.metadata.at("optimizer").find("\"beta2\""), std::string::npos);
 }
 
+// save(path, {.with_optimizer = false}): the weights alone. With Adam the file is about a third of
+// the full one (weights, then m and v of the same size each); it loads, predicts as the model that
+// saved it, and a compiled model loading it keeps its optimizer fresh.
+TEST_F(Checkpoint, AnInferenceFileHoldsTheWeightsAlone) {
+  Sequential a = trained_cnn(64);
+  a.save(path("full.safetensors"));
+  a.save(path("weights.safetensors"), {.with_optimizer = false});
+  const auto full = fs::file_size(path("full.safetensors")), weights = fs::file_size(path("weights.safetensors"));
+  const auto params = static_cast<uintmax_t>(a.num_params()) * 4;
+  EXPECT_GE(weights, params);
+  EXPECT_LT(weights, params + 8192);  // the header: names, shapes, the architecture
+  EXPECT_GE(full, 3 * params);
+  const SafeTensors raw = read_safetensors(path("weights.safetensors"));
+  for (const auto& [name, t] : raw.tensors) EXPECT_EQ(name.rfind("optimizer/", 0), std::string::npos) << name;
+  EXPECT_EQ(raw.metadata.at("optimizer"), "null");
+
+  std::unique_ptr<Model> b = load_model(path("weights.safetensors"));
+  const Tensor x = test::random_tensor(Shape{4, 1, 8, 8}, 3, 0.0f, 1.0f);
+  EXPECT_EQ(b->predict(x).to_vector(), a.predict(x).to_vector());
+  Sequential c = small_cnn();
+  c.build(Shape{1, 8, 8}, 2);
+  c.compile(std::make_unique<Adam>());
+  EXPECT_FALSE(c.load(path("weights.safetensors")).with_optimizer);
+  EXPECT_EQ(c.optimizer()->iterations(), 0);
+  EXPECT_EQ(c.params().to_vector(), a.params().to_vector());
+  EXPECT_TRUE(c.load(path("full.safetensors")).with_optimizer);
+  EXPECT_EQ(c.optimizer()->iterations(), 4);
+}
+
+// load_model gives a Sequential the name its file holds.
+TEST_F(Checkpoint, ALoadedSequentialKeepsItsName) {
+  Sequential a("tiny_cnn");
+  a.add<Conv2D>(4, Size2{3, 3}, Activation::ReLU);
+  a.add<Flatten>();
+  a.add<Dense>(10);
+  a.build(Shape{1, 8, 8}, 1);
+  a.save(path("named.safetensors"));
+  EXPECT_EQ(load_model(path("named.safetensors"))->name(), "tiny_cnn");
+}
+
 // Files written before the format dropped "batches_done" (always 0: runs resume at epoch
 // boundaries) still load, and the key is not mistaken for caller metadata.
 TEST_F(Checkpoint, FilesWithTheLegacyBatchesDoneKeyStillLoad) {

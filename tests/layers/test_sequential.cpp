@@ -285,3 +285,31 @@ TEST(Sequential, ModelGradientsMatchFiniteDifferencesWithFusedReluPool) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// The ready-made models (layers/model/zoo.h): their sizes as Keras counts them, and a model
+// named otherwise taking the same layers.
+TEST(Models, TheReadyMadeModelsHaveTheirDocumentedSizes) {
+  Sequential cnn = models::reference_cnn();
+  cnn.build(Shape{1, 28, 28}, 1);
+  EXPECT_EQ(cnn.num_params(), 93322);
+  EXPECT_EQ(cnn.layers().size(), 8u);
+  Sequential bn = models::bn_cnn();
+  bn.build(Shape{1, 28, 28}, 1);
+  EXPECT_EQ(bn.num_params(), 50378);  // 50,570 with the 192 moving statistics
+  EXPECT_EQ(bn.num_params() + bn.num_non_trainable(), 50570);
+  Model res = models::resnet();
+  res.build(1);
+  EXPECT_EQ(res.num_params(), 151274);
+  EXPECT_EQ(res.name(), "resnet");
+  Sequential five("five_classes");
+  models::add_reference_cnn(five, 5);
+  five.build(Shape{1, 28, 28}, 1);
+  EXPECT_EQ(five.num_params(), 93322 - 5 * 65);  // the last Dense: 64 x 5 + 5 instead of 64 x 10 + 10
+  EXPECT_EQ(five.name(), "five_classes");
+}
+
+}  // namespace
+}  // namespace ember
