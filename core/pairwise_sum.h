@@ -42,9 +42,11 @@ class PairwiseTree {
     return slots + 1;
   }
   int64_t next_slot() const { return size_; }
+  // `level`: the new part is already a subtree of 2^level parts (a micro-batch of 2^level 16-row
+  // groups), so that it merges where those parts would have.
   template <typename Add>
-  void push(const Add& add) {
-    level_[size_++] = 0;
+  void push(const Add& add, int level = 0) {
+    level_[size_++] = level;
     while (size_ >= 2 && level_[size_ - 1] == level_[size_ - 2]) {
       add(size_ - 2, size_ - 1);
       --size_;

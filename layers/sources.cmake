@@ -5,7 +5,7 @@ ember_folder(layers
   PUBLIC_HEADERS layers.h activation.h activations.h attention.h avgpool2d.h batch_normalization.h conv2d.h dense.h
                  dropout.h embedding.h flatten.h geometry.h gradient_check.h layer.h layer_config.h layer_normalization.h loss.h losses_kinds.h matmul.h maxpool2d.h merge.h metrics.h random_bits.h relu.h
                  model/checkpoint.h model/fit_options.h model/zoo.h model/graph.h model/learning_rate.h model/model.h model/registry.h model/sequential.h model/training_state.h
-  SOURCES activation.cpp activations.cpp attention.cpp avgpool2d.cpp batch_normalization.cpp conv2d.cpp cuda_ops.cpp
+  SOURCES activation.cpp model/accumulation.cpp activations.cpp attention.cpp avgpool2d.cpp batch_normalization.cpp conv2d.cpp cuda_ops.cpp
           dense.cpp dropout.cpp embedding.cpp flatten.cpp geometry.cpp gradient_check.cpp layer.cpp layer_config.cpp layer_normalization.cpp loss.cpp matmul.cpp maxpool2d.cpp merge.cpp
           metrics.cpp
           relu.cpp model/architecture.cpp model/build.cpp model/checkpoint.cpp model/compiled.cpp model/conv_pool_block.cpp model/execute.cpp model/fit.cpp model/fit_loop.cpp model/graph.cpp model/graphed_step.cpp model/params.cpp model/learning_rate.cpp model/micro_batch.cpp model/model.cpp

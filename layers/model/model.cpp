@@ -10,6 +10,7 @@
 
 #include "../../core/error.h"
 #include "../../core/logger.h"
+#include "accumulation.h"
 #include "compiled.h"
 #include "execute.h"
 #include "micro_batch.h"
@@ -35,6 +36,7 @@ template class Part<ParamArena>;
 template class Part<Executor>;
 template class Part<CompiledOutputs>;
 template class Part<MicroBatches>;
+template class Part<GradientTree>;
 }  // namespace detail
 
 static_assert(Model::kExactSliceRows == detail::MicroBatches::kExactSliceRows);
@@ -328,6 +330,25 @@ void Model::evaluate_batch_of(std::span<const Tensor> xs, std::span<const Tensor
   };
   batches_->evaluate(xs, ys, slice_rows(xs, ys, false), sums, pass);
 }
+
+void Model::accumulate_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums, int64_t batch_rows) {
+  accumulate_gradients(std::vector<Tensor>{x}, std::vector<Tensor>{labels}, sums, batch_rows);
+}
+
+void Model::accumulate_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums,
+                                 int64_t batch_rows) {
+  EMBER_CHECK(
+      batch_rows >= 1, ArgumentError,
+      "accumulate_gradients: batch_rows (the mean's denominator) must be >= 1, got " + std::to_string(batch_rows));
+  const detail::ThreadScope threads(call_threads());
+  const detail::PrecisionScope precision_scope(precision_);
+  compute_gradients_of(xs, targets, sums);
+  const int64_t rows = detail::MicroBatches::batch_rows(xs);
+  accumulated_->add(arena_->grads, static_cast<float>(static_cast<double>(rows) / static_cast<double>(batch_rows)),
+                    rows);
+}
+
+int64_t Model::finish_accumulation() { return accumulated_->finish(arena_->grads); }
 
 void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const detail::ThreadScope threads(call_threads());

@@ -58,6 +58,7 @@ class ParamArena;
 class Executor;
 class CompiledOutputs;
 class MicroBatches;
+class GradientTree;
 /// One of the parts a Model owns (model.cpp instantiates it for each): never null; a moved-from
 /// part holds a fresh empty one, so a moved-from Model stays a valid empty model.
 template <class T>
@@ -265,6 +266,24 @@ class Model {
   ///@}
   /// The optimizer step on the gradients in grads() (train_step's last part). Error before compile().
   void apply_gradients();
+  /// Gradient accumulation: several micro-batches, one update. Each call runs compute_gradients on
+  /// a micro-batch (its metric sums added to `sums` as a batch of its own) and adds its gradients,
+  /// scaled by its rows / batch_rows (its share of a mean over batch_rows rows: the whole batch's,
+  /// or any denominator), to the accumulation; finish_accumulation() then leaves their sum in
+  /// grads() for apply_gradients(). The micro-batches are added as the batch's pairwise tree
+  /// (core/pairwise_sum.h): on the CPU, micro-batches of a power-of-two number of 16-row groups
+  /// (16, 32, 64 rows) making up a power-of-two batch give the whole batch's gradients bit for bit
+  /// (a scaling by a power of two is exact), others the same to rounding. BatchNormalization's
+  /// statistics are each micro-batch's own, and a regularizer's gradient is added per micro-batch
+  /// (scaled as the rest). ArgumentError for batch_rows < 1.
+  ///@{
+  void accumulate_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums, int64_t batch_rows);
+  void accumulate_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums,
+                            int64_t batch_rows);
+  /// grads() = the accumulated sum; returns how many micro-batches it holds, and starts a new
+  /// accumulation. ArgumentError when none was accumulated.
+  int64_t finish_accumulation();
+  ///@}
   /// Inference on one batch, adding its loss and metric sums to `sums` (what evaluate() runs per
   /// batch; it uses a loss object of its own, not the training step's).
   ///@{
@@ -449,6 +468,7 @@ class Model {
   detail::Part<detail::Executor> exec_;             // the plan and the forward and backward passes
   detail::Part<detail::CompiledOutputs> compiled_;  // compile()'s losses and metrics per output
   detail::Part<detail::MicroBatches> batches_;      // how a CPU batch runs: whole or in slices
+  detail::Part<detail::GradientTree> accumulated_;  // accumulate_gradients' micro-batches
 
   // This model's identity for Layer::owner (moves with the model).
   std::shared_ptr<const int> identity_ = std::make_shared<const int>(0);

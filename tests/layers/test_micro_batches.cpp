@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "apps/model_zoo.h"
@@ -154,6 +155,76 @@ TEST(MicroBatches, AnUnbuiltModelIsRefusedBeforeAnySlice) {
       EXPECT_NE(std::string(e.what()).find("build() the model first"), std::string::npos) << e.what();
     }
   }
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// Model::accumulate_gradients: micro-batches of a power-of-two number of 16-row groups make up the
+// batch of 64 bit for bit through the API (their shares scaled by a power of two, added as the
+// batch's pairwise tree), on 1 and 2 threads; uneven micro-batches to the order of float sums.
+TEST(GradientAccumulation, MicroBatchesEqualTheWholeBatch) {
+  const Tensor x = test::random_tensor(Shape{64, 1, 28, 28}, 7, 0.0f, 1.0f), y = test::cycling_labels(64, 10);
+  const auto accumulated = [&](std::initializer_list<int64_t> sizes, int threads) {
+    Sequential m = reference_model(64);
+    m.set_num_threads(threads);
+    m.compile(std::make_unique<Adam>());
+    MetricSums sums(Device::cpu());
+    int64_t begin = 0;
+    for (const int64_t rows : sizes) {
+      m.accumulate_gradients(x.rows(begin, rows), y.rows(begin, rows), sums, 64);
+      begin += rows;
+    }
+    EXPECT_EQ(m.finish_accumulation(), static_cast<int64_t>(sizes.size()));
+    EXPECT_EQ(sums.read().finite_batches, static_cast<int64_t>(sizes.size()));  // each a batch of its own
+    return m.grads().to_vector();
+  };
+  for (const int threads : {1, 2}) {
+    Sequential whole = reference_model(64);
+    whole.set_num_threads(threads);
+    const std::vector<float> want = gradients_of(whole, x, y).grads;
+    EXPECT_EQ(accumulated({16, 16, 16, 16}, threads), want) << threads << " threads";
+    EXPECT_EQ(accumulated({32, 32}, threads), want) << threads << " threads";
+    EXPECT_EQ(accumulated({32, 16, 16}, threads), want) << threads << " threads";
+    // 20 + 20 + 24 rows: shares of 5/16 and 3/8 (rounded scalings) and groups that straddle the
+    // micro-batches: the same sum in another order. 64 terms of at most the scale's size each:
+    // within 64 * 2^-24 of the largest gradient.
+    EXPECT_LE(test::scaled_error(accumulated({20, 20, 24}, threads), want), 64 * std::ldexp(1.0, -24));
+  }
+}
+
+// Accumulate, finish, apply: the update of one step on the whole batch, bit for bit; the
+// denominator is the caller's; bad uses say what is wrong.
+TEST(GradientAccumulation, TheUpdateIsTheWholeBatchsStep) {
+  const Tensor x = test::random_tensor(Shape{64, 1, 28, 28}, 8, 0.0f, 1.0f), y = test::cycling_labels(64, 10);
+  Sequential whole = reference_model(64), parts = reference_model(64), halved = reference_model(64);
+  for (Sequential* m : {&whole, &parts, &halved}) m->compile(std::make_unique<Adam>());
+  MetricSums sums(Device::cpu());
+  whole.train_step(x, y, sums);
+  for (int64_t i = 0; i < 64; i += 16) parts.accumulate_gradients(x.rows(i, 16), y.rows(i, 16), sums, 64);
+  parts.finish_accumulation();
+  parts.apply_gradients();
+  EXPECT_EQ(parts.params().to_vector(), whole.params().to_vector());
+  // A denominator of 128 for the same 64 rows: half the gradient, exactly.
+  for (int64_t i = 0; i < 64; i += 32) halved.accumulate_gradients(x.rows(i, 32), y.rows(i, 32), sums, 128);
+  halved.finish_accumulation();
+  const std::vector<float> half = halved.grads().to_vector();
+  Sequential again = reference_model(64);
+  std::vector<float> full = gradients_of(again, x, y).grads;
+  for (float& v : full) v *= 0.5f;
+  // Equal, except that halving a subnormal value (below 2^-126) rounds: there within its last bit.
+  ASSERT_EQ(half.size(), full.size());
+  for (size_t i = 0; i < half.size(); ++i) {
+    if (std::abs(full[i]) >= std::numeric_limits<float>::min())
+      ASSERT_EQ(half[i], full[i]) << i;
+    else
+      ASSERT_LE(std::abs(half[i] - full[i]), std::numeric_limits<float>::denorm_min()) << i;
+  }
+  EXPECT_THROW(halved.finish_accumulation(), ArgumentError);  // nothing accumulated since
+  EXPECT_THROW(halved.accumulate_gradients(x, y, sums, 0), ArgumentError);
 }
 
 }  // namespace
