@@ -10,6 +10,7 @@
 // BatchNormalization's parameter gradients are not in it: its statistics are per replica anyway.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace ember {
@@ -43,9 +44,12 @@ class PairwiseTree {
   }
   int64_t next_slot() const { return size_; }
   // `level`: the new part is already a subtree of 2^level parts (a micro-batch of 2^level 16-row
-  // groups), so that it merges where those parts would have.
+  // groups), so that it merges where those parts would have. A part larger than the subtree before
+  // it (not aligned: no bit-for-bit promise then) counts at that subtree's level, so that the
+  // levels on the stack stay decreasing and it holds at most 64 of them.
   template <typename Add>
   void push(const Add& add, int level = 0) {
+    if (size_ > 0) level = std::min(level, level_[size_ - 1]);
     level_[size_++] = level;
     while (size_ >= 2 && level_[size_ - 1] == level_[size_ - 2]) {
       add(size_ - 2, size_ - 1);

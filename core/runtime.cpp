@@ -244,8 +244,16 @@ int num_threads() {
 namespace detail {
 int process_threads() { return g_process_threads.load(std::memory_order_relaxed); }
 
+namespace {
+// The model calls open on this thread (ThreadScope), and the count the outermost set: a call inside
+// another (fit's steps and validation) keeps that count, so a fit never changes it midway.
+thread_local int t_scope_depth = 0;
+thread_local int t_outer_threads = 0;
+}  // namespace
+
 int resolve_threads(int setting, bool fresh) {
   if (setting != kFreeCores) return setting;
+  if (t_scope_depth > 0 && t_outer_threads > 0) return t_outer_threads;
   const int64_t now = now_ns(), at = g_free_cores_at.load(std::memory_order_relaxed);
   if (fresh || at == 0 || now - at > kFreeCoresFor) {
     g_free_cores.store(free_cores(fresh ? 5 : 3), std::memory_order_relaxed);
@@ -255,6 +263,7 @@ int resolve_threads(int setting, bool fresh) {
 }
 
 ThreadScope::ThreadScope(int n) {
+  if (t_scope_depth++ == 0) t_outer_threads = n;
   if (n <= 0 || omp_in_parallel()) return;
   const int current = omp_get_max_threads();
   if (current == n) return;
@@ -263,6 +272,7 @@ ThreadScope::ThreadScope(int n) {
 }
 
 ThreadScope::~ThreadScope() {
+  --t_scope_depth;
   if (saved_ > 0) omp_set_num_threads(saved_);
 }
 }  // namespace detail

@@ -179,8 +179,8 @@ ConvAlgorithms parse_conv_algorithms(const std::string& name);
 ///    the CPU has it, else AVX512-BF16), and their outputs and gradients come out in fp32. The
 ///    parameters (master weights), the optimizer's state, the loss, softmax, normalisation, pooling
 ///    and every reduction stay fp32; checkpoints hold fp32 and load under either policy. Left in
-///    fp32, because bf16 gives them nothing: a first convolution on one or three channels (a few
-///    multiply-adds per output, bound by memory; the fused conv+pool runs it), the attention's
+///    fp32, because bf16 gives them nothing: a convolution of at most 27 multiply-adds per output
+///    (C x R x S: a first layer on one channel, or three with 3x3 windows; bound by memory), the attention's
 ///    score and value products (per head, small). What it promises (docs/numerics.md): each
 ///    bf16 product within 2^-7 of its fp32 value, so an op's result within 2^-7 (plus fp32's own
 ///    rounding) of sum |a| |b| of the fp32 result; structural zeros exact. It does not keep the
@@ -225,7 +225,10 @@ void check_cpu_support();
 /// machine shared with other work it runs one thread where two would wait for each other's parked
 /// thread at every barrier (docs/benchmarks.md, "A shared machine"). The price: where a kernel's
 /// rounding depends on the thread count (oneDNN's weight gradients under Fast), two runs of a seed
-/// give the same bits only when they got the same count.
+/// give the same bits only when they got the same count. Where this process may use only some of
+/// the machine's CPUs (taskset, a container's cpuset), the other processes' tasks are counted in
+/// proportion (the system's count covers every CPU). This process's own threads are never counted
+/// as load: two models of one process trained at once need their counts set (docs/usage.md).
 inline constexpr int kFreeCores = -1;
 
 /// CPU threads for Ember's kernels and oneDNN (both run on the OpenMP pool), for the whole process:
@@ -247,7 +250,8 @@ int process_threads();
 /// else the last one while it is under 2 s old), any other value as it is.
 int resolve_threads(int setting, bool fresh);
 /// For the scope of one model call: the calling thread's OpenMP thread count set to `n` (> 0;
-/// 0: left as it is), restored after.
+/// 0: left as it is), restored after. Inside the outermost scope on a thread, resolve_threads
+/// gives kFreeCores that scope's count (a fit's steps and validation keep the fit's).
 class ThreadScope {
  public:
   explicit ThreadScope(int n);

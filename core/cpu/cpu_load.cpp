@@ -2,6 +2,7 @@
 #include "cpu_load.h"
 
 #include <omp.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,9 +26,10 @@ int procs_running_of(std::string_view proc_stat) {
   return digits ? n : -1;
 }
 
-int free_cores_from(int cores, int running, int ours) {
+int free_cores_from(int cores, int running, int ours, int online) {
   const int others = std::max(running - ours, 0);
-  return std::clamp(cores - others, 1, std::max(cores, 1));
+  const int mine = online > cores ? (others * cores + online / 2) / online : others;  // the share on our CPUs
+  return std::clamp(cores - mine, 1, std::max(cores, 1));
 }
 
 namespace {
@@ -50,13 +52,13 @@ int ours_running() {
 }  // namespace
 
 int free_cores(int samples) {
-  const int cores = omp_get_num_procs();
+  const int cores = omp_get_num_procs(), online = get_nprocs();
   std::vector<int> free;
   for (int s = 0; s < std::max(samples, 1); ++s) {
     if (s > 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
     const int running = procs_running_of("\n" + slurp("/proc/stat"));
     if (running < 0) return cores;
-    free.push_back(free_cores_from(cores, running, ours_running()));
+    free.push_back(free_cores_from(cores, running, ours_running(), online));
   }
   std::nth_element(free.begin(), free.begin() + free.size() / 2, free.end());
   return free[free.size() / 2];

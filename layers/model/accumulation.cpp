@@ -25,7 +25,7 @@ void GradientTree::add(const Tensor& grads, float scale, int64_t rows) {
     elementwise_scale(scale, grads, parts_[at]);
   const int64_t groups = batch_groups(rows);
   int level = 0;
-  if (groups > 0 && (groups & (groups - 1)) == 0)
+  if (rows % kBatchGroupRows == 0 && groups > 0 && (groups & (groups - 1)) == 0)
     while ((int64_t{1} << level) < groups) ++level;
   tree_.push(AddInto{parts_}, level);
   ++count_;

@@ -72,7 +72,9 @@ void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& save
       bad(saved.path, "holds 'optimizer/" + name + "', which " + opt.name() + " does not keep");
 }
 
-void keep_optimizer_state(Model& model, SavedOptimizerState saved) { model.saved_optimizer_ = std::move(saved); }
+void keep_optimizer_state(Model& model, std::optional<SavedOptimizerState> saved) {
+  model.saved_optimizer_ = std::move(saved);
+}
 
 namespace {
 // `saved` into `opt`, checked already (check_optimizer_state).
@@ -252,6 +254,8 @@ TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
     detail::apply_optimizer_state(*opt, saved, model.device());  // checked above
   } else if (!opt && file.named) {
     detail::keep_optimizer_state(model, std::move(saved));  // for compile()
+  } else if (!file.named) {
+    detail::keep_optimizer_state(model, std::nullopt);  // an earlier load's state belongs to other weights
   }
   for (const auto& [k, v] : st.metadata)
     if (k != "format" && k != "ember_version" && k != "architecture" && k != "optimizer" && k != "epochs_done" &&

@@ -273,7 +273,8 @@ class Model {
   /// grads() for apply_gradients(). The micro-batches are added as the batch's pairwise tree
   /// (core/pairwise_sum.h): on the CPU, micro-batches of a power-of-two number of 16-row groups
   /// (16, 32, 64 rows) making up a power-of-two batch give the whole batch's gradients bit for bit
-  /// (a scaling by a power of two is exact), others the same to rounding. BatchNormalization's
+  /// (a scaling by a power of two is exact; not under mixed_bf16, whose Dense and convolution weight
+  /// gradients are one product over a batch), others the same to rounding. BatchNormalization's
   /// statistics are each micro-batch's own, and a regularizer's gradient is added per micro-batch
   /// (scaled as the rest). ArgumentError for batch_rows < 1.
   ///@{
@@ -479,7 +480,7 @@ class Model {
   std::vector<std::pair<std::string, bool>> decay_overrides_;  // set_weight_decay's, in call order
   // load() before compile(): the checkpoint's optimizer state, restored by compile().
   std::optional<SavedOptimizerState> saved_optimizer_;
-  friend void detail::keep_optimizer_state(Model& model, SavedOptimizerState saved);
+  friend void detail::keep_optimizer_state(Model& model, std::optional<SavedOptimizerState> saved);
   bool cpu_fusion_ = true;
   int threads_ = 0;                     // set_num_threads (0: the process's)
   std::optional<Precision> precision_;  // set_precision (nullopt: the process's)

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,8 +30,9 @@ struct TrainingState {
   std::map<std::string, std::string> extra{};  ///< free-form caller metadata
   /// save() writes the optimizer's state (Adam's moments, its step) when true; false writes the
   /// weights alone, an inference file a third the size with Adam: `model.save(path, {.with_optimizer =
-  /// false})`. A model loaded from such a file starts its optimizer afresh. load() sets it to whether
-  /// the file held optimizer state.
+  /// false})`. load() of such a file leaves a compiled model's optimizer as it was, and a model not
+  /// yet compiled starts its optimizer afresh at compile(). load() sets it to whether the file held
+  /// optimizer state.
   bool with_optimizer = true;
 };
 
@@ -48,7 +50,7 @@ namespace detail {
 void check_optimizer_state(const Optimizer& opt, const SavedOptimizerState& saved);
 void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, Device device);
 // Holds `saved` in a model without an optimizer until compile() (load_checkpoint's part).
-void keep_optimizer_state(Model& model, SavedOptimizerState saved);
+void keep_optimizer_state(Model& model, std::optional<SavedOptimizerState> saved);
 }  // namespace detail
 
 }  // namespace ember

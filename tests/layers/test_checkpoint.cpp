@@ -180,6 +180,14 @@ TEST_F(Checkpoint, AnInferenceFileHoldsTheWeightsAlone) {
   EXPECT_EQ(c.params().to_vector(), a.params().to_vector());
   EXPECT_TRUE(c.load(path("full.safetensors")).with_optimizer);
   EXPECT_EQ(c.optimizer()->iterations(), 4);
+  // Not yet compiled: a full file's optimizer state waits for compile(), unless a weights-only
+  // file is loaded after it (that state belongs to other weights).
+  Sequential d = small_cnn();
+  d.build(Shape{1, 8, 8}, 2);
+  d.load(path("full.safetensors"));
+  d.load(path("weights.safetensors"));
+  d.compile(std::make_unique<Adam>());
+  EXPECT_EQ(d.optimizer()->iterations(), 0);
 }
 
 // load_model gives a Sequential the name its file holds.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "apps/model_zoo.h"
+#include "core/pairwise_sum.h"
 #include "test_util.h"
 
 namespace ember {
@@ -225,6 +226,22 @@ TEST(GradientAccumulation, TheUpdateIsTheWholeBatchsStep) {
   }
   EXPECT_THROW(halved.finish_accumulation(), ArgumentError);  // nothing accumulated since
   EXPECT_THROW(halved.accumulate_gradients(x, y, sums, 0), ArgumentError);
+}
+
+// Parts of levels that never pair up (16 and 32 rows alternating: not aligned) stay a bounded stack:
+// a larger part counts at the level below it.
+TEST(GradientAccumulation, UnalignedPartsKeepTheTreeBounded) {
+  PairwiseTree tree;
+  std::vector<double> slots(80, 0.0);
+  double total = 0;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_LT(tree.next_slot(), 64);
+    slots[size_t(tree.next_slot())] = i;
+    total += i;
+    tree.push([&](int64_t into, int64_t from) { slots[size_t(into)] += slots[size_t(from)]; }, i % 2);
+  }
+  tree.finish([&](int64_t into, int64_t from) { slots[size_t(into)] += slots[size_t(from)]; });
+  EXPECT_EQ(slots[0], total);
 }
 
 }  // namespace

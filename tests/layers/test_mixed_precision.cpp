@@ -333,12 +333,15 @@ TEST_F(MixedPrecisionPolicy, CheckpointsLoadUnderEitherPolicy) {
   std::unique_ptr<Model> loaded = load_model(path.string());
   std::filesystem::remove(path);
   const Tensor x = test::random_tensor(Shape{16, 1, 8, 8}, 9, 0.0f, 1.0f);
+  std::vector<std::vector<float>> predictions;
   for (const Precision p : {Precision::Float32, Precision::MixedBFloat16}) {
     m.set_precision(p);
     loaded->set_precision(p);
     const Tensor a = m.predict(x), b = loaded->predict(x);
     EXPECT_EQ(values(a), values(b)) << to_string(p);
+    predictions.push_back(values(b));
   }
+  EXPECT_NE(predictions[0], predictions[1]);  // each policy ran as itself
 }
 
 TEST(MixedPrecisionNames, ParseResolveAndSay) {

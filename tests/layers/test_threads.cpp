@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,10 +123,12 @@ TEST(FreeCores, CountsWhatOtherProcessesKeepBusy) {
   EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nctxt 9\nprocs_running 3\nprocs_blocked 0\n"), 3);
   EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nprocs_blocked 0\n"), -1);
   EXPECT_EQ(detail::procs_running_of("\nprocs_running \n"), -1);
-  EXPECT_EQ(detail::free_cores_from(2, 1, 1), 2);  // only this process runs
-  EXPECT_EQ(detail::free_cores_from(2, 3, 1), 1);  // two others: at least one core still
-  EXPECT_EQ(detail::free_cores_from(8, 4, 2), 6);
-  EXPECT_EQ(detail::free_cores_from(2, 1, 3), 2);  // readings a moment apart: never more than the cores
+  EXPECT_EQ(detail::free_cores_from(2, 1, 1, 2), 2);  // only this process runs
+  EXPECT_EQ(detail::free_cores_from(2, 3, 1, 2), 1);  // two others: at least one core still
+  EXPECT_EQ(detail::free_cores_from(8, 4, 2, 8), 6);
+  EXPECT_EQ(detail::free_cores_from(2, 1, 3, 2), 2);    // readings a moment apart: never more than the cores
+  EXPECT_EQ(detail::free_cores_from(4, 33, 1, 64), 2);  // 4 of 64 CPUs: 32 others count as 2 here
+  EXPECT_EQ(detail::free_cores_from(4, 5, 1, 64), 4);   // 4 others spread over 64 CPUs: none here
 }
 
 // One busy child process per core: a model set to kFreeCores runs its next fit on one thread.
@@ -133,15 +136,24 @@ TEST_F(Threads, BusyProcessesLeaveAFreeCoresModelOneThread) {
   std::ifstream stat("/proc/stat");
   const std::string text{std::istreambuf_iterator<char>(stat), std::istreambuf_iterator<char>()};
   if (detail::procs_running_of("\n" + text) < 0) GTEST_SKIP() << "no /proc/stat here";
-  std::vector<pid_t> busy;
+  // The children end with this process (or after 30 s), whatever happens to the test.
+  struct Children {
+    std::vector<pid_t> pids;
+    ~Children() {
+      for (const pid_t pid : pids) kill(pid, SIGKILL);
+      for (const pid_t pid : pids) waitpid(pid, nullptr, 0);
+    }
+  } busy;
   for (int i = 0; i < omp_get_num_procs(); ++i) {
     const pid_t pid = fork();
     ASSERT_GE(pid, 0) << "fork failed";
     if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      alarm(30);
       std::atomic<uint64_t> spin{0};
       for (;;) spin.fetch_add(1, std::memory_order_relaxed);
     }
-    busy.push_back(pid);
+    busy.pids.push_back(pid);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the children running
   Probed p;
@@ -153,11 +165,23 @@ TEST_F(Threads, BusyProcessesLeaveAFreeCoresModelOneThread) {
   Tensor x = test::random_tensor(Shape{32, 3}, 1);
   const Dataset data = Dataset::from_tensors(x, test::cycling_labels(32, 2), {.num_classes = 2});
   p.model.fit(data, opt);
-  const int seen = p.probe->seen, free_now = detail::free_cores(5);
-  for (const pid_t pid : busy) kill(pid, SIGKILL);
-  for (const pid_t pid : busy) waitpid(pid, nullptr, 0);
-  EXPECT_EQ(free_now, 1);
-  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(detail::free_cores(5), 1);
+  EXPECT_EQ(p.probe->seen, 1);
+}
+
+// Inside a model call (a fit's steps, its validation) kFreeCores keeps the outer call's count:
+// a fit never changes its thread count midway.
+TEST(FreeCores, ACallInsideAnotherKeepsItsCount) {
+  {
+    const detail::ThreadScope outer(3);
+    EXPECT_EQ(detail::resolve_threads(kFreeCores, /*fresh=*/true), 3);
+    const detail::ThreadScope inner(1);
+    EXPECT_EQ(detail::resolve_threads(kFreeCores, true), 3);
+    EXPECT_EQ(detail::resolve_threads(2, true), 2);  // an explicit count is itself
+  }
+  const int now = detail::resolve_threads(kFreeCores, true);  // outside any call: counted
+  EXPECT_GE(now, 1);
+  EXPECT_LE(now, omp_get_num_procs());
 }
 
 }  // namespace
