@@ -102,11 +102,14 @@ void compute_replica_gradients(std::span<const std::unique_ptr<Model>> replicas,
 
 void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, std::span<const int64_t> rows,
                          int64_t global, Communicator& gradients) {
-  std::vector<Tensor*> grads;
+  // The trainable layers' gradients (frozen layers' are zero on every replica): a call per part.
+  std::vector<std::vector<Tensor>> parts(replicas.size());
   std::vector<Tensor> stats(replicas.size());  // views of each model's averaged region, kept for the call
   std::vector<Tensor*> stat_ptrs;
   for (size_t i = 0; i < replicas.size(); ++i) {
-    grads.push_back(&replicas[i]->grads());
+    parts[i] = replicas[i]->trainable_gradients();
+    EMBER_CHECK(parts[i].size() == parts[0].size(), Error,
+                "all_reduce: the replicas freeze different layers (freeze them in the recipe)");
     // Moving statistics (BatchNormalization's): each replica updated its own from its shard; the
     // same weighted sum as the gradients' makes them their shard-weighted mean on every replica
     // (Keras' MEAN aggregation). Weighted here, just before the sum, so they are never left
@@ -117,7 +120,11 @@ void all_reduce_replicas(std::span<const std::unique_ptr<Model>> replicas, std::
       stat_ptrs.push_back(&stats[i]);
     }
   }
-  gradients.all_reduce_sum(grads);  // host transports: done here; NCCL: queued on the GPUs
+  for (size_t k = 0; k < parts[0].size(); ++k) {  // host transports: done here; NCCL: queued on the GPUs
+    std::vector<Tensor*> grads;
+    for (auto& p : parts) grads.push_back(&p[k]);
+    gradients.all_reduce_sum(grads);
+  }
   if (!stat_ptrs.empty()) gradients.all_reduce_sum(stat_ptrs);
 }
 

@@ -15,7 +15,7 @@ const Tensor& PointwiseActivation::do_forward(const Tensor& x, bool /*training*/
 }
 
 const Tensor& PointwiseActivation::do_backward(const Tensor& dy) {
-  if (!needs_input_grad_) return no_input_grad();
+  if (!needs_input_grad()) return no_input_grad();
   return detail::pointwise_backward(state_, f_, alpha_, dy);
 }
 
@@ -42,7 +42,7 @@ const Tensor& Softmax::do_forward(const Tensor& x, bool /*training*/) {
 }
 
 const Tensor& Softmax::do_backward(const Tensor& dy) {
-  if (!needs_input_grad_) return no_input_grad();
+  if (!needs_input_grad()) return no_input_grad();
   return detail::softmax_backward(state_, dy);
 }
 

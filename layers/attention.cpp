@@ -84,7 +84,7 @@ const Tensor& MultiHeadAttention::do_backward(const Tensor& dy) {
                                             grads_.at(2), grads_.at(3));
   const Tensor& dqkv = detail::attention_backward(attention_state_, *da);
   const Tensor* dx =
-      detail::dense_backward(state_, params_[0], dqkv, false, needs_input_grad_, grads_.at(0), grads_.at(1));
+      detail::dense_backward(state_, params_[0], dqkv, false, needs_input_grad(), grads_.at(0), grads_.at(1));
   if (!dx) return no_input_grad();
   dx_ = dx->reshape(Shape{dy.dim(0), in_[0], in_[1]});
   return dx_;

@@ -30,7 +30,7 @@ const Tensor& AvgPool2D::do_forward(const Tensor& x, bool /*training*/) {
 }
 
 const Tensor& AvgPool2D::do_backward(const Tensor& dy) {
-  if (!needs_input_grad_) return no_input_grad();
+  if (!needs_input_grad()) return no_input_grad();
   return detail::avgpool2d_backward(state_, g_, dy);
 }
 
@@ -62,7 +62,7 @@ const Tensor& GlobalAvgPool2D::do_forward(const Tensor& x, bool /*training*/) {
 }
 
 const Tensor& GlobalAvgPool2D::do_backward(const Tensor& dy) {
-  if (!needs_input_grad_) return no_input_grad();
+  if (!needs_input_grad()) return no_input_grad();
   const Tensor rm = dy.layout() == Layout::RowMajor ? dy : dy.to_layout(Layout::RowMajor);
   dy4_ = rm.reshape(Shape{g_.n, g_.c, 1, 1});
   return detail::avgpool2d_backward(state_, g_, dy4_);

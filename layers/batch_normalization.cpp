@@ -46,13 +46,17 @@ const Tensor& BatchNormalization::do_forward(const Tensor& x, bool training) {
               "BatchNormalization: bind() and bind_state() first (Model::build does)");
   EMBER_CHECK(x.rank() == in_.rank() + 1 && x.shape().without_batch() == in_, ShapeError,
               "BatchNormalization: expects input (N, ...) with samples " + in_.str() + "; given " + x.shape().str());
-  return detail::batchnorm_forward(state_, args(params_, state_tensors_, momentum_, epsilon_), x, training);
+  // Frozen: inference mode, the moving statistics normalise and stay (Keras' trainable = False).
+  return detail::batchnorm_forward(state_, args(params_, state_tensors_, momentum_, epsilon_), x,
+                                   training && trainable());
 }
 
 const Tensor& BatchNormalization::do_backward(const Tensor& dy) {
+  Tensor none;  // a frozen layer: no parameter gradient
+  const bool train = trainable();
   const Tensor& dx = detail::batchnorm_backward(state_, args(params_, state_tensors_, momentum_, epsilon_), dy,
-                                                grads_.at(0), grads_.at(1));
-  return needs_input_grad_ ? dx : no_input_grad();
+                                                train ? grads_.at(0) : none, train ? grads_.at(1) : none);
+  return needs_input_grad() ? dx : no_input_grad();
 }
 
 std::string BatchNormalization::kernel_info(int64_t, Device device) const {

@@ -22,7 +22,7 @@ class BatchNormalization : public Layer {
   /// 0 <= momentum < 1; epsilon > 0 (ArgumentError else).
   explicit BatchNormalization(float momentum = 0.99f, float epsilon = 1e-3f);
   std::string type() const override { return "BatchNormalization"; }
-  bool rows_independent(bool training) const override { return !training; }
+  bool rows_independent(bool training) const override { return !training || !trainable(); }
   Shape build(const Shape& sample_shape) override;
   std::vector<ParamSpec> param_specs() const override;
   std::vector<StateSpec> state_specs() const override;

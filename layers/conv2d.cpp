@@ -66,8 +66,11 @@ const Tensor& Conv2D::do_forward(const Tensor& x, bool /*training*/) {
 const Tensor& Conv2D::do_backward(const Tensor& output_grad) {
   const Tensor& dy =
       pointwise_ ? detail::pointwise_backward(activation_state_, *pointwise_, 0.0f, output_grad) : output_grad;
-  const Tensor* dx = detail::conv2d_backward(state_, geometry(batch_), params_.at(0), dy, needs_input_grad_,
-                                             grads_.at(0), bias_grad(), output_grad_premasked_);
+  Tensor none;  // a frozen layer: no parameter gradient
+  const bool train = trainable();
+  const Tensor* dx =
+      detail::conv2d_backward(state_, geometry(batch_), params_.at(0), dy, needs_input_grad(),
+                              train ? grads_.at(0) : none, train ? bias_grad() : none, output_grad_premasked_);
   return dx ? *dx : no_input_grad();
 }
 

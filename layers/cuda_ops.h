@@ -10,6 +10,7 @@
 #include "../core/tensor.h"
 #include "activation.h"
 #include "attention_math.h"
+#include "augment_math.h"
 #include "elementwise.h"
 #include "geometry.h"
 #include "losses_kinds.h"
@@ -65,6 +66,12 @@ struct LayerCudaOps {
                           bool advance);
   void (*dropout_advance)(Tensor& counter);
   void (*dropout_backward)(float scale, const Tensor& mask, const Tensor& dy, Tensor& dx);
+  // The augmentation layers' map (layers/cpu/augment.h's contract; row-major (N, C, H, W)); the
+  // forward reads the counter (null: no draw) and, with `advance`, its last block advances it.
+  void (*augment_forward)(const AugmentSpec& s, Tensor* counter, const Tensor& x, Tensor& y, int64_t n, int64_t c,
+                          bool advance);
+  void (*augment_backward)(const AugmentSpec& s, const Tensor* counter, const Tensor& dy, Tensor& dx, int64_t n,
+                           int64_t c);
   void (*batchnorm_forward_training)(const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor, float eps,
                                      Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                                      Tensor& save_invstd, GpuPlanSlot& slot);

@@ -57,9 +57,11 @@ const Tensor& Dense::do_backward(const Tensor& output_grad) {
   const Tensor& dy =
       pointwise_ ? detail::pointwise_backward(activation_state_, *pointwise_, 0.0f, output_grad) : output_grad;
   const bool rows = sample_.rank() > 1;
-  const Tensor* dx =
-      detail::dense_backward(state_, params_.at(0), rows ? dy.reshape(Shape{dy.numel() / units_, units_}) : dy,
-                             relu_ && !output_grad_premasked_, needs_input_grad_, grads_.at(0), grads_.at(1));
+  Tensor none;  // a frozen layer: no parameter gradient
+  const bool train = trainable();
+  const Tensor* dx = detail::dense_backward(
+      state_, params_.at(0), rows ? dy.reshape(Shape{dy.numel() / units_, units_}) : dy,
+      relu_ && !output_grad_premasked_, needs_input_grad(), train ? grads_.at(0) : none, train ? grads_.at(1) : none);
   if (!dx) return no_input_grad();
   if (!rows) return *dx;
   std::vector<int64_t> in(dy.shape().begin(), dy.shape().end());

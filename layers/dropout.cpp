@@ -29,7 +29,7 @@ const Tensor& Dropout::do_forward(const Tensor& x, bool training) {
 }
 
 const Tensor& Dropout::do_backward(const Tensor& dy) {
-  if (!needs_input_grad_) return no_input_grad();
+  if (!needs_input_grad()) return no_input_grad();
   if (!masked_) return dy;  // the forward passed its input through
   return detail::dropout_backward(state_, params_rng_.scale, dy);
 }

@@ -108,7 +108,7 @@ const Tensor& PositionEmbedding::do_forward(const Tensor& x, bool /*training*/) 
 const Tensor& PositionEmbedding::do_backward(const Tensor& dy) {
   const Tensor& g = as_layout(dy, Layout::RowMajor, dy_copy_);
   detail::embedding_backward(state_, g, grads_.at(0));
-  if (!needs_input_grad_) return no_input_grad();
+  if (!needs_input_grad()) return no_input_grad();
   ensure(dx_, g.shape(), DType::F32, g.device());
   detail::elementwise_scale(1.0f, g, dx_);  // d(x + P)/dx: the gradient itself
   return dx_;

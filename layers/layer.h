@@ -189,9 +189,25 @@ class Layer {
   void note_call() { ++calls_; }                     ///< Counts one more call (see calls()).
   void restore_calls(int calls) { calls_ = calls; }  ///< Sets the count back (see calls()).
   /// Whether backward() computes dx (true by default; else it returns no_input_grad()). Model::
-  /// build turns it off for a layer that reads only model inputs.
+  /// build turns it off for a layer that reads only model inputs, and a model's backward pass for a
+  /// layer below which nothing trains (set_trainable: no earlier layer wants a gradient).
   void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
-  bool needs_input_grad() const { return needs_input_grad_; }          ///< See set_needs_input_grad().
+  bool needs_input_grad() const {
+    return needs_input_grad_ && !nothing_trains_below_;
+  }  ///< See set_needs_input_grad().
+  /// Freezing (Keras' layer.trainable = False; true by default). A frozen layer's parameters keep
+  /// their values in training: a model's backward pass computes no parameter gradient for it (its
+  /// gradients read zero; Conv2D and Dense skip the work) and runs its backward only for what
+  /// earlier layers that train need (not at all when none does), the optimizer and its weight
+  /// decay leave it, and a frozen BatchNormalization runs in inference mode (its moving statistics
+  /// normalise and stay as they are). summary() counts its parameters as non-trainable;
+  /// checkpoints keep the flag. Takes effect at the next step; under a strategy freeze in the recipe
+  /// (every replica alike).
+  void set_trainable(bool v) { trainable_ = v; }
+  bool trainable() const { return trainable_; }  ///< See set_trainable().
+  /// Set by a model's backward pass: no layer before this one trains, so its input gradient would
+  /// go unused (needs_input_grad() is then false).
+  void set_nothing_trains_below(bool v) { nothing_trains_below_ = v; }
   const std::vector<Tensor>& params() const { return params_; }        ///< The bound parameter views.
   const std::vector<Tensor>& grads() const { return grads_; }          ///< The bound gradient views.
   const std::vector<Tensor>& state() const { return state_tensors_; }  ///< The bound state views.
@@ -223,6 +239,8 @@ class Layer {
   std::vector<Tensor> state_tensors_;       ///< views into the model's state buffer (state_specs())
   bool needs_input_grad_ = true;            ///< set_needs_input_grad()'s value
   bool output_grad_premasked_ = false;      ///< set_output_grad_premasked()'s value
+  bool trainable_ = true;                   ///< set_trainable()'s value
+  bool nothing_trains_below_ = false;       ///< set_nothing_trains_below()'s value
   std::unique_ptr<detail::OpState> state_;  ///< the backend's, opaque (see detail::OpState)
 
  private:

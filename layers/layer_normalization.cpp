@@ -37,7 +37,7 @@ const Tensor& LayerNormalization::do_forward(const Tensor& x, bool /*training*/)
 
 const Tensor& LayerNormalization::do_backward(const Tensor& dy) {
   const Tensor* dx =
-      detail::layernorm_backward(state_, params_.at(0), dy, needs_input_grad_, grads_.at(0), grads_.at(1));
+      detail::layernorm_backward(state_, params_.at(0), dy, needs_input_grad(), grads_.at(0), grads_.at(1));
   return dx ? *dx : no_input_grad();
 }
 

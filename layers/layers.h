@@ -6,6 +6,7 @@
 #include "activation.h"
 #include "activations.h"
 #include "attention.h"
+#include "augmentation.h"
 #include "avgpool2d.h"
 #include "batch_normalization.h"
 #include "conv2d.h"

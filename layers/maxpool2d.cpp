@@ -29,7 +29,7 @@ const Tensor& MaxPool2D::do_forward(const Tensor& x, bool /*training*/) {
 }
 
 const Tensor& MaxPool2D::do_backward(const Tensor& dy) {
-  if (!needs_input_grad_) return no_input_grad();
+  if (!needs_input_grad()) return no_input_grad();
   return detail::maxpool2d_backward(state_, g_, dy, mask_input_relu_);
 }
 

@@ -57,15 +57,18 @@ void Adam::step(Tensor& params, const Tensor& grads) {
     const auto& ops = detail::optim_cuda_ops();
     const int d = params.device().index;
     auto* scalars = static_cast<double*>(device_scalars_.raw());
-    if (fused_advance()) {  // one launch: the update's last block advances {t, lr_t} (the same bits)
-      ops.adam_update_advance(d, static_cast<float*>(params.raw()), static_cast<const float*>(grads.raw()),
-                              static_cast<float*>(m_.raw()), static_cast<float*>(v_.raw()), params.numel(), scalars,
-                              device_rate(params), opt_.beta1, opt_.beta2, opt_.epsilon);
+    auto* p = static_cast<float*>(params.raw());
+    const auto* g = static_cast<const float*>(grads.raw());
+    auto* m = static_cast<float*>(m_.raw());
+    auto* v = static_cast<float*>(v_.raw());
+    if (fused_advance() && !update_spans()) {  // one launch: the last block advances {t, lr_t} (the same bits)
+      ops.adam_update_advance(d, p, g, m, v, params.numel(), scalars, device_rate(params), opt_.beta1, opt_.beta2,
+                              opt_.epsilon);
     } else {
       ops.adam_advance(d, scalars, device_rate(params), opt_.beta1, opt_.beta2);
-      ops.adam_update(d, static_cast<float*>(params.raw()), static_cast<const float*>(grads.raw()),
-                      static_cast<float*>(m_.raw()), static_cast<float*>(v_.raw()), params.numel(), scalars, opt_.beta1,
-                      opt_.beta2, opt_.epsilon);
+      for_each_span(params.numel(), [&](int64_t o, int64_t c) {
+        ops.adam_update(d, p + o, g + o, m + o, v + o, c, scalars, opt_.beta1, opt_.beta2, opt_.epsilon);
+      });
     }
     device_t_ = ++iterations_;
     return;
@@ -74,8 +77,10 @@ void Adam::step(Tensor& params, const Tensor& grads) {
   const double t = static_cast<double>(iterations_);
   const double lr_t = opt_.learning_rate * std::sqrt(1.0 - std::pow(static_cast<double>(opt_.beta2), t)) /
                       (1.0 - std::pow(static_cast<double>(opt_.beta1), t));
-  cpu::adam_update(params.f32(), grads.f32(), m_.f32(), v_.f32(), params.numel(), static_cast<float>(lr_t), opt_.beta1,
-                   opt_.beta2, opt_.epsilon);
+  for_each_span(params.numel(), [&](int64_t o, int64_t c) {
+    cpu::adam_update(params.f32() + o, grads.f32() + o, m_.f32() + o, v_.f32() + o, c, static_cast<float>(lr_t),
+                     opt_.beta1, opt_.beta2, opt_.epsilon);
+  });
 }
 
 void Adam::count_step() {

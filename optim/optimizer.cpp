@@ -102,7 +102,10 @@ void Optimizer::regularize(Tensor& params, const Tensor& grads, float learning_r
         norm_scratch_ = Tensor::empty(Shape{ops.norm_scratch_doubles}, DType::F64, params.device());
       ops.clip_by_global_norm(d, g, n, r.global_clipnorm, static_cast<double*>(norm_scratch_.raw()));
     }
-    if (r.weight_decay > 0) ops.decay(d, p, m, n, device_rate(params), r.weight_decay);
+    if (r.weight_decay > 0)
+      for_each_span(n, [&](int64_t o, int64_t c) {
+        ops.decay(d, p + o, m ? m + o : nullptr, c, device_rate(params), r.weight_decay);
+      });
     return;
   }
   if (r.clipvalue > 0) cpu::clip_by_value(g, n, r.clipvalue);
@@ -115,7 +118,8 @@ void Optimizer::regularize(Tensor& params, const Tensor& grads, float learning_r
     else if (norm > r.global_clipnorm)
       cpu::scale(g, n, static_cast<float>(r.global_clipnorm / norm));
   }
-  if (r.weight_decay > 0) cpu::decay(p, m, n, factor);
+  if (r.weight_decay > 0)
+    for_each_span(n, [&](int64_t o, int64_t c) { cpu::decay(p + o, m ? m + o : nullptr, c, factor); });
 }
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,7 +69,18 @@ class Optimizer {
   /// one, every parameter decays. Model sets it (kernels and embedding tables only, unless told otherwise).
   void set_decay_mask(Tensor mask);
   const Tensor& decay_mask() const { return decay_mask_; }  ///< See set_decay_mask() (undefined: none).
-  int64_t iterations() const { return iterations_; }        ///< The steps taken (Keras' optimizer.iterations).
+  /// A part of the flat buffers: `count` values from `offset`.
+  struct Span {
+    int64_t offset = 0;  ///< the first value's index
+    int64_t count = 0;   ///< the values
+  };
+  /// The parts of the buffers a step updates and decays, in buffer order (nullopt, the default: all
+  /// of it). A Model sets its trainable layers' (Layer::set_trainable): a frozen layer's
+  /// parameters and its slots of the state stay as they are. A subclass applies its update to these
+  /// parts only (for_each_span); clipping still sees the whole gradient (a frozen layer's is zero).
+  void set_update_spans(std::optional<std::vector<Span>> spans) { spans_ = std::move(spans); }
+  const std::optional<std::vector<Span>>& update_spans() const { return spans_; }  ///< See set_update_spans().
+  int64_t iterations() const { return iterations_; }  ///< The steps taken (Keras' optimizer.iterations).
   /// Sets the step count (a checkpoint's); a state change (state_version()).
   void set_iterations(int64_t n) {
     iterations_ = n;
@@ -88,6 +100,16 @@ class Optimizer {
   /// Applies `r` (see Regularization) to this step's gradients and parameters, with the step's
   /// learning rate: what step() does first.
   void regularize(Tensor& params, const Tensor& grads, float learning_rate, const Regularization& r);
+  /// Calls f(offset, count) for each part of an n-value buffer a step updates (set_update_spans).
+  template <class F>
+  void for_each_span(int64_t n, F&& f) const {
+    if (!spans_) {
+      f(int64_t{0}, n);
+      return;
+    }
+    for (const Span& s : *spans_)
+      if (s.count > 0) f(s.offset, s.count);
+  }
   /// On a GPU: learning_rate() on params' device (allocated and written on first use, rewritten
   /// when it changed), what the update kernels read.
   const float* device_rate(const Tensor& params);
@@ -98,9 +120,10 @@ class Optimizer {
   static uint64_t next_id();
   uint64_t id_ = next_id();
   Tensor decay_mask_;
-  Tensor norm_scratch_;             // on a GPU: the global norm's partial sums and clip factor
-  Tensor device_rate_;              // on a GPU: the learning rate the kernels read (f32, one value)
-  float device_rate_value_ = 0.0f;  // what device_rate_ holds (when defined)
+  std::optional<std::vector<Span>> spans_;  // set_update_spans (nullopt: the whole buffer)
+  Tensor norm_scratch_;                     // on a GPU: the global norm's partial sums and clip factor
+  Tensor device_rate_;                      // on a GPU: the learning rate the kernels read (f32, one value)
+  float device_rate_value_ = 0.0f;          // what device_rate_ holds (when defined)
   static inline const Regularization no_regularization_{};
 };
 

@@ -21,12 +21,16 @@ void RMSprop::step(Tensor& params, const Tensor& grads) {
   regularize(params, grads, opt_.learning_rate, reg_);
   ++iterations_;
   if (detail::on_gpu(params)) {
-    detail::optim_cuda_ops().rmsprop_update(params.device().index, static_cast<float*>(params.raw()),
-                                            static_cast<const float*>(grads.raw()), static_cast<float*>(v_.raw()),
-                                            params.numel(), device_rate(params), opt_.rho, opt_.epsilon);
+    for_each_span(params.numel(), [&](int64_t o, int64_t c) {
+      detail::optim_cuda_ops().rmsprop_update(
+          params.device().index, static_cast<float*>(params.raw()) + o, static_cast<const float*>(grads.raw()) + o,
+          static_cast<float*>(v_.raw()) + o, c, device_rate(params), opt_.rho, opt_.epsilon);
+    });
     return;
   }
-  cpu::rmsprop_update(params.f32(), grads.f32(), v_.f32(), params.numel(), opt_.learning_rate, opt_.rho, opt_.epsilon);
+  for_each_span(params.numel(), [&](int64_t o, int64_t c) {
+    cpu::rmsprop_update(params.f32() + o, grads.f32() + o, v_.f32() + o, c, opt_.learning_rate, opt_.rho, opt_.epsilon);
+  });
 }
 
 void RMSprop::set_state(const std::string& name, const Tensor& values) {

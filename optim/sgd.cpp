@@ -19,13 +19,17 @@ void SGD::step(Tensor& params, const Tensor& grads) {
   regularize(params, grads, opt_.learning_rate, reg_);
   ++iterations_;
   if (detail::on_gpu(params)) {
-    detail::optim_cuda_ops().sgd_update(params.device().index, static_cast<float*>(params.raw()),
-                                        static_cast<const float*>(grads.raw()), static_cast<float*>(velocity_.raw()),
-                                        params.numel(), device_rate(params), opt_.momentum, opt_.nesterov);
+    for_each_span(params.numel(), [&](int64_t o, int64_t c) {
+      detail::optim_cuda_ops().sgd_update(
+          params.device().index, static_cast<float*>(params.raw()) + o, static_cast<const float*>(grads.raw()) + o,
+          static_cast<float*>(velocity_.raw()) + o, c, device_rate(params), opt_.momentum, opt_.nesterov);
+    });
     return;
   }
-  cpu::sgd_update(params.f32(), grads.f32(), velocity_.f32(), params.numel(), opt_.learning_rate, opt_.momentum,
-                  opt_.nesterov);
+  for_each_span(params.numel(), [&](int64_t o, int64_t c) {
+    cpu::sgd_update(params.f32() + o, grads.f32() + o, velocity_.f32() + o, c, opt_.learning_rate, opt_.momentum,
+                    opt_.nesterov);
+  });
 }
 
 std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {

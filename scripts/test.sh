@@ -35,6 +35,7 @@ wants() { [[ " $PARTS " == *" $1 "* ]]; }
 
 scripts/setup.sh
 scripts/fetch_data.sh mnist
+scripts/fetch_data.sh fashion-mnist  # examples/fine_tuning and examples/augmentation
 
 section() { printf '\n=== %s ===\n' "$*"; }
 
@@ -56,7 +57,7 @@ check_install() {  # check_install <build dir> <prefix> [extra CXX flags for the
     echo "libember links an MPI or CUDA library: a CPU-only program could not start without it" >&2; return 1
   fi
   local example
-  for example in custom_model residual_model two_input regression autoencoder multilabel text_model; do
+  for example in custom_model residual_model two_input regression autoencoder multilabel text_model fine_tuning augmentation; do
     cmake -S examples/$example -B "$1/$example" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$2" \
           -DCMAKE_CXX_FLAGS="${3:-}" >/dev/null
     cmake --build "$1/$example"
@@ -84,7 +85,7 @@ rm -rf build/test-cuda/gpu-check
 OUT=build/test-cuda/gpu-check GPU_CHECK_BUILD=build/test-cuda GPU_CHECK_DEADLINE=120 bash scripts/gpu_check.sh run first
 [[ $(wc -l <build/test-cuda/gpu-check/summary.txt) -ge 14 ]] || { echo "gpu_check: summary.txt lacks items" >&2; exit 1; }
 
-section "configuration 1: install + examples/ (custom_model, residual_model, two_input, regression, autoencoder, multilabel, text_model)"
+section "configuration 1: install + examples/ (custom_model, residual_model, two_input, regression, autoencoder, multilabel, text_model, fine_tuning, augmentation)"
 check_install build/test-cuda build/install-cuda
 section "configuration 1: every C++ block of README.md and docs/usage.md compiles against the installed package"
 python3 scripts/check_doc_snippets.py build/install-cuda/include README.md docs/usage.md
@@ -99,7 +100,7 @@ cmake --build build/test-asan
 # hashes are the Release build's rounding).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/test-asan -j1 -LE 'realdata|fixtures'
-section "configuration 2: install + examples/ (custom_model, residual_model, two_input, regression, autoencoder, multilabel, text_model)"
+section "configuration 2: install + examples/ (custom_model, residual_model, two_input, regression, autoencoder, multilabel, text_model, fine_tuning, augmentation)"
 ASAN_OPTIONS=detect_leaks=1 check_install build/test-asan build/install-asan "-fsanitize=address,undefined"
 fi
 

@@ -265,9 +265,11 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
   check_tensor(y, g.n, g.k, g.p, g.q, "output", g);
   check_tensor(dy, g.n, g.k, g.p, g.q, "output gradient", g);
   if (dx) check_tensor(*dx, g.n, g.c, g.h, g.w, "input gradient", g);
-  check_params(g, dw, db, "the gradient of the");
-  EMBER_CHECK(w.shape() == dw.shape() && w.layout() == Layout::RowMajor, ShapeError,
-              "conv2d (cpu): weights must be " + dw.shape().str() + ", got " + w.str());
+  const bool params = dw.defined();  // undefined: a frozen layer, dx alone
+  if (params) check_params(g, dw, db, "the gradient of the");
+  const Shape ws{g.k, g.c, g.r, g.s};
+  EMBER_CHECK(w.shape() == ws && w.layout() == Layout::RowMajor, ShapeError,
+              "conv2d (cpu): weights must be " + ws.str() + ", got " + w.str());
   Plan& plan = plan_for(g);
   ensure_backward(plan, g);
   auto& strm = dnnl_stream();
@@ -281,7 +283,9 @@ void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, con
   plan.diff_dst.set_data_handle(const_cast<float*>(grad->f32()));
   plan.src.set_data_handle(const_cast<float*>(x.f32()));
 
-  if (plan.winograd_bwd_w) {
+  if (!params) {
+    // a frozen layer: no parameter gradient
+  } else if (plan.winograd_bwd_w) {
     conv2d_winograd_weight_gradient(g, x.f32(), grad->f32(), dw.f32(), db.f32(), plan.winograd_scratch);
   } else if (plan.direct_bwd_w) {
     conv2d_direct_weight_gradient(g, x.f32(), grad->f32(), dw.f32(), db.f32(), plan.direct_scratch);

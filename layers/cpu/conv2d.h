@@ -18,7 +18,8 @@ void conv2d_forward(const Conv2dShape& g, const Tensor& x, const Tensor& w, cons
 
 // y is the forward output (needed to undo the fused ReLU); dx may be null when the input
 // gradient is not needed (the first layer of a model). With `dy_premasked` the caller has
-// already applied the ReLU's mask to dy (fused into the next layer's backward).
+// already applied the ReLU's mask to dy (fused into the next layer's backward). dw and db
+// undefined: a frozen layer, neither computed.
 void conv2d_backward(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
                      Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked = false);
 

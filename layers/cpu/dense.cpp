@@ -20,13 +20,13 @@ void check(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
   EMBER_CHECK(x.rank() == 2 && w.rank() == 2 && x.dim(1) == w.dim(1), ShapeError,
               "dense (cpu): input " + x.shape().str() + " does not fit weights " + w.shape().str() +
                   " (expected input (N, " + std::to_string(w.rank() == 2 ? w.dim(1) : -1) + "))");
-  EMBER_CHECK(b.shape() == Shape{w.dim(0)}, ShapeError,
+  EMBER_CHECK(!b.defined() || b.shape() == Shape{w.dim(0)}, ShapeError,  // undefined: a frozen layer's db
               "dense (cpu): bias must be (" + std::to_string(w.dim(0)) + ",), got " + b.shape().str());
   EMBER_CHECK(y.shape() == (Shape{x.dim(0), w.dim(0)}), ShapeError,
               "dense (cpu): output must be " + Shape{x.dim(0), w.dim(0)}.str() + ", got " + y.shape().str());
   for (const Tensor* t : {&x, &w, &b, &y})
-    EMBER_CHECK(t->dtype() == DType::F32 && t->device().is_cpu() && t->layout() == Layout::RowMajor, ShapeError,
-                "dense (cpu): expects f32 row-major cpu tensors, got " + t->str());
+    EMBER_CHECK(!t->defined() || (t->dtype() == DType::F32 && t->device().is_cpu() && t->layout() == Layout::RowMajor),
+                ShapeError, "dense (cpu): expects f32 row-major cpu tensors, got " + t->str());
 }
 }  // namespace
 
@@ -144,8 +144,9 @@ void dense_bias_gradient(const float* dz, int64_t n, int64_t out, float* db) {
 
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
                     Tensor* dx, Tensor& dw, Tensor& db, std::vector<float>* scratch) {
+  const bool params = dw.defined();  // undefined: a frozen layer, dx alone
   check(x, w, db, dy);
-  EMBER_CHECK(dw.shape() == w.shape() && y.shape() == dy.shape(), ShapeError,
+  EMBER_CHECK((!params || dw.shape() == w.shape()) && y.shape() == dy.shape(), ShapeError,
               "dense (cpu): gradient shapes do not match: dw " + dw.shape().str() + ", dy " + dy.shape().str());
   if (dx)
     EMBER_CHECK(dx->shape() == x.shape(), ShapeError,
@@ -159,7 +160,9 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
   // The batch's sum order (core/pairwise_sum.h): each group of 16 rows summed on its own, the
   // groups added as the pairwise tree. dw by Ember's own kernel where it fits, else one sgemm
   // per group (K = the group's rows) into parts.
-  if (n == 0) {  // an empty batch: no terms
+  if (!params) {
+    // a frozen layer: no parameter gradient
+  } else if (n == 0) {  // an empty batch: no terms
     std::fill_n(dw.f32(), out * in, 0.0f);
   } else if (own_weight_gradient_fits(in, out)) {
     own_weight_gradient(g, x.f32(), n, in, out, dw.f32(), parts);
@@ -176,7 +179,7 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
     pairwise_reduce(parts.data(), groups, part, part);
     std::copy_n(parts.data(), part, dw.f32());
   }
-  dense_bias_gradient(g, n, out, db.f32());
+  if (params) dense_bias_gradient(g, n, out, db.f32());
   if (dx) sgemm(false, false, n, in, out, 1.0f, g, out, w.f32(), in, 0.0f, dx->f32(), in);
 }
 

@@ -16,8 +16,8 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 // y is the forward output (to undo a fused ReLU). With relu set, the pre-activation gradient
 // dz = dy * (y > 0) is written into `dz` (dy's shape) and used below; else dy is used and dz is
 // not touched (it may be undefined). dw = dz^T x, db = sum_n dz, dx = dz w (skipped when dx is
-// null). All written (=). dw and db are summed over the rows in the batch's sum order
-// (core/pairwise_sum.h): each group of 16 rows alone, the groups as a pairwise tree. scratch: the
+// null; dw and db undefined: a frozen layer, neither computed). All written (=). dw and db are summed over the rows in
+// the batch's sum order (core/pairwise_sum.h): each group of 16 rows alone, the groups as a pairwise tree. scratch: the
 // groups' sums (the caller's, reused from call to call; a local one when null).
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
                     Tensor* dx, Tensor& dw, Tensor& db, std::vector<float>* scratch = nullptr);

@@ -4,6 +4,7 @@
 #include "../../core/cuda/context.h"
 #include "../cuda_ops.h"
 #include "attention.h"
+#include "augment.h"
 #include "avgpool2d.h"
 #include "batchnorm.h"
 #include "conv2d.h"
@@ -74,6 +75,11 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.dropout_forward = [](const DropoutParams& p, Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask,
                            bool advance) { dropout_forward(context_of(x), p, counter, x, y, mask, advance); };
     a.dropout_advance = [](Tensor& counter) { dropout_advance(context_of(counter), counter); };
+    a.augment_forward = [](const ::ember::detail::AugmentSpec& s, Tensor* counter, const Tensor& x, Tensor& y,
+                           int64_t n, int64_t c,
+                           bool advance) { augment_forward(context_of(x), s, counter, x, y, n, c, advance); };
+    a.augment_backward = [](const ::ember::detail::AugmentSpec& s, const Tensor* counter, const Tensor& dy, Tensor& dx,
+                            int64_t n, int64_t c) { augment_backward(context_of(dy), s, counter, dy, dx, n, c); };
     a.dropout_backward = [](float scale, const Tensor& mask, const Tensor& dy, Tensor& dx) {
       dropout_backward(context_of(dy), scale, mask, dy, dx);
     };

@@ -72,6 +72,7 @@ json architecture_json(const Model& model) {
     }
     json entry = {{"name", l.name()}, {"type", l.type()}, {"params", params}};
     if (!state.empty()) entry["state"] = state;
+    if (!model.is_twin(i) && !l.trainable()) entry["trainable"] = false;  // frozen (absent: trains)
     entry["config"] = config_json(l);
     entry["inbound"] = inbound_names(model, i);
     layers.push_back(entry);
@@ -194,6 +195,11 @@ class Rebuild {
     }
     std::shared_ptr<Layer> l = make_layer(type.get<std::string>(), c);
     l->set_name(name.get<std::string>());
+    if (e.contains("trainable")) {
+      if (!e["trainable"].is_boolean())
+        bad_checkpoint(path_, "architecture: " + where + "'s 'trainable' is not true/false");
+      l->set_trainable(e["trainable"].get<bool>());
+    }
     return l;
   }
 

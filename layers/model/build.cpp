@@ -41,12 +41,23 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
     topo_->line();
   }
   topo_->name_layers();
-  for (const auto& l : topo_->layers) {
-    const auto owner = l->owner().lock();
-    EMBER_CHECK(!owner || owner == identity_, ArgumentError,
-                "Model::build: layer '" + l->name() + "' (" + l->type() +
+  // Layers another built model bound (its input(), layer_output() or a call of it made this graph):
+  // adopted with their values, which move into this model's buffers below.
+  std::vector<std::vector<Tensor>> kept_params(topo_->layers.size()), kept_state(topo_->layers.size());
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    Layer& l = *topo_->layers[i];
+    const bool adopted = i < topo_->adopt.size() && topo_->adopt[i];
+    const auto owner = l.owner().lock();
+    EMBER_CHECK(adopted || !owner || owner == identity_, ArgumentError,
+                "Model::build: layer '" + l.name() + "' (" + l.type() +
                     ") belongs to another built model; a layer serves one model (make new layers for each model, "
-                    "e.g. inside ModelRecipe::make_model)");
+                    "e.g. inside ModelRecipe::make_model, or build on that model's input() and layer_output() to "
+                    "take its layers over)");
+    if (!adopted || topo_->shares[i] >= 0 || owner == identity_ || (l.params().empty() && l.state().empty())) continue;
+    kept_params[i] = l.params();
+    kept_state[i] = l.state();
+    l.set_needs_input_grad(true);  // this model's plan decides again
+    l.set_output_grad_premasked(false);
   }
   if (!topo_->graph) {
     topo_->input_shapes = {*sample_shape};
@@ -81,6 +92,11 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
     const auto specs = topo_->layers[i]->state_specs();
     for (size_t k = 0; k < specs.size(); ++k)
       Tensor(topo_->layers[i]->state()[k]).fill(specs[k].init);  // fills the buffer
+  }
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {  // an adopted layer's values
+    const Layer& l = *topo_->layers[i];
+    for (size_t k = 0; k < kept_params[i].size(); ++k) Tensor(l.params()[k]).copy_from(kept_params[i][k]);
+    for (size_t k = 0; k < kept_state[i].size(); ++k) Tensor(l.state()[k]).copy_from(kept_state[i][k]);
   }
   seed_ = seed;
   seed_random_layers();

@@ -11,6 +11,7 @@
 #include "../../core/safetensors.h"
 #include "architecture.h"
 #include "model.h"
+#include "topology.h"
 
 namespace ember {
 
@@ -265,7 +266,10 @@ TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
 }
 }  // namespace
 
-void Model::save(const std::string& path, const TrainingState& state) const { save_checkpoint(*this, path, state); }
+void Model::save(const std::string& path, const TrainingState& state) const {
+  if (built()) topo_->sync_trainable();  // the flags the file keeps: each shared layer's user object's
+  save_checkpoint(*this, path, state);
+}
 
 TrainingState Model::load(const std::string& path) { return load_checkpoint(*this, path); }
 

@@ -72,6 +72,7 @@ const Tensor& Executor::forward(std::span<const Tensor> xs, bool training, size_
     holding_ = false;
   }
   holding_ = release;
+  if (training) topo_->sync_trainable();  // a frozen BatchNormalization's calls run in inference mode
   plan_.steps(begin, end, fuse, steps_);
   for (Step* s : steps_) {
     inputs_.clear();
@@ -161,7 +162,12 @@ const Tensor& Executor::backward(std::span<const Tensor* const> seeds, size_t be
     if (from < 0) return input_slot + static_cast<size_t>(-1 - from);
     return static_cast<size_t>(from) < begin ? input_slot : static_cast<size_t>(from);
   };
+  mark_gradient_flow();
   for (size_t i = end; i-- > begin;) {
+    if (!flows_[i]) {  // nothing at or before this step trains: it does not run
+      i = ran_[i]->first();
+      continue;
+    }
     const Tensor* g = gouts_[i];
     EMBER_CHECK(g != nullptr, Error,
                 "Model::backward_layers: no gradient reached layer '" + topo_->layers[i]->name() +
@@ -176,11 +182,40 @@ const Tensor& Executor::backward(std::span<const Tensor* const> seeds, size_t be
   return input_gradient(0);
 }
 
+void Executor::mark_gradient_flow() {
+  topo_->sync_trainable();
+  const size_t n = topo_->layers.size();
+  // A model input wants its gradient when a layer reading only model inputs was asked for one
+  // (set_needs_input_grad(true) after build: the plan turned it off).
+  std::vector<bool> input_wants(topo_->input_shapes.size(), false);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& ins = topo_->nodes[i].inputs;
+    if (!std::all_of(ins.begin(), ins.end(), [](int from) { return from < 0; })) continue;
+    topo_->layers[i]->set_nothing_trains_below(false);  // its own switch answers
+    if (topo_->layers[i]->needs_input_grad())
+      for (int from : ins) input_wants[static_cast<size_t>(-1 - from)] = true;
+  }
+  flows_.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {  // run order: producers first
+    Layer& l = *topo_->layers[i];
+    bool below = false;
+    for (int from : topo_->nodes[i].inputs)
+      below = below || (from < 0 ? static_cast<bool>(input_wants[static_cast<size_t>(-1 - from)])
+                                 : static_cast<bool>(flows_[static_cast<size_t>(from)]));
+    l.set_nothing_trains_below(!below);
+    flows_[i] = below || (l.trainable() && l.num_params() > 0);
+  }
+}
+
 // A shared layer's gradient: its first call's plus every later call's (in run order). A range holds
-// every call of a shared layer or none (checked by backward).
+// every call of a shared layer or none (checked by backward). A frozen layer's gradients are zero
+// (the layers that compute them anyway wrote them).
 void Executor::add_twin_gradients(size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i)
+    if (topo_->shares[i] < 0 && !topo_->layers[i]->trainable())
+      for (const Tensor& g : topo_->layers[i]->grads()) Tensor(g).fill(0.0f);
   for (size_t i = begin; i < end; ++i) {
-    if (topo_->shares[i] < 0) continue;
+    if (topo_->shares[i] < 0 || !topo_->layers[i]->trainable()) continue;
     const std::vector<Tensor>& from = topo_->layers[i]->grads();
     const std::vector<Tensor>& into = topo_->layers[static_cast<size_t>(topo_->shares[i])]->grads();
     for (size_t k = 0; k < from.size(); ++k) {

@@ -33,7 +33,10 @@ class Executor {
                         Device device, bool fuse, bool release);
   /// One seed: the gradient of layer end - 1's output; several: of each output layer's, in output
   /// order. Runs the steps the last forward ran, in reverse; returns input 0's gradient (see
-  /// input_gradient). ArgumentError for a range that splits a step that ran as one, or that holds
+  /// input_gradient). Freezing (Layer::set_trainable): a step below which nothing trains (no
+  /// parameters of its own or earlier that train, no input gradient asked for) does not run, a
+  /// layer computes its input gradient only where something before it trains, and a frozen layer's
+  /// gradients are zero after the pass. ArgumentError for a range that splits a step that ran as one, or that holds
   /// one call of a shared layer but not another.
   const Tensor& backward(std::span<const Tensor* const> seeds, size_t begin, size_t end);
   /// After backward: model input k's gradient when every layer reading it computed one, else undefined.
@@ -54,6 +57,7 @@ class Executor {
   void hand_on(const Step& s);                  // an inference pass: s's output to held_, inputs dropped
   void deliver(size_t slot, const Tensor& dx);  // dx to a gradient slot (summed with what is there)
   void add_twin_gradients(size_t begin, size_t end);
+  void mark_gradient_flow();  // freezing: flows_ and the layers' input-gradient switches for this pass
 
   Topology* topo_ = nullptr;
   ExecutionPlan plan_;
@@ -66,6 +70,7 @@ class Executor {
   std::vector<const Tensor*> acts_, gouts_;
   std::vector<Tensor> gsums_, gconv_;
   std::vector<bool> input_whole_;  // per model input: its gradient in gouts_ is whole
+  std::vector<bool> flows_;        // per layer: a gradient must reach its output (it or a layer before it trains)
   std::vector<Tensor> held_;       // an inference pass's outputs, held here (see forward)
   bool holding_ = false;           // held_ holds something
 };

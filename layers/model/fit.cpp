@@ -109,7 +109,7 @@ std::string first_nonfinite_input(const std::vector<Tensor>& inputs) {
 class ModelTraining final : public TrainingTarget {
  public:
   ModelTraining(Model& model, const FitOptions& options) : model_(model), sums_(model.make_sums()) {
-    if (options.cuda_graphs && model.device().is_cuda()) graphed_.emplace(options.batch_size);
+    if (options.cuda_graphs && model.device().is_cuda() && !options.transform) graphed_.emplace(options.batch_size);
   }
   std::vector<std::string> metric_names() const override { return model_.metric_names(); }
   void begin_epoch(int, int64_t) override {
@@ -195,7 +195,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
                             .shuffle = options.shuffle,
                             .seed = options.seed,
                             .device = device_,
-                            .defer_device_gather = options.cuda_graphs && device_.is_cuda()});
+                            .defer_device_gather = options.cuda_graphs && device_.is_cuda() && !options.transform});
   ModelTraining target(*this, options);
   return fit_loop(loader, options, arranged_validation ? &*arranged_validation : nullptr, target, options.verbose > 0);
 }

@@ -106,6 +106,13 @@ class Loop {
     samples_ = 0;
     Batch batch;
     while (loader_.next(batch)) {
+      if (options_.transform) {  // the batch, gathered, to the caller's hook
+        if (batch.gather) {
+          batch.gather();
+          batch.gather = nullptr;
+        }
+        options_.transform(batch, epoch, first_ + steps_);
+      }
       if (stepwise) {
         const double at = epoch + static_cast<double>(first_ + steps_) / static_cast<double>(loader_.num_batches());
         target_.set_learning_rate(stepwise->rate_at(at, target_.iterations()));

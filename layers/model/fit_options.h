@@ -15,6 +15,8 @@
 
 namespace ember {
 
+struct Batch;  // data/dataloader.h
+
 /// Named values in the compiled order: the metrics of an epoch or an evaluation.
 using NamedValues = std::vector<std::pair<std::string, double>>;
 /// The value named `name`, or nullopt.
@@ -118,6 +120,15 @@ struct FitOptions {
   /// before any shuffling, so the same samples every epoch and every run) are held out as the
   /// validation data. In (0, 1); 0: none. Not together with validation data given to fit.
   double validation_split = 0.0;
+  /// A per-batch hook for what no layer does (tf.data's map, a transform of one's own): called on
+  /// every training batch, before its step, with the epoch and the batch's index in it; it may
+  /// rewrite the batch's tensors in place or replace them (same shapes, dtypes and devices: the
+  /// batch is on the model's device, under a strategy this process's batch before its replicas split
+  /// it). Validation, history, schedules, callbacks and checkpoints work as without it; a resumed
+  /// fit calls it with the same (epoch, index) for the same batch, so a hook that seeds its random
+  /// numbers from them augments a resumed run as the uninterrupted one. Evaluation batches do not
+  /// pass through it. On a GPU with cuda_graphs, the step is not captured while a hook is set.
+  std::function<void(Batch& batch, int epoch, int64_t index)> transform{};
 };
 
 /// What evaluate() returns: the means over the samples it saw.

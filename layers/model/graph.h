@@ -44,6 +44,9 @@ struct GraphNode {
   // A later call of a layer: `layer` is a twin of `shares` (the object called first), with its
   // parameters and state.
   std::shared_ptr<Layer> shares;
+  // A built model's call (Model::input, layer_output, a call of a built model): a model built on it
+  // adopts the layer with its values (model.h).
+  bool adopt = false;
 };
 }  // namespace detail
 

@@ -182,6 +182,16 @@ void Model::require_optimizer() const {
 
 void Model::require_built(const char* what) const {
   EMBER_CHECK(built(), Error, std::string("Model::") + what + ": build() the model first (or call fit())");
+  EMBER_CHECK(owns_layers(), Error,
+              std::string("Model::") + what + ": model '" + name_ +
+                  "' gave its layers to a model built from them (its input() and layer_output(), or a call of "
+                  "it); use that model");
+}
+
+bool Model::owns_layers() const {
+  for (const auto& l : topo_->layers)
+    if (l->owner().lock() != identity_) return false;
+  return true;
 }
 
 void Model::require_heads(const char* what) const { compiled_->require(topo_->outputs.size(), what); }
@@ -438,6 +448,8 @@ void Model::apply_gradients() {
     if (!m.defined() || m.numel() != arena_->params.numel() || m.device() != arena_->params.device())
       optimizer_->set_decay_mask(decay_mask());
   }
+  topo_->sync_trainable();
+  optimizer_->set_update_spans(arena_->trainable_spans(*topo_));  // frozen layers stay as they are
   optimizer_->step(arena_->params, arena_->grads);
 }
 
@@ -499,6 +511,20 @@ Tensor& Model::params() { return arena_->params; }
 const Tensor& Model::params() const { return arena_->params; }
 Tensor& Model::grads() { return arena_->grads; }
 int64_t Model::num_params() const { return arena_->num_params; }
+
+void Model::set_trainable(bool trainable) {
+  for (const auto& l : topo_->layers) l->set_trainable(trainable);
+}
+
+std::vector<Tensor> Model::trainable_gradients() {
+  require_built("trainable_gradients");
+  topo_->sync_trainable();
+  const auto spans = arena_->trainable_spans(*topo_);
+  if (!spans) return {arena_->grads};
+  std::vector<Tensor> views;
+  for (const Optimizer::Span& s : *spans) views.push_back(arena_->grads.view(s.offset, Shape{s.count}));
+  return views;
+}
 Tensor& Model::state() { return arena_->state; }
 const Tensor& Model::state() const { return arena_->state; }
 int64_t Model::num_non_trainable() const { return arena_->num_non_trainable; }

@@ -116,6 +116,38 @@ class Model {
   /// per output.
   std::vector<SymbolicTensor> operator()(const std::vector<SymbolicTensor>& xs);
 
+  // --- A built model's layers in a new model (fine-tuning) ------------------------------------
+  /// A built model (one load_model returned) is a graph of built layers that a new model can take
+  /// over, Keras' `Model(base.input, head(base.get_layer("flatten").output))` or `head(base(x))`:
+  ///
+  /// @code
+  ///   auto base = load_model("mnist.safetensors");
+  ///   base->set_trainable(false);
+  ///   SymbolicTensor y = layer<Dense>(10)(base->layer_output("dense"));
+  ///   Model tuned(base->input(), y);               // or: Input, then (*base)(x) once
+  /// @endcode
+  ///
+  /// The new model's build adopts the built layers with their values (parameters, statistics,
+  /// trainable flags): they move into its buffers, one copy at build, and the new model trains
+  /// them from then on; the old model gives them up (any later use of it is an Error saying so).
+  /// A built model called as a layer keeps its layers' names (they are its own already) and may be
+  /// called once.
+  /// @{
+  /// Input k of this built model's graph as a symbolic tensor (the same one on every call).
+  SymbolicTensor input(size_t k = 0);
+  /// The output of the layer call named `layer` ("flatten"; "name[1]" for a shared layer's later
+  /// call) in this built model's graph, a symbolic tensor on input(). ArgumentError for a name
+  /// the model has not.
+  SymbolicTensor layer_output(const std::string& layer);
+  /// @}
+  /// The layer named `name` (a shared layer's first call's object for "name" and its twins'
+  /// "name[1]", ...). ArgumentError for a name the model has not (the error lists the names).
+  Layer& get_layer(const std::string& name);
+
+  /// Freezes (false) or unfreezes every layer of this model (Layer::set_trainable), also once it is
+  /// a block of another model (its layers are the outer model's then: this sets their flags).
+  void set_trainable(bool trainable);
+
   /// Allocates the flat parameter and gradient buffers, names the unnamed layers (Keras' names:
   /// "conv2d", "conv2d_1", ...) and initialises the parameters from `seed` (on the CPU, the same
   /// bits on every device); inside a DeviceScope the model then moves to the scope's device. A
@@ -388,6 +420,10 @@ class Model {
   Tensor& params();              ///< The flat parameter buffer (f32, padded).
   const Tensor& params() const;  ///< The flat parameter buffer (f32, padded).
   Tensor& grads();               ///< The flat gradient buffer, of params()' layout.
+  /// Freezing (Layer::set_trainable): views of grads() that hold the trainable layers' gradients,
+  /// in buffer order (the whole buffer when every layer trains, none when no layer does): what a
+  /// data-parallel strategy all-reduces.
+  std::vector<Tensor> trainable_gradients();
   /// A flat buffer of params()' layout (the optimizers' state) without its padding (num_params()
   /// values, the layers' parameters in order: what a checkpoint stores), and back.
   ///@{
@@ -474,6 +510,11 @@ class Model {
   // This model's identity for Layer::owner (moves with the model).
   std::shared_ptr<const int> identity_ = std::make_shared<const int>(0);
   int nested_calls_ = 0;  // times this model was called as a layer (operator())
+  // input() and layer_output()'s graph over this built model's layers (made on first use).
+  std::vector<SymbolicTensor> graph_inputs_, graph_calls_;
+  std::vector<SymbolicTensor> built_calls(const std::vector<SymbolicTensor>& xs) const;  // the layers, called on xs
+  size_t layer_index(const std::string& name, const char* what) const;
+  bool owns_layers() const;  // false once another model adopted them
   uint64_t seed_ = 0, random_stream_ = 0;
   Device device_ = Device::cpu();
   std::unique_ptr<Optimizer> optimizer_;

@@ -18,10 +18,23 @@ SymbolicTensor Model::operator()(const SymbolicTensor& x) {
 
 std::vector<SymbolicTensor> Model::operator()(const std::vector<SymbolicTensor>& xs) {
   const std::string who = "calling model '" + name_ + "'";
-  EMBER_CHECK(!built(), ArgumentError,
-              who +
-                  " as a layer: it is built; a nested model is a block whose layers the outer model owns (call it "
-                  "before building anything of it)");
+  if (built()) {  // a built model's layers, taken over by the model being made (model.h)
+    require_built("operator()");
+    EMBER_CHECK(nested_calls_ == 0 && graph_calls_.empty(), ArgumentError,
+                who + ": a built model is called once (its layers join one new model)");
+    EMBER_CHECK(xs.size() == topo_->input_shapes.size(), ArgumentError,
+                who + ": it takes " + std::to_string(topo_->input_shapes.size()) + " inputs, given " +
+                    std::to_string(xs.size()));
+    for (size_t k = 0; k < xs.size(); ++k)
+      EMBER_CHECK(xs[k].defined() && xs[k].shape() == topo_->input_shapes[k], ShapeError,
+                  who + ": its input " + std::to_string(k) + " is " + topo_->input_shapes[k].str() +
+                      (xs[k].defined() ? ", given " + xs[k].shape().str() : ", given an undefined one"));
+    const std::vector<SymbolicTensor> calls = built_calls(xs);
+    ++nested_calls_;
+    std::vector<SymbolicTensor> out;
+    for (int o : topo_->outputs) out.push_back(calls[static_cast<size_t>(o)]);
+    return out;
+  }
   EMBER_CHECK(!topo_->layers.empty(), ArgumentError, who + ": it has no layers");
   const size_t inputs = topo_->graph ? topo_->input_shapes.size() : 1;
   EMBER_CHECK(xs.size() == inputs, ArgumentError,
@@ -79,6 +92,58 @@ std::vector<SymbolicTensor> Model::operator()(const std::vector<SymbolicTensor>&
   }
   ++nested_calls_;
   return out;
+}
+
+// The layer calls of this built model on xs: these layer objects, with their inputs mapped.
+std::vector<SymbolicTensor> Model::built_calls(const std::vector<SymbolicTensor>& xs) const {
+  std::vector<SymbolicTensor> mapped(topo_->layers.size());
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    auto node = std::make_shared<detail::GraphNode>();
+    node->layer = topo_->layers[i];
+    for (int from : topo_->nodes[i].inputs)
+      node->inputs.push_back(from < 0 ? xs[static_cast<size_t>(-1 - from)].node()
+                                      : mapped[static_cast<size_t>(from)].node());
+    node->shape = topo_->output_shapes[i];
+    if (topo_->shares[i] >= 0) node->shares = topo_->layers[static_cast<size_t>(topo_->shares[i])];
+    node->adopt = true;
+    mapped[i] = SymbolicTensor(std::move(node));
+  }
+  return mapped;
+}
+
+SymbolicTensor Model::input(size_t k) {
+  require_built("input");
+  EMBER_CHECK(k < topo_->input_shapes.size(), ArgumentError,
+              "Model::input: the model has " + std::to_string(topo_->input_shapes.size()) + " inputs, asked for " +
+                  std::to_string(k));
+  if (graph_inputs_.empty()) {
+    EMBER_CHECK(nested_calls_ == 0, ArgumentError,
+                "Model::input: the model was called as a layer already (its layers are in that graph)");
+    for (size_t j = 0; j < topo_->input_shapes.size(); ++j)
+      graph_inputs_.push_back(Input(topo_->input_shapes[j], topo_->input_names[j]));
+    graph_calls_ = built_calls(graph_inputs_);
+  }
+  return graph_inputs_[k];
+}
+
+size_t Model::layer_index(const std::string& name, const char* what) const {
+  std::string names;
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    if (topo_->layer_ref(i) == name) return i;
+    names += (i ? ", " : "") + topo_->layer_ref(i);
+  }
+  throw ArgumentError(std::string("Model::") + what + ": model '" + name_ + "' has no layer '" + name + "' (it has " +
+                      names + ")");
+}
+
+SymbolicTensor Model::layer_output(const std::string& layer) {
+  input(0);  // the graph
+  return graph_calls_[layer_index(layer, "layer_output")];
+}
+
+Layer& Model::get_layer(const std::string& name) {
+  require_built("get_layer");
+  return *topo_->layers[layer_index(name, "get_layer")];
 }
 
 }  // namespace ember

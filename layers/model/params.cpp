@@ -42,6 +42,23 @@ void ParamArena::allocate(const Topology& topo) {
   bind(topo);
 }
 
+std::optional<std::vector<Optimizer::Span>> ParamArena::trainable_spans(const Topology& topo) const {
+  std::vector<Optimizer::Span> spans;
+  bool all = true;
+  for (const View& v : views_) {
+    if (!topo.layers[v.layer]->trainable()) {
+      all = false;
+      continue;
+    }
+    if (!spans.empty() && spans.back().offset + spans.back().count == v.padded)
+      spans.back().count += aligned(v.n);
+    else
+      spans.push_back({v.padded, aligned(v.n)});
+  }
+  if (all) return std::nullopt;
+  return spans;
+}
+
 void ParamArena::bind(const Topology& topo) {
   // State: the averaged specs of every layer first, then the others (one averaged region).
   int64_t averaged = 0, other = averaged_numel_;

@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../../core/tensor.h"
+#include "../../optim/optimizer.h"
 #include "topology.h"
 
 namespace ember::detail {
@@ -33,6 +35,10 @@ class ParamArena {
   Tensor unpack(const Tensor& packed) const;
   ///@}
   Tensor averaged_state() const;  ///< the region of `state` that replicas average (a view)
+  /// Freezing: the parts of params (and grads) that hold the trainable layers' parameters, adjacent
+  /// views merged (padding included), in buffer order; nullopt when every layer trains. The layers'
+  /// trainable flags must be synchronised (Topology::sync_trainable).
+  std::optional<std::vector<Optimizer::Span>> trainable_spans(const Topology& topo) const;
   /// Per parameter element, 1 where weight decay applies: every "kernel", "..._kernel" and
   /// "embeddings" (Embedding's and PositionEmbedding's tables), unless a switch of
   /// `overrides` (in call order, the last one winning) says otherwise; on `device`.

@@ -7,6 +7,7 @@
 #include "../../core/error.h"
 #include "../activations.h"
 #include "../attention.h"
+#include "../augmentation.h"
 #include "../avgpool2d.h"
 #include "../batch_normalization.h"
 #include "../conv2d.h"
@@ -50,6 +51,20 @@ std::unordered_map<std::string, LayerFactory> built_ins() {
     return std::make_shared<BatchNormalization>(config_float(c, "momentum"), config_float(c, "epsilon"));
   };
   f["Dropout"] = [](const LayerConfig& c) { return std::make_shared<Dropout>(config_float(c, "rate")); };
+  f["RandomFlip"] = [](const LayerConfig& c) {
+    const auto mode = c.find("mode");
+    EMBER_CHECK(mode != c.end(), ArgumentError, "RandomFlip: the configuration has no 'mode'");
+    return std::make_shared<RandomFlip>(mode->second);
+  };
+  f["RandomTranslation"] = [](const LayerConfig& c) {
+    return std::make_shared<RandomTranslation>(config_float(c, "height_factor"), config_float(c, "width_factor"));
+  };
+  f["RandomCrop"] = [](const LayerConfig& c) {
+    return std::make_shared<RandomCrop>(config_int(c, "height"), config_int(c, "width"), config_int(c, "padding"));
+  };
+  f["Rescaling"] = [](const LayerConfig& c) {
+    return std::make_shared<Rescaling>(config_float(c, "scale"), config_float(c, "offset"));
+  };
   f["LeakyReLU"] = [](const LayerConfig& c) { return std::make_shared<LeakyReLU>(config_float(c, "alpha")); };
   f["LayerNormalization"] = [](const LayerConfig& c) {
     return std::make_shared<LayerNormalization>(config_float(c, "epsilon"));

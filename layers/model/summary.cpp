@@ -73,9 +73,13 @@ std::string Model::summary() const {
     if (i + 1 < topo_->layers.size()) os << "\n";
   }
   os << dbl << "\n";
+  topo_->sync_trainable();
+  int64_t frozen = 0;  // Keras counts a frozen layer's parameters as non-trainable
+  for (size_t i = 0; i < topo_->layers.size(); ++i)
+    if (!is_twin(i) && !topo_->layers[i]->trainable()) frozen += topo_->layers[i]->num_params();
   os << "Total params: " << with_commas(num_params() + num_non_trainable()) << "\n";
-  os << "Trainable params: " << with_commas(num_params()) << "\n";
-  os << "Non-trainable params: " << with_commas(num_non_trainable()) << "\n" << rule << "\n";
+  os << "Trainable params: " << with_commas(num_params() - frozen) << "\n";
+  os << "Non-trainable params: " << with_commas(num_non_trainable() + frozen) << "\n" << rule << "\n";
   return os.str();
 }
 

@@ -93,6 +93,7 @@ void Topology::place(const std::vector<SymbolicTensor>& ins, const std::vector<S
     outputs.push_back(at);
   }
   layers.clear();
+  adopt.clear();
   nodes.assign(order.size(), Node{});
   linear = ins.size() == 1 && outputs_given.size() == 1;
   std::vector<bool> used(ins.size(), false);
@@ -100,6 +101,7 @@ void Topology::place(const std::vector<SymbolicTensor>& ins, const std::vector<S
     const auto same = std::find_if(layers.begin(), layers.end(), [&](const auto& l) { return l == order[i]->layer; });
     EMBER_CHECK(same == layers.end(), Error, "Model: one layer object runs two calls (graph.h makes twins)");
     layers.push_back(order[i]->layer);
+    adopt.push_back(order[i]->adopt);
     output_shapes.push_back(order[i]->shape);
     for (const auto& child : order[i]->inputs) {
       const int from = index.at(child.get());
@@ -161,6 +163,16 @@ void Topology::line() {
   shares.assign(layers.size(), -1);
 }
 
+void Topology::sync_trainable() {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (shares[i] >= 0) continue;
+    const int user = i < name_from.size() && name_from[i] >= 0 ? name_from[i] : static_cast<int>(i);
+    layers[i]->set_trainable(layers[static_cast<size_t>(user)]->trainable());
+  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (shares[i] >= 0) layers[i]->set_trainable(layers[static_cast<size_t>(shares[i])]->trainable());
+}
+
 void Topology::adopt_names() {
   for (size_t i = 0; i < name_from.size(); ++i)
     if (name_from[i] >= 0 && !layers[static_cast<size_t>(name_from[i])]->name().empty())
@@ -170,11 +182,18 @@ void Topology::adopt_names() {
 void Topology::name_layers() {
   adopt_names();
   std::map<std::string, int> counts;
-  std::vector<std::string> used;
+  std::vector<std::string> used, named;  // named: what the named layers (a loaded model's, the user's) hold
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (shares[i] < 0 && !layers[i]->name().empty()) named.push_back(layers[i]->name());
   for (size_t i = 0; i < layers.size(); ++i) {
     Layer& l = *layers[i];
     if (shares[i] >= 0) continue;  // a twin: its first call's name, below
-    if (l.name().empty()) l.set_name(default_layer_name(l.type(), counts));
+    if (l.name().empty()) {        // Keras' default, skipping the names taken ("dense" taken: "dense_1", ...)
+      std::string n;
+      do n = default_layer_name(l.type(), counts);
+      while (std::find(named.begin(), named.end(), n) != named.end());
+      l.set_name(n);
+    }
     EMBER_CHECK(std::find(used.begin(), used.end(), l.name()) == used.end(), ArgumentError,
                 "Model: two layers are named '" + l.name() + "'");
     EMBER_CHECK(l.name().find('[') == std::string::npos, ArgumentError,

@@ -30,6 +30,7 @@ struct Topology {
   std::vector<Shape> input_shapes{Shape{}};    ///< per model input, per sample
   std::vector<Shape> output_shapes;            ///< per layer, per sample
   std::vector<int> shares;                     ///< per layer: the layer whose parameters and state a twin uses, or -1
+  std::vector<bool> adopt;     ///< per layer: a built model's call, adopted with its values (empty: none)
   std::vector<int> name_from;  ///< per layer: the layer whose name an owner takes (the user's object), or -1
   bool graph = false;          ///< made from symbolic tensors (not a Sequential)
   bool linear = true;          ///< each layer takes the one before it
@@ -40,7 +41,8 @@ struct Topology {
   void from_symbolic(const std::vector<SymbolicTensor>& ins, const std::vector<SymbolicTensor>& outs);
   /// A Sequential's graph: each layer called on the one before it (the first on the input).
   void line();
-  /// The names at build: Keras' defaults ("conv2d", "conv2d_1", ...) for unnamed layers, a twin
+  /// The names at build: Keras' defaults ("conv2d", "conv2d_1", ...; skipping the names named layers
+  /// hold) for unnamed layers, a twin
   /// its first call's, "input_1", ... for unnamed inputs. ArgumentError for two layers or inputs
   /// of one name, or a '[' in a name.
   void name_layers();
@@ -50,6 +52,9 @@ struct Topology {
   /// for the later ones, `first` appended to the first.
   std::string layer_ref(size_t i, const char* first = "") const;
   bool is_output(size_t i) const;  ///< Whether layer i is one of the outputs.
+  /// Freezing: every call of a shared layer takes the trainable flag of the object its user holds
+  /// (the owner's, or the object whose name it took).
+  void sync_trainable();
   bool is_twin(size_t i) const { return i < shares.size() && shares[i] >= 0; }
 
  private:

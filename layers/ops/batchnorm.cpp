@@ -12,6 +12,7 @@ namespace ember::detail {
 namespace {
 struct BatchNormState : OpState {
   Tensor x, x_copy, y, save_mean, save_invstd, dy_copy, dx;
+  Tensor zeros;          // (C,): an inference backward's mean and shift
   bool trained = false;  // the last forward was a training one
   GpuPlanSlot gpu;       // the GPU's plan, found once
 };
@@ -53,10 +54,25 @@ const Tensor& batchnorm_forward(std::unique_ptr<OpState>& state, const BatchNorm
 const Tensor& batchnorm_backward(std::unique_ptr<OpState>& state, const BatchNormArgs& a, const Tensor& dy,
                                  Tensor& dgamma, Tensor& dbeta) {
   auto& s = state_as<BatchNormState>(state);
-  EMBER_CHECK(s.trained && s.save_mean.defined(), Error,
-              "batchnorm: backward needs a training forward (forward(x, training=true)) before it");
+  EMBER_CHECK(s.y.defined(), Error, "batchnorm: backward before forward");
   const Tensor& g = as_layout(dy, s.x.layout(), s.dy_copy);
   ensure(s.dx, s.x.shape(), DType::F32, s.x.device(), s.x.layout());
+  if (!s.trained && !dgamma.defined()) {
+    // Inference mode (a frozen layer): y = gamma (x - mean) / sqrt(var + eps) + beta is affine, so
+    // dx = gamma dy / sqrt(var + eps): the inference forward on dy with a zero mean and shift.
+    const int64_t c = a.gamma->numel();
+    if (!s.zeros.defined() || s.zeros.numel() != c || s.zeros.device() != g.device())
+      s.zeros = Tensor::zeros(Shape{c}, DType::F32, g.device());
+    if (on_gpu(g))
+      layer_cuda_ops().batchnorm_forward_inference(g, *a.gamma, s.zeros, s.zeros, *a.running_var, a.eps, s.dx, s.gpu);
+    else
+      cpu::batchnorm_forward_inference(g, *a.gamma, s.zeros, s.zeros, *a.running_var, a.eps, s.dx);
+    return s.dx;
+  }
+  EMBER_CHECK(s.trained && s.save_mean.defined(), Error,
+              "batchnorm: backward needs a training forward (forward(x, training=true)) before it");
+  EMBER_CHECK(dgamma.defined() && dbeta.defined(), Error,
+              "batchnorm: the layer was frozen between its training forward and its backward");
   if (on_gpu(g))
     layer_cuda_ops().batchnorm_backward(s.x, g, *a.gamma, s.save_mean, s.save_invstd, a.eps, s.dx, dgamma, dbeta,
                                         s.gpu);

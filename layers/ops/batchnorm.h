@@ -22,7 +22,8 @@ struct BatchNormArgs {
 // Training (batch statistics, running statistics updated) or inference (running statistics).
 const Tensor& batchnorm_forward(std::unique_ptr<OpState>& state, const BatchNormArgs& a, const Tensor& x,
                                 bool training);
-// After a training forward: dx (the forward's layout) and dgamma, dbeta written (=).
+// After a training forward: dx (the forward's layout) and dgamma, dbeta written (=). After an
+// inference forward, with dgamma and dbeta undefined (a frozen layer): dx alone.
 const Tensor& batchnorm_backward(std::unique_ptr<OpState>& state, const BatchNormArgs& a, const Tensor& dy,
                                  Tensor& dgamma, Tensor& dbeta);
 

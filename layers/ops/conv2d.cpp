@@ -16,8 +16,9 @@ struct Conv2dState : OpState {
   Tensor x;                // the input in the backend's layout (a view when it was already)
   Tensor x_copy, dy_copy;  // layout conversions, reused across steps
   Tensor y, dx;
-  GpuPlanSlot gpu;    // the GPU's plan and workspace, found once
-  bool bf16 = false;  // the forward ran in bf16 (the backward follows it)
+  Tensor dw_unused, db_unused;  // a frozen layer's parameter gradients where the backend has no path without them
+  GpuPlanSlot gpu;              // the GPU's plan and workspace, found once
+  bool bf16 = false;            // the forward ran in bf16 (the backward follows it)
   cpu::Bf16Buffers bf16_keep;
 };
 
@@ -65,10 +66,17 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
     ensure(s.dx, s.x.shape(), DType::F32, s.x.device(), layout);
     dx = &s.dx;
   }
+  if (!dw.defined() && !dx) return nullptr;        // frozen, and nothing before it trains
+  if (!dw.defined() && (on_gpu(s.x) || s.bf16)) {  // these compute them: into scratch
+    ensure(s.dw_unused, w.shape(), DType::F32, w.device());
+    ensure(s.db_unused, Shape{g.k}, DType::F32, w.device());
+  }
+  Tensor& dw_to = dw.defined() ? dw : s.dw_unused;
+  Tensor& db_to = db.defined() ? db : s.db_unused;
   if (on_gpu(s.x))
-    layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked, s.gpu);
+    layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw_to, db_to, dy_premasked, s.gpu);
   else if (s.bf16)
-    cpu::conv2d_backward_bf16(g, w, s.y, g_dy, dx, dw, db, dy_premasked, s.bf16_keep);
+    cpu::conv2d_backward_bf16(g, w, s.y, g_dy, dx, dw_to, db_to, dy_premasked, s.bf16_keep);
   else
     cpu::conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw, db, dy_premasked);
   return dx;

@@ -15,7 +15,8 @@ namespace ember::detail {
 // y = act(conv(x, w) + b) in the backend's layout; valid until the next forward on `state`.
 const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& x, const Tensor& w,
                              const Tensor& b);
-// After conv2d_forward on the same state: writes dw and db, returns dx (the input's shape, the
+// After conv2d_forward on the same state: writes dw and db (undefined: a frozen layer, none computed),
+// returns dx (the input's shape, the
 // backend's layout), or null when !want_dx. With `dy_premasked` the caller applied the fused
 // ReLU's mask to dy already.
 const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& w, const Tensor& dy,

@@ -17,6 +17,7 @@ struct DenseState : OpState {
   Tensor x, y;
   Tensor dz;  // dy * (y > 0), when the ReLU's mask is applied here
   Tensor dx;
+  Tensor dw_unused, db_unused;              // a frozen layer's parameter gradients where the backend needs them
   GpuPlanSlot forward_slot, backward_slot;  // the cuBLASLt plans under set_fused_dense (one each)
   std::vector<float> group_sums;            // the CPU weight gradient's per-group sums
   bool bf16 = false;                        // the forward ran in bf16 (the backward follows it)
@@ -52,10 +53,17 @@ const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, c
     ensure(s.dx, s.x.shape(), DType::F32, s.x.device());
     dx = &s.dx;
   }
+  if (!dw.defined() && !dx) return nullptr;        // frozen, and nothing before it trains
+  if (!dw.defined() && (on_gpu(s.x) || s.bf16)) {  // these compute them: into scratch
+    ensure(s.dw_unused, w.shape(), DType::F32, w.device());
+    ensure(s.db_unused, Shape{w.dim(0)}, DType::F32, w.device());
+  }
+  Tensor& dw_to = dw.defined() ? dw : s.dw_unused;
+  Tensor& db_to = db.defined() ? db : s.db_unused;
   if (on_gpu(s.x))
-    layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, s.backward_slot);
+    layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw_to, db_to, s.backward_slot);
   else if (s.bf16)
-    cpu::dense_backward_bf16(w, s.y, dy, mask_relu, s.dz, dx, dw, db, s.bf16_keep);
+    cpu::dense_backward_bf16(w, s.y, dy, mask_relu, s.dz, dx, dw_to, db_to, s.bf16_keep);
   else
     cpu::dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, &s.group_sums);
   return dx;

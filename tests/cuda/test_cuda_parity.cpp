@@ -779,6 +779,50 @@ TEST_F(Parity, DropoutLayerDrawsTheCpuMasksAndCountsOnTheDevice) {
   }
 }
 
+// The augmentation layers on the GPU (the step counter in device state): two training steps move
+// exactly the CPU layers' pixels forward and back (pure data movement and one fused multiply-add:
+// the same bits), with the counter advanced by the kernel's last block or a launch of its own, for
+// NCHW and NHWC input; inference takes the central window. Rescaling on any shape.
+TEST_F(Parity, AugmentationLayersMoveTheCpuPixels) {
+  const bool saved = fused_advance();
+  for (const bool fold : {true, false}) {
+    set_fused_advance(fold);
+    for (const Layout layout : {Layout::RowMajor, Layout::NHWC}) {
+      const std::string label =
+          std::string(fold ? "fused advance" : "advance launched") + (layout == Layout::NHWC ? ", NHWC" : ", NCHW");
+      std::vector<std::pair<std::shared_ptr<Layer>, std::shared_ptr<Layer>>> pairs = {
+          {std::make_shared<RandomFlip>(), std::make_shared<RandomFlip>()},
+          {std::make_shared<RandomTranslation>(0.3f, 0.2f), std::make_shared<RandomTranslation>(0.3f, 0.2f)},
+          {std::make_shared<RandomCrop>(5, 6, 2), std::make_shared<RandomCrop>(5, 6, 2)}};
+      for (auto& [on_cpu, on_gpu] : pairs) {
+        test::build_standalone(*on_cpu, Shape{3, 7, 8}, 21);
+        test::build_standalone(*on_gpu, Shape{3, 7, 8}, 21);
+        move_to_gpu(*on_gpu);
+        for (int step = 0; step < 2; ++step) {
+          const Tensor x = test::random_tensor(Shape{16, 3, 7, 8}, 40 + uint64_t(step)).to_layout(layout);
+          const std::vector<float> yc = on_cpu->forward(x, true).to_vector();
+          const Tensor& yg = on_gpu->forward(x.to(kGpu), true);
+          EXPECT_EQ(yg.to_vector(), yc) << on_cpu->type() << ", " << label << ", step " << step;
+          const Tensor dy = test::random_tensor(yg.shape(), 50 + uint64_t(step));
+          const std::vector<float> dxc = on_cpu->backward(dy).to_vector();
+          EXPECT_EQ(on_gpu->backward(dy.to(kGpu)).to_vector(), dxc) << on_cpu->type() << ", " << label;
+        }
+        EXPECT_EQ(on_gpu->state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << on_cpu->type() << label;
+        const Tensor x = test::random_tensor(Shape{4, 3, 7, 8}, 60).to_layout(layout);
+        EXPECT_EQ(on_gpu->forward(x.to(kGpu), false).to_vector(), on_cpu->forward(x, false).to_vector()) << label;
+      }
+    }
+  }
+  set_fused_advance(saved);
+  Rescaling on_cpu(0.25f, -1.0f), on_gpu(0.25f, -1.0f);
+  test::build_standalone(on_cpu, Shape{9, 5}, 1);
+  test::build_standalone(on_gpu, Shape{9, 5}, 1);
+  move_to_gpu(on_gpu);
+  const Tensor x = test::random_tensor(Shape{6, 9, 5}, 70), dy = test::random_tensor(Shape{6, 9, 5}, 71);
+  EXPECT_EQ(on_gpu.forward(x.to(kGpu), true).to_vector(), on_cpu.forward(x, true).to_vector());
+  EXPECT_EQ(on_gpu.backward(dy.to(kGpu)).to_vector(), on_cpu.backward(dy).to_vector());
+}
+
 // MultiHeadAttention with dropout 0.25 as a layer on both devices, through the attention op's
 // dispatch (the GPU's Dropout kernel between its phases, the counter on the device, advanced by
 // the kernel's last block or by a launch of its own): two training steps draw the same masks as the

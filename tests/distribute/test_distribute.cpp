@@ -215,6 +215,38 @@ TEST(Mirrored, TwoAndFourReplicasEqualOneBitForBitUnderBothPolicies) {
   EXPECT_FALSE(unaligned_equal) << "shares of 24 rows sum the batch in another order than one model";
 }
 
+// Freezing under a strategy: the recipe freezes the convolution in every replica; two replicas,
+// all-reducing only the trainable layers' gradients, equal one model bit for bit (batch 64, aligned
+// shares), and the convolution's weights are the initial ones.
+TEST(Mirrored, AFrozenLayerInTheRecipeTrainsAsOneModel) {
+  const Dataset d = classes_dataset(640, 4);
+  const auto train = [&](std::unique_ptr<Strategy> s, std::vector<float>* conv) {
+    ModelRecipe r = small_recipe(3);
+    r.add_layers = [](Sequential& m) {
+      m.add<Conv2D>(6, Size2{3, 3}, Activation::ReLU).set_trainable(false);
+      m.add<MaxPool2D>(Size2{2, 2});
+      m.add<Flatten>();
+      m.add<Dense>(16, Activation::ReLU);
+      m.add<Dense>(4);
+    };
+    s->build(r);
+    *conv = s->model().layers()[0]->params()[0].to_vector();
+    FitOptions o;
+    o.epochs = 100;
+    o.batch_size = 64;
+    o.max_steps = 10;
+    o.seed = 9;
+    o.verbose = 0;
+    s->fit(d, o);
+    EXPECT_EQ(s->model().layers()[0]->params()[0].to_vector(), *conv);  // frozen: the initial weights
+    return s->model().params().to_vector();
+  };
+  std::vector<float> conv_one, conv_two;
+  const std::vector<float> one = train(make_default_strategy(), &conv_one);
+  EXPECT_EQ(train(make_mirrored_cpu_strategy(2), &conv_two), one);
+  EXPECT_EQ(conv_two, conv_one);
+}
+
 // A custom loop through the strategies' three-part step (compute, all-reduce, apply): two
 // replicas equal the one model bit for bit under Exact, as fit's steps do, and the loss returned
 // is the batch's mean.
