@@ -35,7 +35,7 @@ const Tensor& RandomAugmentation::do_forward(const Tensor& x, bool training) {
 const Tensor& RandomAugmentation::do_backward(const Tensor& dy) {
   if (!needs_input_grad()) return no_input_grad();
   if (passed_) return dy;
-  return detail::augment_backward(state_, spec_, spec_.random ? &state_tensors_[0] : nullptr, dy);
+  return detail::augment_backward(state_, spec_, dy);
 }
 
 std::string RandomAugmentation::kernel_info(int64_t, Device device) const {
@@ -114,7 +114,7 @@ const Tensor& Rescaling::do_forward(const Tensor& x, bool) {
 
 const Tensor& Rescaling::do_backward(const Tensor& dy) {
   if (!needs_input_grad()) return no_input_grad();
-  return detail::augment_backward(state_, spec_, nullptr, dy);
+  return detail::augment_backward(state_, spec_, dy);
 }
 
 LayerConfig Rescaling::config() const {

@@ -67,10 +67,11 @@ struct LayerCudaOps {
   void (*dropout_advance)(Tensor& counter);
   void (*dropout_backward)(float scale, const Tensor& mask, const Tensor& dy, Tensor& dx);
   // The augmentation layers' map (layers/cpu/augment.h's contract; row-major (N, C, H, W)); the
-  // forward reads the counter (null: no draw) and, with `advance`, its last block advances it.
-  void (*augment_forward)(const AugmentSpec& s, Tensor* counter, const Tensor& x, Tensor& y, int64_t n, int64_t c,
-                          bool advance);
-  void (*augment_backward)(const AugmentSpec& s, const Tensor* counter, const Tensor& dy, Tensor& dx, int64_t n,
+  // forward draws from the counter (null: no draw), writes the value it drew from to `drawn` (the
+  // backward's) and, with `advance`, its last block advances the counter.
+  void (*augment_forward)(const AugmentSpec& s, Tensor* counter, Tensor* drawn, const Tensor& x, Tensor& y, int64_t n,
+                          int64_t c, bool advance);
+  void (*augment_backward)(const AugmentSpec& s, const Tensor* drawn, const Tensor& dy, Tensor& dx, int64_t n,
                            int64_t c);
   void (*batchnorm_forward_training)(const Tensor& x, const Tensor& gamma, const Tensor& beta, float factor, float eps,
                                      Tensor& y, Tensor& running_mean, Tensor& running_var, Tensor& save_mean,

@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
                 unfrozen_s[1] / 20 * 1e3, frozen_s[1] / unfrozen_s[1]);
     std::printf("frozen base bit-identical after training: %s\n", base_kept ? "yes" : "NO");
 
-    const bool ok = base_kept && mnist_accuracy > 0.8 &&  // chance: 0.1; 0.95 measured
-                    tuned_accuracy > 0.5;                 // chance: 0.1; 0.70 measured
+    const bool ok = base_kept && mnist_accuracy > 0.8 &&  // chance: 0.1; 0.92 measured
+                    tuned_accuracy > 0.5;                 // chance: 0.1; 0.77 measured
     if (!ok) std::fprintf(stderr, "fine_tuning: training or freezing did not behave\n");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

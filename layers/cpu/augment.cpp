@@ -8,10 +8,10 @@
 
 namespace ember::cpu {
 
-uint64_t augment_key(const detail::AugmentSpec& s, const Tensor& counter, uint64_t back) {
+uint64_t augment_key(const detail::AugmentSpec& s, const Tensor& counter) {
   EMBER_CHECK(counter.numel() == 2 && counter.dtype() == DType::F32 && counter.device().is_cpu(), ShapeError,
               "augmentation (cpu): the step counter must be 2 f32 values, got " + counter.str());
-  return detail::step_key(s.seed, detail::counter_value(counter.f32()) - back);
+  return detail::step_key(s.seed, detail::counter_value(counter.f32()));
 }
 
 void augment(const detail::AugmentSpec& s, uint64_t key, const float* x, float* y, int64_t n, int64_t c,

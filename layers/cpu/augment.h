@@ -8,8 +8,8 @@
 
 namespace ember::cpu {
 
-// The step's key from the layer's counter (f32 [lo, hi] on the CPU), `back` steps before it.
-uint64_t augment_key(const detail::AugmentSpec& s, const Tensor& counter, uint64_t back);
+// The step's key from a counter value (f32 [lo, hi] on the CPU).
+uint64_t augment_key(const detail::AugmentSpec& s, const Tensor& counter);
 // Forward: y (N, C, out_h, out_w) = the map of x (N, C, h, w), row-major. Backward (`backward`):
 // x is dy (N, C, out_h, out_w) and y the input gradient (N, C, h, w): zero, then each output
 // pixel's gradient moved back to the pixel it read (scaled with rescale).

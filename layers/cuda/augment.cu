@@ -14,14 +14,23 @@ using ::ember::detail::AugmentSpec;
 
 __device__ unsigned advance_ticket;
 
-__device__ uint64_t key_of(const AugmentSpec& s, const float* counter, uint64_t back) {
-  return counter != nullptr ? ::ember::detail::step_key(s.seed, ::ember::detail::counter_value(counter) - back) : 0;
-}
-
-// Forward (y[out] = x[in]) or backward (y[in] = x[out], y zeroed before).
-__global__ void augment_kernel(AugmentSpec s, float* counter, const float* __restrict__ x, float* __restrict__ y,
-                               int64_t n, int64_t c, bool backward, bool advance) {
-  const uint64_t key = key_of(s, counter, backward ? 1 : 0);
+// Forward (y[out] = x[in]) or backward (y[in] = x[out], y zeroed before) under the draw of
+// `counter` (null: none). The forward's first thread writes the value it drew from to `drawn`; with
+// `advance` the last block advances the counter once every block has read it.
+__global__ void augment_kernel(AugmentSpec s, float* counter, float* drawn, const float* __restrict__ x,
+                               float* __restrict__ y, int64_t n, int64_t c, bool backward, bool advance) {
+  float lo = 0.0f, hi = 0.0f;
+  if (counter != nullptr) {
+    lo = counter[0];
+    hi = counter[1];
+  }
+  const float value[2] = {lo, hi};
+  const uint64_t key =
+      counter != nullptr ? ::ember::detail::step_key(s.seed, ::ember::detail::counter_value(value)) : 0;
+  if (drawn != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    drawn[0] = lo;
+    drawn[1] = hi;
+  }
   const int64_t out_plane = s.out_h * s.out_w, total = n * c * out_plane;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t plane = e / out_plane, pos = e - plane * out_plane;
@@ -43,31 +52,34 @@ void check(const Context& ctx, const Tensor& t, const Shape& shape, const char* 
                   " f32 on cuda:" + std::to_string(ctx.device()) + ", got " + t.str());
 }
 
-float* counter_ptr(const Context& ctx, const Tensor* counter) {
-  if (counter == nullptr) return nullptr;
-  check(ctx, *counter, Shape{2}, "the step counter");
-  return static_cast<float*>(const_cast<void*>(counter->raw()));
+float* pair_ptr(const Context& ctx, const Tensor* t, const char* what) {
+  if (t == nullptr) return nullptr;
+  check(ctx, *t, Shape{2}, what);
+  return static_cast<float*>(const_cast<void*>(t->raw()));
 }
 }  // namespace
 
-void augment_forward(Context& ctx, const AugmentSpec& s, Tensor* counter, const Tensor& x, Tensor& y, int64_t n,
-                     int64_t c, bool advance) {
+void augment_forward(Context& ctx, const AugmentSpec& s, Tensor* counter, Tensor* drawn, const Tensor& x, Tensor& y,
+                     int64_t n, int64_t c, bool advance) {
   check(ctx, x, Shape{n, c, s.h, s.w}, "input");
   check(ctx, y, Shape{n, c, s.out_h, s.out_w}, "output");
+  EMBER_CHECK((counter == nullptr) == (drawn == nullptr), ArgumentError,
+              "augmentation (cuda): a draw needs both the counter and a place for the value drawn from");
   const int64_t total = n * c * s.out_h * s.out_w;
   augment_kernel<<<blocks_for(total), 256, 0, ctx.stream()>>>(
-      s, counter_ptr(ctx, counter), static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), n, c, false,
-      advance && counter != nullptr);
+      s, pair_ptr(ctx, counter, "the step counter"), pair_ptr(ctx, drawn, "the drawn value"),
+      static_cast<const float*>(x.raw()), static_cast<float*>(y.raw()), n, c, false, advance && counter != nullptr);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
-void augment_backward(Context& ctx, const AugmentSpec& s, const Tensor* counter, const Tensor& dy, Tensor& dx,
-                      int64_t n, int64_t c) {
+void augment_backward(Context& ctx, const AugmentSpec& s, const Tensor* drawn, const Tensor& dy, Tensor& dx, int64_t n,
+                      int64_t c) {
   check(ctx, dy, Shape{n, c, s.out_h, s.out_w}, "output gradient");
   check(ctx, dx, Shape{n, c, s.h, s.w}, "input gradient");
   EMBER_CUDA_CHECK(cudaMemsetAsync(dx.raw(), 0, dx.nbytes(), ctx.stream()));
   const int64_t total = n * c * s.out_h * s.out_w;
-  augment_kernel<<<blocks_for(total), 256, 0, ctx.stream()>>>(s, counter_ptr(ctx, counter),
+  // The backward reads `drawn` as its counter and advances nothing.
+  augment_kernel<<<blocks_for(total), 256, 0, ctx.stream()>>>(s, pair_ptr(ctx, drawn, "the drawn value"), nullptr,
                                                               static_cast<const float*>(dy.raw()),
                                                               static_cast<float*>(dx.raw()), n, c, true, false);
   EMBER_CUDA_CHECK(cudaGetLastError());

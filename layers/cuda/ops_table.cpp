@@ -75,11 +75,11 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
     a.dropout_forward = [](const DropoutParams& p, Tensor& counter, const Tensor& x, Tensor& y, Tensor& mask,
                            bool advance) { dropout_forward(context_of(x), p, counter, x, y, mask, advance); };
     a.dropout_advance = [](Tensor& counter) { dropout_advance(context_of(counter), counter); };
-    a.augment_forward = [](const ::ember::detail::AugmentSpec& s, Tensor* counter, const Tensor& x, Tensor& y,
-                           int64_t n, int64_t c,
-                           bool advance) { augment_forward(context_of(x), s, counter, x, y, n, c, advance); };
-    a.augment_backward = [](const ::ember::detail::AugmentSpec& s, const Tensor* counter, const Tensor& dy, Tensor& dx,
-                            int64_t n, int64_t c) { augment_backward(context_of(dy), s, counter, dy, dx, n, c); };
+    a.augment_forward = [](const ::ember::detail::AugmentSpec& s, Tensor* counter, Tensor* drawn, const Tensor& x,
+                           Tensor& y, int64_t n, int64_t c,
+                           bool advance) { augment_forward(context_of(x), s, counter, drawn, x, y, n, c, advance); };
+    a.augment_backward = [](const ::ember::detail::AugmentSpec& s, const Tensor* drawn, const Tensor& dy, Tensor& dx,
+                            int64_t n, int64_t c) { augment_backward(context_of(dy), s, drawn, dy, dx, n, c); };
     a.dropout_backward = [](float scale, const Tensor& mask, const Tensor& dy, Tensor& dx) {
       dropout_backward(context_of(dy), scale, mask, dy, dx);
     };

@@ -46,18 +46,22 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
   std::vector<std::vector<Tensor>> kept_params(topo_->layers.size()), kept_state(topo_->layers.size());
   for (size_t i = 0; i < topo_->layers.size(); ++i) {
     Layer& l = *topo_->layers[i];
-    const bool adopted = i < topo_->adopt.size() && topo_->adopt[i];
     const auto owner = l.owner().lock();
+    // Adopted: a built model's call, and that model (or none) holds the layer still.
+    const bool adopted = i < topo_->adopt.size() && topo_->adopt[i] && owner != identity_ &&
+                         (!owner || owner == topo_->adopt_from[i].lock());
     EMBER_CHECK(adopted || !owner || owner == identity_, ArgumentError,
                 "Model::build: layer '" + l.name() + "' (" + l.type() +
                     ") belongs to another built model; a layer serves one model (make new layers for each model, "
-                    "e.g. inside ModelRecipe::make_model, or build on that model's input() and layer_output() to "
-                    "take its layers over)");
-    if (!adopted || topo_->shares[i] >= 0 || owner == identity_ || (l.params().empty() && l.state().empty())) continue;
-    kept_params[i] = l.params();
-    kept_state[i] = l.state();
+                    "e.g. inside ModelRecipe::make_model, or build on a built model's input() and layer_output() "
+                    "once to take its layers over)");
+    if (!adopted) continue;
     l.set_needs_input_grad(true);  // this model's plan decides again
     l.set_output_grad_premasked(false);
+    l.set_nothing_trains_below(false);
+    if (topo_->shares[i] >= 0) continue;  // a twin: its first call's values
+    kept_params[i] = l.params();
+    kept_state[i] = l.state();
   }
   if (!topo_->graph) {
     topo_->input_shapes = {*sample_shape};

@@ -198,11 +198,13 @@ void Executor::mark_gradient_flow() {
   flows_.assign(n, false);
   for (size_t i = 0; i < n; ++i) {  // run order: producers first
     Layer& l = *topo_->layers[i];
-    bool below = false;
-    for (int from : topo_->nodes[i].inputs)
+    bool below = false, input_only = true;
+    for (int from : topo_->nodes[i].inputs) {
+      input_only = input_only && from < 0;
       below = below || (from < 0 ? static_cast<bool>(input_wants[static_cast<size_t>(-1 - from)])
                                  : static_cast<bool>(flows_[static_cast<size_t>(from)]));
-    l.set_nothing_trains_below(!below);
+    }
+    if (!input_only) l.set_nothing_trains_below(!below);  // an input reader's own switch answers
     flows_[i] = below || (l.trainable() && l.num_params() > 0);
   }
 }

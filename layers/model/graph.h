@@ -44,9 +44,11 @@ struct GraphNode {
   // A later call of a layer: `layer` is a twin of `shares` (the object called first), with its
   // parameters and state.
   std::shared_ptr<Layer> shares;
-  // A built model's call (Model::input, layer_output, a call of a built model): a model built on it
-  // adopts the layer with its values (model.h).
-  bool adopt = false;
+  // A built model's call (Model::input, layer_output, a call of a built model): the identity of that
+  // model; a model built on it adopts the layer with its values while that model still holds it
+  // (model.h). Expired or empty for any other call.
+  std::weak_ptr<const void> adopt_from;
+  bool adopt = false;  // made by a built model (adopt_from says which)
 };
 }  // namespace detail
 

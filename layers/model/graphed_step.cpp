@@ -9,8 +9,11 @@
 namespace ember::detail {
 
 GraphedStep::Key GraphedStep::key_of(const Model& model) {
-  uint64_t seeds = 0;  // every layer's seed, mixed in order (a swap changes it too)
-  for (const auto& l : model.layers()) seeds = (seeds ^ l->random_seed()) * 0x100000001B3ull + 0x9E3779B97F4A7C15ull;
+  // Every layer's seed and trainable flag (a frozen layer changes the step's work), mixed in order.
+  uint64_t seeds = 0;
+  for (const auto& l : model.layers())
+    seeds = (seeds ^ l->random_seed() ^ (l->trainable() ? 0 : 0xD1B54A32D192ED03ull)) * 0x100000001B3ull +
+            0x9E3779B97F4A7C15ull;
   const Optimizer& opt = *model.optimizer();
   return Key{opt.id(), opt.state_version(), kernel_settings_version(), seeds};
 }

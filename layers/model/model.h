@@ -107,10 +107,12 @@ class Model {
   /// Calls this model on symbolic tensors (one per input, of its input shapes; a Sequential: one,
   /// which builds its layers for it) and returns its outputs: its layers become part of the graph
   /// being built, named `<this model's name>/<layer>` (default layer names counted within this
-  /// model). Calling it again shares their weights (as a layer called again: twins). The model must
-  /// not be built: it is a block of the outer model, which owns and trains its layers (Keras'
-  /// nested model also stays usable on its own, sharing weights; here build and use the outer
-  /// model). ArgumentError for a built model, ShapeError for inputs of other shapes.
+  /// model). Calling it again shares their weights (as a layer called again: twins). An unbuilt
+  /// model is a block of the outer model, which owns and trains its layers (Keras' nested model also
+  /// stays usable on its own, sharing weights; here build and use the outer model). A built model
+  /// (one load_model returned) may be called once: its built layers, keeping their names, join the
+  /// new model, which adopts them at its build (see input() below). ArgumentError for a built model
+  /// called again, ShapeError for inputs of other shapes.
   SymbolicTensor operator()(const SymbolicTensor& x);  ///< one input, one output
   /// The same for a model of several inputs or outputs: one symbolic tensor per input, one returned
   /// per output.

@@ -106,6 +106,7 @@ std::vector<SymbolicTensor> Model::built_calls(const std::vector<SymbolicTensor>
     node->shape = topo_->output_shapes[i];
     if (topo_->shares[i] >= 0) node->shares = topo_->layers[static_cast<size_t>(topo_->shares[i])];
     node->adopt = true;
+    node->adopt_from = identity_;
     mapped[i] = SymbolicTensor(std::move(node));
   }
   return mapped;
@@ -143,7 +144,10 @@ SymbolicTensor Model::layer_output(const std::string& layer) {
 
 Layer& Model::get_layer(const std::string& name) {
   require_built("get_layer");
-  return *topo_->layers[layer_index(name, "get_layer")];
+  const size_t i = layer_index(name, "get_layer");
+  // A shared layer's first call in run order may be a twin of the object its user holds: that one.
+  const int user = i < topo_->name_from.size() ? topo_->name_from[i] : -1;
+  return *topo_->layers[user >= 0 ? static_cast<size_t>(user) : i];
 }
 
 }  // namespace ember

@@ -44,6 +44,8 @@ constexpr std::unique_ptr<Step> (*kRewrites[])(const Topology&, size_t) = {conv_
 
 void ExecutionPlan::make(Topology& topo) {
   const size_t n = topo.layers.size();
+  // What freezing decided for another model's passes (an adopted layer) is decided again per pass.
+  for (size_t i = 0; i < n; ++i) topo.layers[i]->set_nothing_trains_below(false);
   // Nobody consumes d(loss)/d(input): a layer that reads only the input computes no input gradient.
   for (size_t i = 0; i < n; ++i)
     if (std::all_of(topo.nodes[i].inputs.begin(), topo.nodes[i].inputs.end(), [](int from) { return from < 0; }))

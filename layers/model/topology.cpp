@@ -94,6 +94,7 @@ void Topology::place(const std::vector<SymbolicTensor>& ins, const std::vector<S
   }
   layers.clear();
   adopt.clear();
+  adopt_from.clear();
   nodes.assign(order.size(), Node{});
   linear = ins.size() == 1 && outputs_given.size() == 1;
   std::vector<bool> used(ins.size(), false);
@@ -102,6 +103,7 @@ void Topology::place(const std::vector<SymbolicTensor>& ins, const std::vector<S
     EMBER_CHECK(same == layers.end(), Error, "Model: one layer object runs two calls (graph.h makes twins)");
     layers.push_back(order[i]->layer);
     adopt.push_back(order[i]->adopt);
+    adopt_from.push_back(order[i]->adopt_from);
     output_shapes.push_back(order[i]->shape);
     for (const auto& child : order[i]->inputs) {
       const int from = index.at(child.get());

@@ -30,7 +30,9 @@ struct Topology {
   std::vector<Shape> input_shapes{Shape{}};    ///< per model input, per sample
   std::vector<Shape> output_shapes;            ///< per layer, per sample
   std::vector<int> shares;                     ///< per layer: the layer whose parameters and state a twin uses, or -1
-  std::vector<bool> adopt;     ///< per layer: a built model's call, adopted with its values (empty: none)
+  /// per layer: a built model's call, adopted with its values (empty: none), and from which model
+  std::vector<bool> adopt;
+  std::vector<std::weak_ptr<const void>> adopt_from;  ///< per layer: that model's identity
   std::vector<int> name_from;  ///< per layer: the layer whose name an owner takes (the user's object), or -1
   bool graph = false;          ///< made from symbolic tensors (not a Sequential)
   bool linear = true;          ///< each layer takes the one before it

@@ -1,6 +1,8 @@
 // Augmentation dispatch (see augment.h).
 #include "augment.h"
 
+#include <algorithm>
+
 #include "../../core/dispatch.h"
 #include "../../core/error.h"
 #include "../cpu/augment.h"
@@ -12,6 +14,10 @@ namespace ember::detail {
 namespace {
 struct AugmentState : OpState {
   Tensor x_copy, y, dy_copy, dx;
+  // The counter the forward drew from (2 f32, on its device): the backward's draw. Not the counter
+  // minus one: a shared layer's calls advance one counter between a call's forward and backward.
+  Tensor drawn;
+  bool random = false;  // the last forward drew
 };
 
 // A rescale alone maps each value: any tensor, as (1, 1, 1, numel) of its memory. A spatial map
@@ -42,19 +48,21 @@ const Tensor& augment_forward(std::unique_ptr<OpState>& state, const AugmentSpec
   }
   const AugmentSpec sp = map ? spec : flat_spec(spec, x);
   const int64_t n = map ? in.dim(0) : 1, c = map ? in.dim(1) : 1;
+  s.random = counter != nullptr;
+  if (s.random) ensure(s.drawn, Shape{2}, DType::F32, counter->device());
   if (on_gpu(x)) {
-    const bool fold = counter != nullptr && fused_advance();
-    layer_cuda_ops().augment_forward(sp, counter, in, s.y, n, c, fold);
-    if (counter != nullptr && !fold) layer_cuda_ops().dropout_advance(*counter);
+    const bool fold = s.random && fused_advance();
+    layer_cuda_ops().augment_forward(sp, counter, s.random ? &s.drawn : nullptr, in, s.y, n, c, fold);
+    if (s.random && !fold) layer_cuda_ops().dropout_advance(*counter);
   } else {
-    cpu::augment(sp, counter != nullptr ? cpu::augment_key(sp, *counter, 0) : 0, in.f32(), s.y.f32(), n, c, false);
-    if (counter != nullptr) counter_advance(counter->f32());
+    if (s.random) std::copy_n(counter->f32(), 2, s.drawn.f32());
+    cpu::augment(sp, s.random ? cpu::augment_key(sp, s.drawn) : 0, in.f32(), s.y.f32(), n, c, false);
+    if (s.random) counter_advance(counter->f32());
   }
   return s.y;
 }
 
-const Tensor& augment_backward(std::unique_ptr<OpState>& state, const AugmentSpec& spec, const Tensor* counter,
-                               const Tensor& dy) {
+const Tensor& augment_backward(std::unique_ptr<OpState>& state, const AugmentSpec& spec, const Tensor& dy) {
   auto& s = state_as<AugmentState>(state);
   EMBER_CHECK(s.y.defined(), Error, "augmentation: backward before forward");
   const bool map = spatial(spec);
@@ -65,10 +73,11 @@ const Tensor& augment_backward(std::unique_ptr<OpState>& state, const AugmentSpe
     ensure(s.dx, Shape{n, c, spec.h, spec.w}, DType::F32, g.device());
   else
     ensure(s.dx, g.shape(), DType::F32, g.device(), g.layout());
+  const Tensor* drawn = s.random ? &s.drawn : nullptr;
   if (on_gpu(g))
-    layer_cuda_ops().augment_backward(sp, counter, g, s.dx, n, c);
+    layer_cuda_ops().augment_backward(sp, drawn, g, s.dx, n, c);
   else
-    cpu::augment(sp, counter != nullptr ? cpu::augment_key(sp, *counter, 1) : 0, g.f32(), s.dx.f32(), n, c, true);
+    cpu::augment(sp, drawn != nullptr ? cpu::augment_key(sp, *drawn) : 0, g.f32(), s.dx.f32(), n, c, true);
   return s.dx;
 }
 

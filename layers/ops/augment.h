@@ -12,12 +12,11 @@
 namespace ember::detail {
 
 // y = the spec's map of x. `counter` (the layer's step state; null when spec.random is false): the
-// step's key is drawn from it, and it advances by one.
+// step's key is drawn from it (kept in `state` for the backward), and it advances by one.
 const Tensor& augment_forward(std::unique_ptr<OpState>& state, const AugmentSpec& spec, Tensor* counter,
                               const Tensor& x);
-// dx: dy moved back to the pixels it came from (scaled with rescale), zero elsewhere; the draw
-// is the last forward's (the counter minus one).
-const Tensor& augment_backward(std::unique_ptr<OpState>& state, const AugmentSpec& spec, const Tensor* counter,
-                               const Tensor& dy);
+// dx: dy moved back to the pixels it came from (scaled with rescale), zero elsewhere, under the
+// last forward's draw.
+const Tensor& augment_backward(std::unique_ptr<OpState>& state, const AugmentSpec& spec, const Tensor& dy);
 
 }  // namespace ember::detail

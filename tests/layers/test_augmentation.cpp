@@ -183,6 +183,38 @@ TEST(Augmentation, AModelTrainsEvaluatesAndReloadsWithThem) {
   EXPECT_EQ(loaded->layers()[0]->type(), "RandomCrop");
 }
 
+// One RandomCrop called twice (a shared layer: one step counter, advanced by each call) between
+// trainable convolutions: each call's backward moves its gradient back under its own forward's draw.
+// With the counter set back before every forward the draws are fixed, and finite differences of
+// the loss confirm the convolutions' gradients.
+TEST(Augmentation, ASharedLayersCallsEachUndoTheirOwnDraw) {
+  SymbolicTensor x = Input(Shape{1, 5, 5});
+  auto crop = layer<RandomCrop>(4, 4, 1);
+  SymbolicTensor a = crop(layer<Conv2D>(2, Size2{1, 1}, Activation::Tanh)(x));
+  SymbolicTensor b = crop(layer<Conv2D>(2, Size2{1, 1}, Activation::Tanh)(x));
+  Model m(x, layer<Dense>(2)(layer<Flatten>()(add({a, b}))));
+  m.build(4);
+  const Tensor in = test::random_tensor(Shape{6, 1, 5, 5}, 7);
+  Tensor labels = Tensor::empty(Shape{6}, DType::I32);
+  for (int64_t i = 0; i < 6; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(i % 2);
+  const std::vector<float> state0 = m.state().to_vector();
+  const auto restore = [&] { m.state().copy_from(Tensor::from_vector(Shape{int64_t(state0.size())}, state0)); };
+  restore();
+  m.compute_gradients(in, labels);
+  EXPECT_EQ(m.state().to_vector()[0], state0[0] + 2.0f);  // two calls, two draws
+  const std::vector<float> analytic = m.grads().to_vector();
+  losses::SparseCategoricalCrossentropy ce;
+  test::GradCheckOptions go;
+  go.step = 1e-3;
+  const test::GradCheckResult r = test::check_gradient(
+      [&] {
+        restore();
+        return double(ce.value(m.forward(in, true), labels));
+      },
+      std::span<float>(m.params().f32(), static_cast<size_t>(m.params().numel())), analytic, "shared crop", go);
+  EXPECT_GT(r.checked, m.num_params() / 2);
+}
+
 // FitOptions::transform: called on every training batch with its (epoch, index), before the step;
 // doubling the images there trains as a Rescaling(2) layer does, bit for bit; a resumed fit calls
 // it with the same (epoch, index) pairs; evaluation batches do not pass through it.

@@ -161,6 +161,19 @@ TEST(Freezing, BackwardRunsOnlyWhereSomethingBelowTrains) {
   for (const float g : m.grads().to_vector()) ASSERT_EQ(g, 0.0f);
 }
 
+// An input gradient asked for after a backward pass (set_needs_input_grad(true) on a first layer):
+// the next pass computes it (the first convolution no longer runs fused with its pool).
+TEST(Freezing, AnInputGradientAskedForLaterIsComputed) {
+  const Tensor x = test::random_tensor(Shape{8, 1, 12, 12}, 5, 0.0f, 1.0f), y = test::cycling_labels(8, 4);
+  Sequential m = base_and_head(false);
+  m.compute_gradients(x, y);
+  EXPECT_FALSE(m.input_gradient(0).defined());
+  m.layers()[0]->set_needs_input_grad(true);
+  m.compute_gradients(x, y);
+  ASSERT_TRUE(m.input_gradient(0).defined());
+  EXPECT_EQ(m.input_gradient(0).shape(), x.shape());
+}
+
 // A frozen BatchNormalization normalises with its moving statistics in training too, and its
 // backward is the inference mode's: dx = gamma dy / sqrt(var + eps).
 TEST(Freezing, FrozenBatchNormRunsInInferenceMode) {
@@ -245,8 +258,8 @@ TEST(FineTuning, ALoadedModelsLayersJoinANewModel) {
   auto base = load_model(path);
   const std::vector<float> conv = base->get_layer("conv2d").params()[0].to_vector();
   base->set_trainable(false);
-  SymbolicTensor features = base->layer_output("dense");
-  Model tuned(base->input(), layer<Dense>(3)(features));
+  SymbolicTensor features = base->layer_output("dense"), base_in = base->input();
+  Model tuned(base_in, layer<Dense>(3)(features));
   tuned.build(2);
   EXPECT_EQ(tuned.layers().size(), 7u);  // the base up to "dense", and the new head
   EXPECT_EQ(tuned.get_layer("conv2d").params()[0].to_vector(), conv);
@@ -258,6 +271,22 @@ TEST(FineTuning, ALoadedModelsLayersJoinANewModel) {
   EXPECT_LT(last, first);
   EXPECT_EQ(tuned.get_layer("conv2d").params()[0].to_vector(), conv);  // frozen: bit for bit
   EXPECT_FALSE(tuned.layers()[0]->needs_input_grad());
+  {  // a second model on the same base graph: refused (the layers are tuned's)
+    Model again(base_in, layer<Dense>(2)(features));
+    EXPECT_THROW(again.build(3), ArgumentError);
+  }
+  {  // a trainable layer in front of an adopted base: the base's first layer now hands its input
+     // gradient on (the old model's plan had turned it off), through the adopted ReLU and pools
+    auto front_base = load_model(path);
+    SymbolicTensor in = Input(Shape{1, 12, 12});
+    auto front = layer<Conv2D>(1, Size2{1, 1}, Activation::None, Padding::Same);
+    Model fronted(in, (*front_base)(front(in)));
+    fronted.build(5);
+    fronted.compute_gradients(x, y);
+    bool moved = false;
+    for (const float g : front->grads()[0].to_vector()) moved = moved || g != 0.0f;
+    EXPECT_TRUE(moved);
+  }
   std::remove(path.c_str());
   EXPECT_THROW(tuned.get_layer("no_such_layer"), ArgumentError);
   EXPECT_THROW(base->layer_output("dense"), Error);  // gave its layers to tuned
