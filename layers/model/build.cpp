@@ -42,8 +42,9 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
   }
   topo_->name_layers();
   // Layers another built model bound (its input(), layer_output() or a call of it made this graph):
-  // adopted with their values, which move into this model's buffers below.
-  std::vector<std::vector<Tensor>> kept_params(topo_->layers.size()), kept_state(topo_->layers.size());
+  // adopted with their values, which move into this model's buffers below. Checked here, taken over
+  // (their switches reset) only once nothing else can refuse the build.
+  std::vector<char> adopted_layers(topo_->layers.size(), 0);
   for (size_t i = 0; i < topo_->layers.size(); ++i) {
     Layer& l = *topo_->layers[i];
     const auto owner = l.owner().lock();
@@ -55,13 +56,7 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
                     ") belongs to another built model; a layer serves one model (make new layers for each model, "
                     "e.g. inside ModelRecipe::make_model, or build on a built model's input() and layer_output() "
                     "once to take its layers over)");
-    if (!adopted) continue;
-    l.set_needs_input_grad(true);  // this model's plan decides again
-    l.set_output_grad_premasked(false);
-    l.set_nothing_trains_below(false);
-    if (topo_->shares[i] >= 0) continue;  // a twin: its first call's values
-    kept_params[i] = l.params();
-    kept_state[i] = l.state();
+    adopted_layers[i] = adopted ? 1 : 0;
   }
   if (!topo_->graph) {
     topo_->input_shapes = {*sample_shape};
@@ -85,6 +80,17 @@ void Model::build_model(const Shape* sample_shape, uint64_t seed) {
                     l.name() + "' (" + l.type() +
                     ") must output per-sample values (features,) or (time, features), got " + s.str() +
                     " (add a Flatten where the whole sample should become features)");
+  }
+  std::vector<std::vector<Tensor>> kept_params(topo_->layers.size()), kept_state(topo_->layers.size());
+  for (size_t i = 0; i < topo_->layers.size(); ++i) {
+    if (adopted_layers[i] == 0) continue;
+    Layer& l = *topo_->layers[i];
+    l.set_needs_input_grad(true);  // this model's plan decides again
+    l.set_output_grad_premasked(false);
+    l.set_nothing_trains_below(false);
+    if (topo_->shares[i] >= 0) continue;  // a twin: its first call's values
+    kept_params[i] = l.params();
+    kept_state[i] = l.state();
   }
   arena_->allocate(*topo_);
   for (auto& l : topo_->layers) l->set_owner(identity_);
