@@ -209,10 +209,12 @@ TEST_P(MixedPrecisionKernels, Conv2dWithinWhatBf16RoundingExplains) {
 }
 
 // Shapes from the reference CNN (its second convolution: oneDNN's weight-gradient primitive; its
-// third: the im2col product), and a strided SAME one (the product with padding).
+// third: the im2col product; both with the data gradient as a forward convolution), a SAME one with
+// stride 1 (that forward convolution with padding) and a strided SAME one (oneDNN's backward-data
+// primitive, the product with padding).
 INSTANTIATE_TEST_SUITE_P(Shapes, MixedPrecisionKernels,
                          ::testing::Values(ConvCase{6, 32, 13, 64, 1, 0, true}, ConvCase{6, 64, 5, 64, 1, 0, true},
-                                           ConvCase{4, 16, 7, 24, 2, 1, false}));
+                                           ConvCase{5, 16, 9, 32, 1, 1, false}, ConvCase{4, 16, 7, 24, 2, 1, false}));
 
 TEST(MixedPrecisionDense, WithinWhatBf16RoundingExplains) {
   if (!cpu_bf16().available) GTEST_SKIP() << "this CPU has " << cpu_bf16().isa;
