@@ -32,9 +32,10 @@ inline float from_bf16(bf16 h) {
 void to_bf16(const float* src, bf16* dst, int64_t n, const float* mask = nullptr);
 
 // What a bf16 layer keeps from its forward pass for its backward: its input in bf16 (the weight
-// gradient's operand); and scratch reused every step: the output gradient's and the weights' bf16 copies.
+// gradient's operand); and scratch reused every step: the output gradient's and the weights' bf16
+// copies, and a bf16 output that never leaves a fused pair (conv2d_maxpool_bf16.h).
 struct Bf16Buffers {
-  std::vector<bf16> x, dy, w;
+  std::vector<bf16> x, dy, w, y;
 };
 
 }  // namespace ember::cpu

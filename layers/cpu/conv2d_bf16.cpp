@@ -70,7 +70,7 @@ bool fast_kernel(const Pd& pd) {
 }
 
 // The forward and data-gradient primitives of a Plan, and the weights' reorders for them.
-void make_forward_and_data(const Conv2dShape& g, Plan& p) {
+void make_forward_and_data(const Conv2dShape& g, bool out16, Plan& p) {
   auto& eng = dnnl_engine();
   const memory::desc x16(dims4(g.n, g.c, g.h, g.w), dt::bf16, tag::nhwc),
       x32(dims4(g.n, g.c, g.h, g.w), dt::f32, tag::nhwc), y32(dims4(g.n, g.k, g.p, g.q), dt::f32, tag::nhwc),
@@ -85,12 +85,12 @@ void make_forward_and_data(const Conv2dShape& g, Plan& p) {
     attr.set_post_ops(ops);
   }
   p.fwd_pd = dnnl::convolution_forward::primitive_desc(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, direct, x16, wei16, bias, y32, strides, pad_l,
-                                      pad_r),
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, direct, x16, wei16, bias, out16 ? y16 : y32,
+                                      strides, pad_l, pad_r),
       attr, eng);
   p.fwd = dnnl::convolution_forward(p.fwd_pd);
   p.x16 = memory(x16, eng, DNNL_MEMORY_NONE);
-  p.y = memory(y32, eng, DNNL_MEMORY_NONE);
+  p.y = memory(out16 ? y16 : y32, eng, DNNL_MEMORY_NONE);
   p.bias = memory(bias, eng, DNNL_MEMORY_NONE);
   p.wei_user = memory(wei_user, eng, DNNL_MEMORY_NONE);
   p.dy16 = memory(y16, eng, DNNL_MEMORY_NONE);
@@ -129,10 +129,11 @@ void make_forward_and_data(const Conv2dShape& g, Plan& p) {
   p.wei_to_bwd = dnnl::reorder(p.wei_user, p.wei_bwd);
 }
 
-std::unique_ptr<Plan> make_plan(const Conv2dShape& g) {
+// out16: the forward writes bf16 (conv2d_forward_bf16_out).
+std::unique_ptr<Plan> make_plan(const Conv2dShape& g, bool out16) {
   auto& eng = dnnl_engine();
   auto p = std::make_unique<Plan>();
-  make_forward_and_data(g, *p);
+  make_forward_and_data(g, out16, *p);
   p->product = product_weight_gradient(g);
   if (!p->product) {
     const memory::desc x16(dims4(g.n, g.c, g.h, g.w), dt::bf16, tag::nhwc),
@@ -154,15 +155,14 @@ std::unique_ptr<Plan> make_plan(const Conv2dShape& g) {
   return p;
 }
 
-Plan& plan_for(const Conv2dShape& g) {
+Plan& plan_for(const Conv2dShape& g, bool out16 = false) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, bool, int>;
+                         int64_t, int64_t, int64_t, bool, bool, int>;
   thread_local std::map<Key, std::unique_ptr<Plan>> cache;
-  const Key key{g.n,        g.c,          g.h,         g.w,        g.k,
-                g.r,        g.s,          g.stride_h,  g.stride_w, g.pad_top,
-                g.pad_left, g.pad_bottom, g.pad_right, g.relu,     omp_get_max_threads()};
+  const Key key{g.n,        g.c,       g.h,        g.w,          g.k,         g.r,    g.s,   g.stride_h,
+                g.stride_w, g.pad_top, g.pad_left, g.pad_bottom, g.pad_right, g.relu, out16, omp_get_max_threads()};
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_plan(g)).first;
+  if (it == cache.end()) it = cache.emplace(key, make_plan(g, out16)).first;
   return *it->second;
 }
 
@@ -259,13 +259,13 @@ void check(const Tensor& t, const Shape& want, Layout layout, const char* what, 
 }
 }  // namespace
 
-void conv2d_forward_bf16(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                         Bf16Buffers& keep) {
+namespace {
+// x rounded into keep.x, then the plan's forward into y (f32 or bf16, as the plan was made).
+void run_forward(const Conv2dShape& g, Plan& p, const Tensor& x, const Tensor& w, const Tensor& b, void* y,
+                 Bf16Buffers& keep) {
   check(x, Shape{g.n, g.c, g.h, g.w}, Layout::NHWC, "input", g);
-  check(y, Shape{g.n, g.k, g.p, g.q}, Layout::NHWC, "output", g);
   check(w, Shape{g.k, g.c, g.r, g.s}, Layout::RowMajor, "weights", g);
   check(b, Shape{g.k}, Layout::RowMajor, "bias", g);
-  Plan& p = plan_for(g);
   auto& strm = dnnl_stream();
   keep.x.resize(size_t(x.numel()));
   to_bf16(x.f32(), keep.x.data(), x.numel());
@@ -273,10 +273,51 @@ void conv2d_forward_bf16(const Conv2dShape& g, const Tensor& x, const Tensor& w,
   p.wei_to_fwd.execute(strm, p.wei_user, p.wei_fwd);
   p.x16.set_data_handle(keep.x.data());
   p.bias.set_data_handle(const_cast<float*>(b.f32()));
-  p.y.set_data_handle(y.f32());
+  p.y.set_data_handle(y);
   p.fwd.execute(strm,
                 {{DNNL_ARG_SRC, p.x16}, {DNNL_ARG_WEIGHTS, p.wei_fwd}, {DNNL_ARG_BIAS, p.bias}, {DNNL_ARG_DST, p.y}});
   strm.wait();
+}
+
+// dyt from dy16 (rows x K): each chunk of chunk_rows rows transposed (K x its rows), as convert_dy
+// writes it.
+void transpose_chunks(const bf16* dy16, int64_t rows, int64_t k, int64_t chunk_rows, bf16* dyt) {
+#pragma omp parallel for schedule(static) if (rows * k > 65536 && !omp_in_parallel())
+  for (int64_t c0 = 0; c0 < rows; c0 += chunk_rows) {
+    const int64_t c_rows = std::min(chunk_rows, rows - c0);
+    for (int64_t i = 0; i < c_rows; ++i)
+      for (int64_t j = 0; j < k; ++j) dyt[c0 * k + j * c_rows + i] = dy16[(c0 + i) * k + j];
+  }
+}
+
+// The weight and data gradients from keep.dy (bf16, masked) and, for the product, its transpose dyt.
+void run_backward(const Conv2dShape& g, Plan& p, const Tensor& w, Tensor* dx, Tensor& dw, Bf16Buffers& keep,
+                  const bf16* dyt);
+}  // namespace
+
+void conv2d_forward_bf16(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                         Bf16Buffers& keep) {
+  check(y, Shape{g.n, g.k, g.p, g.q}, Layout::NHWC, "output", g);
+  run_forward(g, plan_for(g), x, w, b, y.f32(), keep);
+}
+
+void conv2d_forward_bf16_out(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                             Bf16Buffers& keep) {
+  keep.y.resize(size_t(g.n * g.p * g.q * g.k));
+  run_forward(g, plan_for(g, true), x, w, b, keep.y.data(), keep);
+}
+
+void conv2d_backward_bf16_from(const Conv2dShape& g, const Tensor& w, Tensor* dx, Tensor& dw, Bf16Buffers& keep) {
+  EMBER_CHECK(keep.x.size() == size_t(g.n * g.h * g.w * g.c) && keep.dy.size() == size_t(g.n * g.p * g.q * g.k), Error,
+              "conv2d (cpu, bf16): backward before forward, or without the output gradient");
+  Plan& p = plan_for(g, true);
+  thread_local std::vector<bf16> dyt;
+  if (p.product) {
+    const int64_t rows = g.n * g.p * g.q;
+    dyt.resize(size_t(rows * g.k));
+    transpose_chunks(keep.dy.data(), rows, g.k, chunk_images(g) * g.p * g.q, dyt.data());
+  }
+  run_backward(g, p, w, dx, dw, keep, dyt.data());
 }
 
 void conv2d_backward_bf16(const Conv2dShape& g, const Tensor& w, const Tensor& y, const Tensor& dy, Tensor* dx,
@@ -284,20 +325,28 @@ void conv2d_backward_bf16(const Conv2dShape& g, const Tensor& w, const Tensor& y
   const Shape ys{g.n, g.k, g.p, g.q};
   check(y, ys, Layout::NHWC, "output", g);
   check(dy, ys, Layout::NHWC, "output gradient", g);
-  if (dx) check(*dx, Shape{g.n, g.c, g.h, g.w}, Layout::NHWC, "input gradient", g);
-  check(w, Shape{g.k, g.c, g.r, g.s}, Layout::RowMajor, "weights", g);
-  check(dw, w.shape(), Layout::RowMajor, "weight gradient", g);
   check(db, Shape{g.k}, Layout::RowMajor, "bias gradient", g);
   EMBER_CHECK(keep.x.size() == size_t(g.n * g.h * g.w * g.c), Error, "conv2d (cpu, bf16): backward before forward");
   Plan& p = plan_for(g);
-  auto& strm = dnnl_stream();
-  const int64_t rows = g.n * g.p * g.q, width = g.r * g.s * g.c, per = chunk_images(g), chunk_rows = per * g.p * g.q;
-  thread_local std::vector<bf16> dyt, cols;
-  thread_local std::vector<float> wgrad;
+  const int64_t rows = g.n * g.p * g.q, chunk_rows = chunk_images(g) * g.p * g.q;
+  thread_local std::vector<bf16> dyt;
   keep.dy.resize(size_t(rows * g.k));
   if (p.product) dyt.resize(size_t(rows * g.k));
   convert_dy(dy.f32(), g.relu && !dy_premasked ? y.f32() : nullptr, rows, g.k, chunk_rows, keep.dy.data(),
              p.product ? dyt.data() : nullptr, db.f32());
+  run_backward(g, p, w, dx, dw, keep, dyt.data());
+}
+
+namespace {
+void run_backward(const Conv2dShape& g, Plan& p, const Tensor& w, Tensor* dx, Tensor& dw, Bf16Buffers& keep,
+                  const bf16* dyt) {
+  if (dx) check(*dx, Shape{g.n, g.c, g.h, g.w}, Layout::NHWC, "input gradient", g);
+  check(w, Shape{g.k, g.c, g.r, g.s}, Layout::RowMajor, "weights", g);
+  check(dw, w.shape(), Layout::RowMajor, "weight gradient", g);
+  auto& strm = dnnl_stream();
+  const int64_t rows = g.n * g.p * g.q, width = g.r * g.s * g.c, per = chunk_images(g), chunk_rows = per * g.p * g.q;
+  thread_local std::vector<bf16> cols;
+  thread_local std::vector<float> wgrad;
   p.dy16.set_data_handle(keep.dy.data());
   if (!p.product) {
     p.x16.set_data_handle(keep.x.data());
@@ -314,8 +363,8 @@ void conv2d_backward_bf16(const Conv2dShape& g, const Tensor& w, const Tensor& y
     for (int64_t n0 = 0; n0 < g.n; n0 += per) {
       const int64_t count = std::min(per, g.n - n0);
       im2col(g, keep.x.data(), n0, count, cols.data());
-      matmul_bf16(false, false, g.k, width, count * g.p * g.q, dyt.data() + n0 * g.p * g.q * g.k, cols.data(),
-                  wgrad.data(), nullptr, false, /*accumulate=*/n0 > 0);
+      matmul_bf16(false, false, g.k, width, count * g.p * g.q, dyt + n0 * g.p * g.q * g.k, cols.data(), wgrad.data(),
+                  nullptr, false, /*accumulate=*/n0 > 0);
     }
     float* const out = dw.f32();
     for (int64_t k = 0; k < g.k; ++k)
@@ -346,6 +395,7 @@ void conv2d_backward_bf16(const Conv2dShape& g, const Tensor& w, const Tensor& y
     strm.wait();
   }
 }
+}  // namespace
 
 std::string conv2d_bf16_kernel_info(const Conv2dShape& g) {
   const Plan& p = plan_for(g);

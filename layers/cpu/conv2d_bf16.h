@@ -20,6 +20,15 @@ void conv2d_forward_bf16(const Conv2dShape& g, const Tensor& x, const Tensor& w,
 void conv2d_backward_bf16(const Conv2dShape& g, const Tensor& w, const Tensor& y, const Tensor& dy, Tensor* dx,
                           Tensor& dw, Tensor& db, bool dy_premasked, Bf16Buffers& keep);
 
+// For a pair that keeps the convolution's output in bf16 (conv2d_maxpool_bf16.h): the output,
+// (N, P, Q, K) bf16 as y's NHWC, into keep.y.
+void conv2d_forward_bf16_out(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                             Bf16Buffers& keep);
+// After conv2d_forward_bf16_out with the same `keep`, from the output gradient the caller wrote
+// into keep.dy ((N, P, Q, K) bf16, the fused ReLU's mask applied): dx (unless null) and dw; the bias
+// gradient is the caller's (its fp32 sums).
+void conv2d_backward_bf16_from(const Conv2dShape& g, const Tensor& w, Tensor* dx, Tensor& dw, Bf16Buffers& keep);
+
 // The oneDNN implementation of each pass for this shape ("fwd brgconv:avx512_core_amx_bf16, ...").
 std::string conv2d_bf16_kernel_info(const Conv2dShape& g);
 

@@ -21,6 +21,7 @@
 #include "core/runtime.h"
 #include "layers/cpu/bf16.h"
 #include "layers/cpu/conv2d_bf16.h"
+#include "layers/cpu/conv2d_maxpool_bf16.h"
 #include "layers/cpu/dense.h"
 #include "test_util.h"
 
@@ -150,6 +151,13 @@ class MixedPrecisionKernels : public ::testing::TestWithParam<ConvCase> {
   }
 };
 
+class MixedPrecisionConvPool : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!cpu_bf16().available) GTEST_SKIP() << "this CPU has " << cpu_bf16().isa;
+  }
+};
+
 std::vector<float> values(const Tensor& t) { return {t.f32(), t.f32() + t.numel()}; }
 
 // Forward, data and weight gradients against (a) and (b); the first image all zero (its outputs are
@@ -246,6 +254,80 @@ TEST(MixedPrecisionDense, WithinWhatBf16RoundingExplains) {
   }
 }
 
+// --- the fused Conv2D -> MaxPool2D pair in bf16 -------------------------------------------------
+
+// The fused pair against the unfused bf16 kernels: the pooled output is the first maximum of the
+// convolution's fp32 output rounded to bf16 (bit for bit: oneDNN's bf16 output is that rounding of
+// the same sums); dw and dx equal the unfused backward's from the same scattered, masked gradient
+// (the same bf16 operands on the same primitives); db within fp32 summation's bound; an image
+// whose pooled gradient is zero has an input gradient of exactly zero. The 9x9 output pools to 4x4:
+// its last row and column are in no window.
+TEST_P(MixedPrecisionConvPool, MatchesTheUnfusedKernelsOnBf16Outputs) {
+  const bool relu = GetParam();
+  ConvCase cs{5, 16, 11, 24, 1, 0, relu};
+  const Conv2dShape g = shape_of(cs);
+  Pool2dShape pool;
+  pool.n = g.n, pool.c = g.k, pool.h = g.p, pool.w = g.q, pool.r = pool.s = 2, pool.stride_h = pool.stride_w = 2;
+  pool.p = pool.q = 4;
+  ASSERT_TRUE(cpu::conv2d_maxpool_bf16_fits(g, pool));
+  const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 11, -1.0f, 1.0f).to_layout(Layout::NHWC);
+  const Tensor w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 12, -0.2f, 0.2f);
+  const Tensor b = test::random_tensor(Shape{g.k}, 13, -0.1f, 0.1f);
+  const Shape ps{g.n, g.k, 4, 4};
+  Tensor y = Tensor::empty(ps, DType::F32, Device::cpu(), Layout::NHWC),
+         y_inference = Tensor::empty(ps, DType::F32, Device::cpu(), Layout::NHWC),
+         argmax = Tensor::empty(ps, DType::U8, Device::cpu(), Layout::NHWC);
+  cpu::Bf16Buffers keep, keep_inference, keep_ref;
+  cpu::conv2d_maxpool_bf16_forward(g, pool, x, w, b, y_inference, nullptr, keep_inference);
+  cpu::conv2d_maxpool_bf16_forward(g, pool, x, w, b, y, &argmax, keep);
+  Tensor full = Tensor::empty(Shape{g.n, g.k, g.p, g.q}, DType::F32, Device::cpu(), Layout::NHWC);
+  cpu::conv2d_forward_bf16(g, x, w, b, full, keep_ref);
+
+  const int64_t k = g.k;
+  std::vector<float> dy_full(size_t(full.numel()), 0.0f);
+  Tensor dy = test::random_tensor(ps, 14).to_layout(Layout::NHWC);
+  std::fill_n(dy.f32() + 16 * k, 16 * k, 0.0f);  // image 1: no gradient
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t pp = 0; pp < 4; ++pp)
+      for (int64_t pq = 0; pq < 4; ++pq)
+        for (int64_t c = 0; c < k; ++c) {
+          float best = -std::numeric_limits<float>::infinity();
+          int at = 0;
+          for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j) {
+              const float v =
+                  cpu::from_bf16(cpu::to_bf16(full.f32()[((n * g.p + 2 * pp + i) * g.q + 2 * pq + j) * k + c]));
+              if (v > best) best = v, at = 2 * i + j;
+            }
+          const int64_t o = ((n * 4 + pp) * 4 + pq) * k + c;
+          ASSERT_EQ(y.f32()[o], best) << "pooled output " << o;
+          ASSERT_EQ(y_inference.f32()[o], best) << "inference output " << o;
+          ASSERT_EQ(argmax.data<uint8_t>()[o], at) << "argmax " << o;
+          const float grad = relu && !(best > 0.0f) ? 0.0f : dy.f32()[o];
+          dy_full[size_t(((n * g.p + 2 * pp + at / 2) * g.q + 2 * pq + at % 2) * k + c)] = grad;
+        }
+
+  Tensor dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC), dw = Tensor::empty(w.shape()),
+         db = Tensor::empty(b.shape());
+  Tensor dx_ref = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC), dw_ref = Tensor::empty(w.shape()),
+         db_ref = Tensor::empty(b.shape());
+  cpu::conv2d_maxpool_bf16_backward(g, pool, w, y, argmax, dy, &dx, dw, db, keep);
+  Tensor dy_full_t = Tensor::empty(full.shape(), DType::F32, Device::cpu(), Layout::NHWC);
+  std::copy(dy_full.begin(), dy_full.end(), dy_full_t.f32());
+  cpu::conv2d_backward_bf16(g, w, full, dy_full_t, &dx_ref, dw_ref, db_ref, /*dy_premasked=*/true, keep_ref);
+  EXPECT_EQ(values(dw), values(dw_ref));
+  EXPECT_EQ(values(dx), values(dx_ref));
+  for (int64_t c = 0; c < k; ++c) {
+    double sum = 0, abs = 0;
+    for (size_t i = size_t(c); i < dy_full.size(); i += size_t(k)) sum += dy_full[i], abs += std::abs(dy_full[i]);
+    EXPECT_LE(std::abs(db.f32()[c] - sum), double(g.n * 16) * std::ldexp(1.0, -24) * abs + 1e-30) << "db " << c;
+  }
+  const int64_t image = g.h * g.w * g.c;
+  for (int64_t i = 0; i < image; ++i) ASSERT_EQ(dx.f32()[image + i], 0.0f) << "input gradient " << i << " of image 1";
+}
+
+INSTANTIATE_TEST_SUITE_P(Relu, MixedPrecisionConvPool, ::testing::Bool());
+
 // --- the policy on a model ----------------------------------------------------------------------
 
 // The first convolution sees one channel (C R S = 9: fp32 under the policy); the second and the
@@ -320,6 +402,34 @@ TEST_F(MixedPrecisionPolicy, LossCurveFollowsFp32) {
   EXPECT_LE(worst, 0.01);
   EXPECT_LT(fp32.epochs.back().loss, 0.58);
   EXPECT_LT(mixed.epochs.back().loss, 0.58);
+}
+
+// A Conv2D -> MaxPool2D pair whose convolution runs in bf16 runs fused under mixed_bf16 only, and
+// trains through it: with the pair's convolution frozen, its weights keep their bits and the first
+// convolution (which needs the pair's input gradient) still learns; unfrozen, the loss falls.
+TEST_F(MixedPrecisionPolicy, AConvPoolPairRunsFusedAndFreezes) {
+  const Dataset data = test::corner_dataset(320, 9);
+  Sequential m;
+  m.add<Conv2D>(8, Size2{3, 3}, Activation::ReLU);
+  m.add<Conv2D>(16, Size2{3, 3}, Activation::ReLU);  // C R S = 72: bf16
+  m.add<MaxPool2D>();
+  m.add<Flatten>();
+  m.add<Dense>(2);
+  m.build(Shape{1, 8, 8}, 4);
+  m.compile(std::make_unique<Adam>(AdamOptions{.learning_rate = 3e-3f}));
+  EXPECT_FALSE(m.fused_with_next(1));
+  set_precision(Precision::MixedBFloat16);
+  EXPECT_TRUE(m.fused_with_next(1));
+  const std::vector<float> first = values(m.layers()[0]->params()[0]), pair = values(m.layers()[1]->params()[0]);
+  m.layers()[1]->set_trainable(false);
+  const FitOptions one{.epochs = 1, .batch_size = 32, .shuffle = false, .verbose = 0};
+  m.fit(data, one);
+  EXPECT_EQ(values(m.layers()[1]->params()[0]), pair);
+  EXPECT_NE(values(m.layers()[0]->params()[0]), first);
+  m.layers()[1]->set_trainable(true);
+  const History h = m.fit(data, FitOptions{.epochs = 4, .batch_size = 32, .shuffle = false, .verbose = 0});
+  EXPECT_NE(values(m.layers()[1]->params()[0]), pair);
+  EXPECT_LT(h.epochs.back().loss, h.epochs.front().loss);
 }
 
 // Checkpoints hold fp32 master weights: a file saved under mixed_bf16 loads and predicts under
