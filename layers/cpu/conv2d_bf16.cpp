@@ -367,21 +367,25 @@ void run_backward(const Conv2dShape& g, Plan& p, const Tensor& w, Tensor* dx, Te
                   nullptr, false, /*accumulate=*/n0 > 0);
     }
     float* const out = dw.f32();
+    const float* const sums = wgrad.data();  // the caller's (thread_local: each pool thread has its own)
+#pragma omp parallel for schedule(static) if (g.k * width > 16384 && !omp_in_parallel())
     for (int64_t k = 0; k < g.k; ++k)
       for (int64_t r = 0; r < g.r; ++r)
         for (int64_t s = 0; s < g.s; ++s)
           for (int64_t c = 0; c < g.c; ++c)
-            out[((k * g.c + c) * g.r + r) * g.s + s] = wgrad[size_t(((k * g.r + r) * g.s + s) * g.c + c)];
+            out[((k * g.c + c) * g.r + r) * g.s + s] = sums[((k * g.r + r) * g.s + s) * g.c + c];
   }
   if (dx) {
     if (p.dx_forward) {
       // w'[c, k, r, s] = w[k, c, R-1-r, S-1-s] (make_forward_and_data).
       const float* wk = w.f32();
-      for (int64_t k = 0; k < g.k; ++k)
-        for (int64_t c = 0; c < g.c; ++c)
+      float* const flip = p.wflip.data();
+#pragma omp parallel for schedule(static) if (g.k * g.c * g.r * g.s > 16384 && !omp_in_parallel())
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t k = 0; k < g.k; ++k)
           for (int64_t r = 0; r < g.r; ++r)
             for (int64_t s = 0; s < g.s; ++s)
-              p.wflip[size_t(((c * g.k + k) * g.r + r) * g.s + s)] =
+              flip[((c * g.k + k) * g.r + r) * g.s + s] =
                   wk[((k * g.c + c) * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - s)];
       p.wei_to_bwd.execute(strm, p.wflip_user, p.wei_bwd);
       p.dx.set_data_handle(dx->f32());

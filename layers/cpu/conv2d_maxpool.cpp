@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "../../core/cpu/cpu_features.h"
 #include "../../core/error.h"
 #include "../../core/pairwise_sum.h"
 #include "simd.h"
@@ -193,6 +194,89 @@ void backward_image(const Geo& e, const float* __restrict xp, const float* __res
   }
 }
 
+#if defined(EMBER_AVX512)
+// forward_image and backward_image in 16 lanes (one AVX-512 register per 16 filters, where the
+// AVX2 versions take two of 8), for K a multiple of 16: each lane's operations and their order are
+// those of the 8-lane versions, so the results are the same bits.
+typedef int32_t i16v __attribute__((vector_size(64)));
+typedef uint8_t b16v __attribute__((vector_size(16)));
+using simd::f16;
+constexpr int64_t kWide = 16;
+
+template <int kTaps, int kWin>
+EMBER_AVX512 void forward_image16(const Geo& e, const float* __restrict xp, const float* __restrict wt,
+                                  const float* __restrict bias, bool relu, float* __restrict y,
+                                  uint8_t* __restrict argmax) {
+  const int64_t taps = kTaps > 0 ? kTaps : e.taps;
+  int64_t wofs[kWin > 0 ? kWin : kMaxWindow];
+  const int64_t windows = window_offsets(e, wofs), win = kWin > 0 ? kWin : windows;
+  const int64_t k16 = e.k;
+  for (int64_t k0 = 0; k0 < e.k; k0 += kWide) {
+    f16 b;
+    __builtin_memcpy(&b, bias + k0, sizeof b);
+    for (int64_t pp = 0; pp < e.pp; ++pp)
+      for (int64_t pq = 0; pq < e.pq; ++pq) {
+        const float* __restrict x0 = xp + pp * e.pr * e.sh * e.wp + pq * e.ps * e.sw;
+        f16 acc[kWin > 0 ? kWin : kMaxWindow];
+        for (int64_t w = 0; w < win; ++w) acc[w] = b;
+        for (int64_t t = 0; t < taps; ++t) {
+          f16 wv;
+          __builtin_memcpy(&wv, wt + t * k16 + k0, sizeof wv);
+          const int64_t o = e.off[t];
+          for (int64_t w = 0; w < win; ++w) acc[w] += wv * x0[wofs[w] + o];
+        }
+        f16 best = f16{} - std::numeric_limits<float>::infinity();
+        i16v arg = {};
+        for (int64_t w = 0; w < win; ++w) {
+          const i16v take = (acc[w] > best) | (best != best ? i16v{} : acc[w] != acc[w]);
+          best = take ? acc[w] : best;
+          arg = take ? i16v{} + static_cast<int32_t>(w) : arg;
+        }
+        if (relu) best = best < 0.0f ? f16{} : best;
+        __builtin_memcpy(y + (pp * e.pq + pq) * e.k + k0, &best, sizeof best);
+        if (argmax) {
+          const b16v a = __builtin_convertvector(arg, b16v);
+          __builtin_memcpy(argmax + (pp * e.pq + pq) * e.k + k0, &a, sizeof a);
+        }
+      }
+  }
+}
+
+template <int kTaps, int kWin>
+EMBER_AVX512 void backward_image16(const Geo& e, const float* __restrict xp, const float* __restrict y,
+                                   const uint8_t* __restrict argmax, const float* __restrict dy, bool relu,
+                                   float* __restrict dw, float* __restrict db) {
+  const int64_t taps = kTaps > 0 ? kTaps : e.taps;
+  int64_t wofs[kWin > 0 ? kWin : kMaxWindow];
+  const int64_t windows = window_offsets(e, wofs), win = kWin > 0 ? kWin : windows;
+  const int64_t k8 = e.k;
+  for (int64_t k0 = 0; k0 < e.k; k0 += kWide) {
+    f16 sw[kTaps > 0 ? kTaps : kMaxTaps] = {};
+    f16 sb = {};
+    for (int64_t pp = 0; pp < e.pp; ++pp)
+      for (int64_t pq = 0; pq < e.pq; ++pq) {
+        const int64_t o = (pp * e.pq + pq) * e.k + k0;
+        f16 g, yv;
+        b16v a;
+        __builtin_memcpy(&g, dy + o, sizeof g);
+        __builtin_memcpy(&yv, y + o, sizeof yv);
+        __builtin_memcpy(&a, argmax + o, sizeof a);
+        if (relu) g = yv > 0.0f ? g : f16{};
+        sb += g;
+        const i16v arg = __builtin_convertvector(a, i16v);
+        const float* __restrict x0 = xp + pp * e.pr * e.sh * e.wp + pq * e.ps * e.sw;
+        for (int64_t w = 0; w < win; ++w) {
+          const f16 gm = arg == static_cast<int32_t>(w) ? g : f16{};
+          const float* __restrict xw = x0 + wofs[w];
+          for (int64_t t = 0; t < taps; ++t) sw[t] += gm * xw[e.off[t]];
+        }
+      }
+    for (int64_t t = 0; t < taps; ++t) __builtin_memcpy(dw + t * k8 + k0, &sw[t], sizeof sw[t]);
+    __builtin_memcpy(db + k0, &sb, sizeof sb);
+  }
+}
+#endif
+
 void check(const Tensor& t, DType dt, const Shape& s, Layout layout, const char* what, const Conv2dShape& g) {
   EMBER_CHECK(t.shape() == s && t.layout() == layout && t.dtype() == dt && t.device().is_cpu(), ShapeError,
               std::string("conv2d+maxpool2d (cpu): ") + what + " must be a " + dtype_name(dt) + " " +
@@ -210,6 +294,16 @@ void check_common(const Conv2dShape& g, const Pool2dShape& pool, const Tensor& x
               "conv2d+maxpool2d (cpu): input must be an f32 cpu tensor of shape " + xs.str() + ", got " + x.str());
 }
 
+// Whether the 16-lane kernels run: the CPU has AVX-512 (and it is not capped), K a multiple of 16.
+bool wide_lanes(const Geo& e, bool allow_avx512) {
+#if defined(EMBER_AVX512)
+  return allow_avx512 && e.k % 16 == 0 && cpu_avx512();
+#else
+  (void)e, (void)allow_avx512;
+  return false;
+#endif
+}
+
 // Grows scratch to at least `floats` (never shrinks: batch sizes alternate, e.g. an epoch's
 // last batch, without a reallocation each time).
 float* scratch_floats(Tensor& scratch, int64_t floats) {
@@ -225,7 +319,7 @@ bool conv2d_maxpool_fits(const Conv2dShape& conv, const Pool2dShape& pool) {
 }
 
 void conv2d_maxpool_forward(const Conv2dShape& g, const Pool2dShape& pool, const Tensor& x, const Tensor& w,
-                            const Tensor& b, Tensor& y, Tensor* argmax, Tensor& scratch) {
+                            const Tensor& b, Tensor& y, Tensor* argmax, Tensor& scratch, bool allow_avx512) {
   check_common(g, pool, x);
   const Geo e = geo(g, pool);
   check(w, DType::F32, {g.k, g.c, g.r, g.s}, Layout::RowMajor, "weights", g);
@@ -247,12 +341,22 @@ void conv2d_maxpool_forward(const Conv2dShape& g, const Pool2dShape& pool, const
     bias[k] = b.f32()[k];
   }
   const bool reference = e.taps == 9 && e.pr * e.ps == 4;  // 3x3 one-channel kernels, 2x2 pools
+  const bool wide = wide_lanes(e, allow_avx512);
   const int64_t per_image = e.pp * e.pq * e.k;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
     const float* xp = image(g, e, x, n, pad + omp_get_thread_num() * img);
     float* yn = y.f32() + n * per_image;
     uint8_t* an = argmax ? argmax->data<uint8_t>() + n * per_image : nullptr;
+#if defined(EMBER_AVX512)
+    if (wide) {
+      if (reference)
+        forward_image16<9, 4>(e, xp, wt, bias, g.relu, yn, an);
+      else
+        forward_image16<0, 0>(e, xp, wt, bias, g.relu, yn, an);
+      continue;
+    }
+#endif
     if (reference)
       forward_image<9, 4>(e, xp, wt, bias, g.relu, yn, an);
     else
@@ -261,7 +365,8 @@ void conv2d_maxpool_forward(const Conv2dShape& g, const Pool2dShape& pool, const
 }
 
 void conv2d_maxpool_backward(const Conv2dShape& g, const Pool2dShape& pool, const Tensor& x, const Tensor& y,
-                             const Tensor& argmax, const Tensor& dy, Tensor& dw, Tensor& db, Tensor& scratch) {
+                             const Tensor& argmax, const Tensor& dy, Tensor& dw, Tensor& db, Tensor& scratch,
+                             bool allow_avx512) {
   check_common(g, pool, x);
   const Geo e = geo(g, pool);
   const Shape ys{g.n, g.k, pool.p, pool.q};
@@ -277,6 +382,7 @@ void conv2d_maxpool_backward(const Conv2dShape& g, const Pool2dShape& pool, cons
   float* pad = scratch_floats(scratch, threads * img + g.n * part);
   float* partial = pad + threads * img;
   const bool reference = e.taps == 9 && e.pr * e.ps == 4;
+  const bool wide = wide_lanes(e, allow_avx512);
   const int64_t per_image = e.pp * e.pq * e.k;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
@@ -285,6 +391,15 @@ void conv2d_maxpool_backward(const Conv2dShape& g, const Pool2dShape& pool, cons
     const uint8_t* an = argmax.data<uint8_t>() + n * per_image;
     const float* gn = dy.f32() + n * per_image;
     float* pw = partial + n * part;
+#if defined(EMBER_AVX512)
+    if (wide) {
+      if (reference)
+        backward_image16<9, 4>(e, xp, yn, an, gn, g.relu, pw, pw + e.taps * k8);
+      else
+        backward_image16<0, 0>(e, xp, yn, an, gn, g.relu, pw, pw + e.taps * k8);
+      continue;
+    }
+#endif
     if (reference)
       backward_image<9, 4>(e, xp, yn, an, gn, g.relu, pw, pw + e.taps * k8);
     else

@@ -26,13 +26,16 @@ bool conv2d_maxpool_fits(const Conv2dShape& conv, const Pool2dShape& pool);
 // window's maximum and stays a NaN through the ReLU, so a diverged first layer shows in the loss
 // (stricter than the unfused pair: oneDNN's ReLU post-op maps NaN to 0 and the pool's strict
 // comparison skips it). scratch: the op's own, reused across calls.
+// allow_avx512 = false: the 8-lane (AVX2) kernels even where the CPU has AVX-512 (the same bits;
+// tests run both).
 void conv2d_maxpool_forward(const Conv2dShape& conv, const Pool2dShape& pool, const Tensor& x, const Tensor& w,
-                            const Tensor& b, Tensor& y, Tensor* argmax, Tensor& scratch);
+                            const Tensor& b, Tensor& y, Tensor* argmax, Tensor& scratch, bool allow_avx512 = true);
 
 // The gradients of w and b from dy (the pooled output's gradient), the forward's x, y and argmax.
 // The same bits at any thread count (per-image partial sums, added in the batch's sum order,
 // core/pairwise_sum.h: image order within each group of 16 images, the groups as a pairwise tree).
 void conv2d_maxpool_backward(const Conv2dShape& conv, const Pool2dShape& pool, const Tensor& x, const Tensor& y,
-                             const Tensor& argmax, const Tensor& dy, Tensor& dw, Tensor& db, Tensor& scratch);
+                             const Tensor& argmax, const Tensor& dy, Tensor& dw, Tensor& db, Tensor& scratch,
+                             bool allow_avx512 = true);
 
 }  // namespace ember::cpu

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <tuple>
 
+#include "core/cpu/cpu_features.h"
+#include "layers/cpu/conv2d_maxpool.h"
 #include "test_util.h"
 
 namespace ember {
@@ -147,6 +151,49 @@ TEST(ConvPoolFusion, SameBitsAtAnyThreadCountAndEveryRun) {
   set_num_threads(threads);
   EXPECT_EQ(runs[1], runs[0]) << "per-image sums in the batch's sum order, whatever the thread count";
   EXPECT_EQ(runs[2], runs[0]);
+}
+
+// The kernels in 16 lanes (AVX-512) and in 8 (AVX2) give the same bits: the reference first layer
+// (its unrolled kernels) and a three-channel SAME convolution under a 3x3 pool (the general ones),
+// with values whose sums round, a NaN pixel and ties between window positions (ReLU's zeros).
+TEST(ConvPoolFusion, SixteenLanesGiveTheEightLanesBits) {
+  if (!cpu_avx512()) GTEST_SKIP() << "no AVX-512 here";
+  for (const auto& [c, h, k, pool_size, padding] :
+       {std::tuple{int64_t{1}, int64_t{28}, int64_t{32}, int64_t{2}, Padding::Valid},
+        std::tuple{int64_t{3}, int64_t{10}, int64_t{16}, int64_t{3}, Padding::Same}}) {
+    Sequential m;
+    m.add<Conv2D>(k, Size2{3, 3}, Activation::ReLU, padding);
+    m.add<MaxPool2D>(Size2{pool_size, pool_size});
+    m.add<Flatten>();
+    m.build(Shape{c, h, h}, 5);
+    const int64_t n = 5;
+    const Conv2dShape cg = dynamic_cast<const Conv2D&>(*m.layers()[0]).geometry(n);
+    const Pool2dShape pg = dynamic_cast<const MaxPool2D&>(*m.layers()[1]).geometry(n);
+    ASSERT_TRUE(cpu::conv2d_maxpool_fits(cg, pg));
+    Tensor x = test::random_tensor(Shape{n, c, h, h}, 21, -1.0f, 1.0f);
+    x.f32()[2 * c * h * h + 37] = std::nanf("");
+    const Tensor w = test::random_tensor(Shape{k, c, 3, 3}, 22, -0.5f, 0.5f), b = test::random_tensor(Shape{k}, 23);
+    const Shape ys{n, k, pg.p, pg.q};
+    const Tensor dy = test::random_tensor(ys, 24).to_layout(Layout::NHWC);
+    std::vector<std::vector<float>> got;
+    std::vector<std::vector<uint8_t>> args;
+    for (bool wide : {false, true}) {
+      Tensor y = Tensor::empty(ys, DType::F32, Device::cpu(), Layout::NHWC);
+      Tensor argmax = Tensor::empty(ys, DType::U8, Device::cpu(), Layout::NHWC);
+      Tensor scratch, dw = Tensor::empty(w.shape()), db = Tensor::empty(b.shape());
+      cpu::conv2d_maxpool_forward(cg, pg, x, w, b, y, &argmax, scratch, wide);
+      cpu::conv2d_maxpool_backward(cg, pg, x, y, argmax, dy, dw, db, scratch, wide);
+      std::vector<float> v = y.to_vector(), gw = dw.to_vector(), gb = db.to_vector();
+      v.insert(v.end(), gw.begin(), gw.end());
+      v.insert(v.end(), gb.begin(), gb.end());
+      got.push_back(std::move(v));
+      args.emplace_back(argmax.data<uint8_t>(), argmax.data<uint8_t>() + argmax.numel());
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float))) << "k " << k;
+    EXPECT_EQ(args[0], args[1]) << "k " << k;
+    EXPECT_TRUE(std::any_of(got[0].begin(), got[0].end(), [](float v) { return std::isnan(v); }));
+  }
 }
 
 TEST(ConvPoolFusion, ANaNInTheKernelStaysANaN) {
