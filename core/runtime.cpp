@@ -165,12 +165,12 @@ const CpuBf16& cpu_bf16() {
       return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
     };
     if (has(dnnl_cpu_isa_avx512_core_amx)) {
-      r = {true, "AMX-BF16"};
+      r = {true, true, "AMX-BF16"};
     } else if (has(dnnl_cpu_isa_avx512_core_bf16)) {
-      r = {true, "AVX512-BF16"};
+      r = {true, false, "AVX512-BF16"};
     } else {
       const char* name = has(dnnl_cpu_isa_avx512_core) ? "avx512_core" : has(dnnl_cpu_isa_avx2) ? "avx2" : "below avx2";
-      r = {false, std::string("no AVX512-BF16 (oneDNN's ISA here: ") + name + ")"};
+      r = {false, false, std::string("no AVX512-BF16 (oneDNN's ISA here: ") + name + ")"};
     }
     return r;
   }();

@@ -202,6 +202,7 @@ Precision parse_precision(const std::string& name);
 /// What this CPU offers for bf16 math, as oneDNN sees it (ONEDNN_MAX_CPU_ISA respected).
 struct CpuBf16 {
   bool available = false;  ///< AVX512-BF16 or AMX-BF16: MixedBFloat16 runs bf16 kernels
+  bool amx = false;        ///< AMX-BF16: the convolutions run bf16 too (without it, fp32: docs/numerics.md)
   std::string isa;         ///< "AMX-BF16", "AVX512-BF16", or why not ("no AVX512-BF16 (oneDNN's ISA: avx2)")
 };
 const CpuBf16& cpu_bf16();  ///< Probed once; never throws.

@@ -30,6 +30,6 @@ void conv2d_forward_bf16_out(const Conv2dShape& g, const Tensor& x, const Tensor
 void conv2d_backward_bf16_from(const Conv2dShape& g, const Tensor& w, Tensor* dx, Tensor& dw, Bf16Buffers& keep);
 
 // The oneDNN implementation of each pass for this shape ("fwd brgconv:avx512_core_amx_bf16, ...").
-std::string conv2d_bf16_kernel_info(const Conv2dShape& g);
+std::string conv2d_bf16_kernel_info(const Conv2dShape& g, bool out16 = false);
 
 }  // namespace ember::cpu

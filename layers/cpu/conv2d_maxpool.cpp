@@ -194,7 +194,7 @@ void backward_image(const Geo& e, const float* __restrict xp, const float* __res
   }
 }
 
-#if defined(EMBER_AVX512)
+#if defined(EMBER_AVX512) && defined(__FMA__)
 // forward_image and backward_image in 16 lanes (one AVX-512 register per 16 filters, where the
 // AVX2 versions take two of 8), for K a multiple of 16: each lane's operations and their order are
 // those of the 8-lane versions, so the results are the same bits.
@@ -295,8 +295,10 @@ void check_common(const Conv2dShape& g, const Pool2dShape& pool, const Tensor& x
 }
 
 // Whether the 16-lane kernels run: the CPU has AVX-512 (and it is not capped), K a multiple of 16.
+// The 8-lane kernels' multiply-adds are fused where the build's target has FMA (the default
+// x86-64-v3), as the 16-lane ones always are: only then are their bits the same.
 bool wide_lanes(const Geo& e, bool allow_avx512) {
-#if defined(EMBER_AVX512)
+#if defined(EMBER_AVX512) && defined(__FMA__)
   return allow_avx512 && e.k % 16 == 0 && cpu_avx512();
 #else
   (void)e, (void)allow_avx512;
@@ -341,14 +343,14 @@ void conv2d_maxpool_forward(const Conv2dShape& g, const Pool2dShape& pool, const
     bias[k] = b.f32()[k];
   }
   const bool reference = e.taps == 9 && e.pr * e.ps == 4;  // 3x3 one-channel kernels, 2x2 pools
-  const bool wide = wide_lanes(e, allow_avx512);
+  [[maybe_unused]] const bool wide = wide_lanes(e, allow_avx512);
   const int64_t per_image = e.pp * e.pq * e.k;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
     const float* xp = image(g, e, x, n, pad + omp_get_thread_num() * img);
     float* yn = y.f32() + n * per_image;
     uint8_t* an = argmax ? argmax->data<uint8_t>() + n * per_image : nullptr;
-#if defined(EMBER_AVX512)
+#if defined(EMBER_AVX512) && defined(__FMA__)
     if (wide) {
       if (reference)
         forward_image16<9, 4>(e, xp, wt, bias, g.relu, yn, an);
@@ -382,7 +384,7 @@ void conv2d_maxpool_backward(const Conv2dShape& g, const Pool2dShape& pool, cons
   float* pad = scratch_floats(scratch, threads * img + g.n * part);
   float* partial = pad + threads * img;
   const bool reference = e.taps == 9 && e.pr * e.ps == 4;
-  const bool wide = wide_lanes(e, allow_avx512);
+  [[maybe_unused]] const bool wide = wide_lanes(e, allow_avx512);
   const int64_t per_image = e.pp * e.pq * e.k;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
@@ -391,7 +393,7 @@ void conv2d_maxpool_backward(const Conv2dShape& g, const Pool2dShape& pool, cons
     const uint8_t* an = argmax.data<uint8_t>() + n * per_image;
     const float* gn = dy.f32() + n * per_image;
     float* pw = partial + n * part;
-#if defined(EMBER_AVX512)
+#if defined(EMBER_AVX512) && defined(__FMA__)
     if (wide) {
       if (reference)
         backward_image16<9, 4>(e, xp, yn, an, gn, g.relu, pw, pw + e.taps * k8);

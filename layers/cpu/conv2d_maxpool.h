@@ -26,8 +26,8 @@ bool conv2d_maxpool_fits(const Conv2dShape& conv, const Pool2dShape& pool);
 // window's maximum and stays a NaN through the ReLU, so a diverged first layer shows in the loss
 // (stricter than the unfused pair: oneDNN's ReLU post-op maps NaN to 0 and the pool's strict
 // comparison skips it). scratch: the op's own, reused across calls.
-// allow_avx512 = false: the 8-lane (AVX2) kernels even where the CPU has AVX-512 (the same bits;
-// tests run both).
+// allow_avx512 = false: the 8-lane (AVX2) kernels even where the CPU has AVX-512 (the same bits in
+// a build whose target has FMA, as the default x86-64-v3 does; tests run both).
 void conv2d_maxpool_forward(const Conv2dShape& conv, const Pool2dShape& pool, const Tensor& x, const Tensor& w,
                             const Tensor& b, Tensor& y, Tensor* argmax, Tensor& scratch, bool allow_avx512 = true);
 

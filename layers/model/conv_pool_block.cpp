@@ -4,10 +4,10 @@
 #include <typeinfo>
 
 #include "../../core/error.h"
-#include "../../core/runtime.h"
 #include "../cpu/conv2d_bf16.h"
 #include "../cpu/conv2d_maxpool.h"
 #include "../cpu/conv2d_maxpool_bf16.h"
+#include "../ops/conv2d.h"
 
 namespace ember::detail {
 
@@ -23,15 +23,14 @@ std::unique_ptr<ConvPoolBlock> ConvPoolBlock::make(Layer& first, Layer& second, 
   const Pool2dShape pg = pool->geometry(1);
   if (!conv->needs_input_grad() && cpu::conv2d_maxpool_fits(cg, pg))
     return std::unique_ptr<ConvPoolBlock>(new ConvPoolBlock(*conv, *pool, i, false));
-  // The convolutions that run in bf16 under mixed_bf16 (ops/conv2d.cpp, runs_bf16).
+  // A convolution that runs in bf16 under mixed_bf16 (conv2d_runs_bf16), unless the fp32 pair above
+  // took it (27 < C*R*S <= 32 with no input gradient wanted: fp32 in either policy).
   if (cg.c * cg.r * cg.s > 27 && cpu::conv2d_maxpool_bf16_fits(cg, pg))
     return std::unique_ptr<ConvPoolBlock>(new ConvPoolBlock(*conv, *pool, i, true));
   return nullptr;
 }
 
-bool ConvPoolBlock::usable() const {
-  return bf16_ ? cpu_precision() == Precision::MixedBFloat16 : !conv_.needs_input_grad();
-}
+bool ConvPoolBlock::usable() const { return bf16_ ? conv2d_runs_bf16(conv_.geometry(1)) : !conv_.needs_input_grad(); }
 
 const Tensor& ConvPoolBlock::forward(const std::vector<const Tensor*>& inputs, bool training) {
   const Tensor& x = *inputs[0];
@@ -89,7 +88,8 @@ void ConvPoolBlock::release_buffers() {
 
 std::string ConvPoolBlock::kernel_info(int64_t batch, Device /*device*/) const {
   if (bf16_)
-    return cpu::conv2d_bf16_kernel_info(conv_.geometry(batch)) + " + ember bf16 max-pool, fused with '" + pool_.name() +
+    return cpu::conv2d_bf16_kernel_info(conv_.geometry(batch), /*out16=*/true) +
+           " + ember bf16 max-pool, fused with '" + pool_.name() +
            "' (the convolution's output and its gradient in bf16 only)";
   return "ember cpu conv+" + std::string(conv_.relu_output() ? "ReLU+" : "") + "max-pool, fused with '" + pool_.name() +
          "' (one pass per image; the convolution's output is never stored)";

@@ -4,7 +4,7 @@
 //   gradient nobody needs; its output never exists in memory.
 // - bf16 (cpu/conv2d_maxpool_bf16.h): a convolution that runs in bf16 under the mixed_bf16 policy;
 //   its output exists in bf16 only, and the pooled gradient goes straight into its bf16 gradient.
-//   It runs only while the policy is mixed_bf16 (usable()); under fp32 the layers run on their own.
+//   It runs only while the convolution runs in bf16 (usable()); else the layers run on their own.
 //
 // The plan makes one per fusable pair at build (make() says which pairs fuse); on the CPU its
 // forward/backward replace the two layers' (the layers' own stay untouched and keep working on
@@ -40,8 +40,8 @@ class ConvPoolBlock final : public Step {
   // The pair's own buffers and the two layers'.
   void release_buffers() override;
   // Whether it may run now: fp32, the convolution's input gradient is still not wanted (a custom
-  // loop may ask for it after build); bf16, the CPU's precision is mixed_bf16. Else the layers
-  // run on their own.
+  // loop may ask for it after build); bf16, the convolution runs in bf16 now (conv2d_runs_bf16:
+  // mixed_bf16 on a CPU with AMX). Else the layers run on their own.
   bool usable() const override;
   std::string kernel_info(int64_t batch, Device device) const override;
 

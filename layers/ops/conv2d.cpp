@@ -1,8 +1,11 @@
 // Conv2D dispatch: the layout each backend runs in, its kept tensors, and the call.
 #include "conv2d.h"
 
+#include <atomic>
+
 #include "../../core/dispatch.h"
 #include "../../core/error.h"
+#include "../../core/logger.h"
 #include "../../core/runtime.h"
 #include "../cpu/conv2d.h"
 #include "../cpu/conv2d_bf16.h"
@@ -22,11 +25,6 @@ struct Conv2dState : OpState {
   cpu::Bf16Buffers bf16_keep;
 };
 
-// Under mixed_bf16, every CPU convolution but a first layer's on one to three channels (C*R*S <=
-// 27 multiply-adds per output: bound by memory, bf16 gives it nothing; measured in
-// docs/benchmarks.md).
-bool runs_bf16(const Conv2dShape& g) { return cpu_precision() == Precision::MixedBFloat16 && g.c * g.r * g.s > 27; }
-
 // The CPU kernels (oneDNN) run channels-last; cuDNN NCHW, or NHWC with gpu_nhwc() where the
 // padding is symmetric (asymmetric SAME pads explicitly, in NCHW).
 Layout backend_layout(const Tensor& t, const Conv2dShape& g) {
@@ -35,6 +33,18 @@ Layout backend_layout(const Tensor& t, const Conv2dShape& g) {
   return gpu_nhwc() && symmetric ? Layout::NHWC : Layout::RowMajor;
 }
 }  // namespace
+
+bool conv2d_runs_bf16(const Conv2dShape& g) {
+  if (cpu_precision() != Precision::MixedBFloat16 || g.c * g.r * g.s <= 27) return false;
+  if (cpu_bf16().amx) return true;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    logger().info(
+        "mixed_bf16 on {} without AMX: convolutions run fp32 (oneDNN's bf16 convolutions are slower "
+        "there), Dense and attention in bf16",
+        cpu_bf16().isa);
+  return false;
+}
 
 const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& x, const Tensor& w,
                              const Tensor& b) {
@@ -46,7 +56,7 @@ const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape&
   if (on_gpu(x)) {
     (void)gpu_precision();
     layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y, s.gpu);
-  } else if (runs_bf16(g)) {
+  } else if (conv2d_runs_bf16(g)) {
     s.bf16 = true;
     cpu::conv2d_forward_bf16(g, s.x, w, b, s.y, s.bf16_keep);
   } else {
@@ -84,7 +94,7 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
 
 std::string conv2d_kernel_info(const Conv2dShape& g, Device device) {
   if (device.is_cuda()) return layer_cuda_ops().conv2d_kernel_info(device.index, g);
-  if (runs_bf16(g)) return cpu::conv2d_bf16_kernel_info(g);
+  if (conv2d_runs_bf16(g)) return cpu::conv2d_bf16_kernel_info(g);
   return cpu::conv2d_kernel_info(g);
 }
 

@@ -23,5 +23,10 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
                               bool want_dx, Tensor& dw, Tensor& db, bool dy_premasked);
 // The implementations the backend of `device` picks for this geometry.
 std::string conv2d_kernel_info(const Conv2dShape& g, Device device);
+// Whether a CPU convolution of this shape runs in bf16 now: the precision is mixed_bf16, the CPU
+// has AMX-BF16 (on AVX512-BF16 alone oneDNN 2.6's bf16 convolutions measured about twice the
+// time of Ember's fp32 ones: docs/benchmarks.md; said once), and C*R*S > 27 (fewer multiply-adds
+// per output are bound by memory: bf16 gives them nothing).
+bool conv2d_runs_bf16(const Conv2dShape& g);
 
 }  // namespace ember::detail
