@@ -177,15 +177,29 @@ const CpuBf16& cpu_bf16() {
   return probe;
 }
 
+namespace {
+// Why cuda:index cannot run the bf16 path ("" when it can).
+std::string gpu_bf16_missing(int index) {
+  const CudaStatus& st = cuda_status();
+  if (!st.usable) return "no usable GPU (" + st.reason + ")";
+  for (const GpuInfo& g : st.gpus)
+    if (g.index == index)
+      return g.cc_major >= 8 ? std::string()
+                             : "cuda:" + std::to_string(index) + " is sm_" + std::to_string(g.cc_major) +
+                                   std::to_string(g.cc_minor) +
+                                   ", without bf16 tensor cores (compute capability 8.0 or later has them)";
+  return "no GPU cuda:" + std::to_string(index);
+}
+}  // namespace
+
 Precision resolve_precision(Precision requested, Device device, bool strict) {
   if (requested == Precision::Float32) return requested;
   std::string why;
   if (device.is_cuda())
-    why = "the GPU's bf16 path is not built yet";
+    why = gpu_bf16_missing(device.index);
   else if (!cpu_bf16().available)
     why = "this CPU has " + cpu_bf16().isa;
-  else
-    return requested;
+  if (why.empty()) return requested;
   if (strict) throw DeviceError(std::string("cannot run ") + to_string(requested) + " on " + device.str() + ": " + why);
   detail::logger().warn("{} requested on {} but {}; running fp32 (--strict-placement makes this an error)",
                         to_string(requested), device.str(), why);
@@ -201,12 +215,22 @@ Precision cpu_precision() {
   return Precision::Float32;
 }
 
-Precision gpu_precision() {
+Precision gpu_precision(int device) {
   const Precision p = t_precision >= 0 ? static_cast<Precision>(t_precision) : g_precision.load();
   if (p == Precision::Float32) return p;
+  // Asked per op call: the answer for a device is fixed once cuda_status() has probed.
+  static std::atomic<uint64_t> unable{0}, known{0};  // bit d: cuda:d (d < 64) lacks bf16 / was checked
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (bit && (known.load(std::memory_order_acquire) & bit))
+    return unable.load(std::memory_order_relaxed) & bit ? Precision::Float32 : p;
+  const std::string why = gpu_bf16_missing(device);
+  if (bit) {
+    if (!why.empty()) unable.fetch_or(bit);
+    known.fetch_or(bit);
+  }
+  if (why.empty()) return p;
   static std::atomic<bool> warned{false};
-  if (!warned.exchange(true))
-    logger().warn("mixed_bf16 requested but the GPU's bf16 path is not built yet; running fp32");
+  if (!warned.exchange(true)) logger().warn("mixed_bf16 requested but {}; the GPU runs fp32", why);
   return Precision::Float32;
 }
 

@@ -187,8 +187,11 @@ ConvAlgorithms parse_conv_algorithms(const std::string& name);
 ///    batch's sum order: a weight gradient is one oneDNN call over the batch, so micro-batches and
 ///    data-parallel replicas equal one batch only to rounding, and ConvAlgorithms::Exact's
 ///    thread-count independence does not cover the bf16 ops. On a CPU without bf16 instructions
-///    the policy runs fp32 and says so once (cpu_bf16()); the GPU runs fp32 under it in this
-///    version, saying so once.
+///    the policy runs fp32 and says so once (cpu_bf16()). On a GPU (compute capability 8.0 or
+///    later: bf16 tensor cores; else fp32, said once) the same ops run on cuBLAS's and cuDNN's bf16
+///    paths: Dense as on the CPU (bf16 operands, fp32 accumulation and results); a convolution's
+///    output, data and weight gradients come out of cuDNN in bf16 (one more rounding, 2^-8 of
+///    each value) before they turn fp32 (docs/numerics.md).
 enum class Precision { Float32, MixedBFloat16 };
 /// The process's precision policy (a model's own, Model::set_precision, comes first); set it
 /// before training, never during a step.
@@ -208,7 +211,7 @@ struct CpuBf16 {
 const CpuBf16& cpu_bf16();  ///< Probed once; never throws.
 
 /// Resolves a requested precision for `device` as soft placement resolves a device: where it
-/// cannot run (a CPU without bf16 instructions; the GPU, whose bf16 path is not built yet) it
+/// cannot run (a CPU without bf16 instructions; a GPU before compute capability 8.0, or none) it
 /// returns Float32 with one warning saying why, or with `strict` throws DeviceError. Float32
 /// comes back as it is.
 Precision resolve_precision(Precision requested, Device device, bool strict);
@@ -268,8 +271,9 @@ namespace detail {
 /// The precision the CPU ops run in now: the innermost PrecisionScope's, else the process's,
 /// MixedBFloat16 only where cpu_bf16().available (else Float32, warned once).
 Precision cpu_precision();
-/// The same for the GPU ops: Float32 in this version (MixedBFloat16 requested is warned once).
-Precision gpu_precision();
+/// The same for the GPU cuda:device: MixedBFloat16 only where it has bf16 tensor cores (compute
+/// capability 8.0 or later; else Float32, warned once).
+Precision gpu_precision(int device);
 /// For the scope of one model call: the calling thread's precision set to `p` (nullopt: the
 /// process's), restored after.
 class PrecisionScope {

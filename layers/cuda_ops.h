@@ -32,17 +32,20 @@ struct GpuPlanSlot {
 
 struct LayerCudaOps {
   static constexpr const char* kOwner = "layers";
+  // bf16: the mixed_bf16 policy's path (cuDNN's and cuBLAS's bf16 calls, layers/cuda/{conv2d,dense}.h);
+  // the backward takes the forward's choice.
   void (*conv2d_forward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                         GpuPlanSlot& slot);
+                         GpuPlanSlot& slot, bool bf16);
   void (*conv2d_backward)(const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                          Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked, GpuPlanSlot& slot);
-  std::string (*conv2d_kernel_info)(int device, const Conv2dShape& g);
+                          Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked, GpuPlanSlot& slot, bool bf16);
+  std::string (*conv2d_kernel_info)(int device, const Conv2dShape& g, bool bf16);
   void (*maxpool2d_forward)(const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices, GpuPlanSlot& slot);
   void (*maxpool2d_backward)(const Pool2dShape& g, const Tensor& x, const Tensor& y, const Tensor& dy,
                              const Tensor* indices, Tensor& dx, bool relu_input, GpuPlanSlot& slot);
-  void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y, GpuPlanSlot& slot);
+  void (*dense_forward)(const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y, GpuPlanSlot& slot,
+                        bool bf16);
   void (*dense_backward)(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
-                         Tensor* dx, Tensor& dw, Tensor& db, GpuPlanSlot& slot);
+                         Tensor* dx, Tensor& dw, Tensor& db, GpuPlanSlot& slot, bool bf16);
   void (*matmul)(const Tensor& a, const Tensor& b, Tensor& c);
   void (*relu_forward)(const Tensor& x, Tensor& y);
   void (*relu_backward)(const Tensor& y, const Tensor& dy, Tensor& dx);

@@ -47,7 +47,7 @@ ITEMS=(
   "checks|5|60|test_cuda_checks, test_cuda_tensor: the module, the probe, check macros, copies, the allocator and its cap"
   "parity|30|150|test_cuda_parity: every GPU op against its CPU twin; cuDNN candidates, find, fused, NHWC"
   "training|40|180|test_cuda_training: fit on the GPU against the CPU, host waits, graph == eager bit for bit"
-  "kernels|20|120|test_cuda_fused_loss, test_cuda_folded_advances, test_cuda_losses, test_cuda_fused_dense"
+  "kernels|20|120|test_cuda_bf16 (mixed_bf16 Dense and Conv2D), test_cuda_fused_loss, test_cuda_folded_advances, test_cuda_losses, test_cuda_fused_dense"
   "mnist|40|100|train_mnist --device gpu --epochs 5 (TF32, the default): >= 99.0%"
   "mnist_graphs|25|70|train_mnist --cuda-graphs --epochs 5: >= 99.0%, the epoch times"
   "bn_cnn|20|60|train_mnist --model bn-cnn --cuda-graphs --nhwc --epochs 3: >= 98.5%"
@@ -204,7 +204,7 @@ item_training() { gtest test_cuda_training; }
 item_kernels() {
   local t rc=0
   # The fused Dense's tall, narrow case runs last inside its binary.
-  for t in test_cuda_fused_loss test_cuda_folded_advances test_cuda_losses test_cuda_fused_dense; do
+  for t in test_cuda_bf16 test_cuda_fused_loss test_cuda_folded_advances test_cuda_losses test_cuda_fused_dense; do
     echo "-- $t"; gtest "$t" || rc=1
   done
   return "$rc"

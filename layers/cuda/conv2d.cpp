@@ -18,6 +18,7 @@
 #include "../../core/log.h"
 #include "../../core/runtime.h"
 #include "algo_choice.h"
+#include "bf16.h"
 #include "cudnn_desc.h"
 #include "pad.h"
 #include "plan_cache.h"
@@ -42,6 +43,9 @@ struct Choice {
 
 struct Plan {
   Conv2dShape g;
+  // The mixed_bf16 plan: x, y and the filter in bf16 (cuDNN's BFLOAT16 configuration: fp32
+  // accumulation, tensor-core math), the bias and its gradient in fp32 (y_bias, bias).
+  bool bf16 = false;
   TensorDesc x, y, bias;
   // y for the bias add and the bias gradient: y itself in NCHW; in NHWC the same bytes seen as
   // NCHW (N*P*Q, K, 1, 1), which cuDNN's NCHW broadcast and reduction handle best.
@@ -88,16 +92,17 @@ const char* direction_name(const cudnnConvolutionFwdAlgoPerf_t*) { return "forwa
 const char* direction_name(const cudnnConvolutionBwdDataAlgoPerf_t*) { return "backward-data"; }
 const char* direction_name(const cudnnConvolutionBwdFilterAlgoPerf_t*) { return "backward-filter"; }
 
-// Sets a direction's descriptor to its algorithm's math type (apply_math_type, algo_choice.h).
+// Sets a direction's descriptor to its algorithm's math type (math_type_for, algo_choice.h): the
+// listed one for bf16 data (tensor cores are its point), else FP32 FMA unless TF32 is allowed.
 template <class Perf>
-void set_math(ConvDesc& conv, const Perf& perf) {
-  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type_for(perf.mathType, allow_tf32())));
+void set_math(const Plan& p, ConvDesc& conv, const Perf& perf) {
+  EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type_for(perf.mathType, allow_tf32() || p.bf16)));
 }
 
 // The workspace `perf`'s algorithm needs with these descriptors, or nullopt when cuDNN says it
 // cannot run it (the up-front check: NHWC activations with KCRS filters, say, rule some out).
 std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvolutionFwdAlgoPerf_t& a) {
-  set_math(p.fwd_conv, a);
+  set_math(p, p.fwd_conv, a);
   size_t bytes = 0;
   if (cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p.x, p.w, p.fwd_conv, p.y, a.algo, &bytes) !=
       CUDNN_STATUS_SUCCESS)
@@ -105,7 +110,7 @@ std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvoluti
   return bytes;
 }
 std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvolutionBwdDataAlgoPerf_t& a) {
-  set_math(p.data_conv, a);
+  set_math(p, p.data_conv, a);
   size_t bytes = 0;
   if (cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn(), p.w, p.y, p.data_conv, p.x, a.algo, &bytes) !=
       CUDNN_STATUS_SUCCESS)
@@ -113,7 +118,7 @@ std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvoluti
   return bytes;
 }
 std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvolutionBwdFilterAlgoPerf_t& a) {
-  set_math(p.filter_conv, a);
+  set_math(p, p.filter_conv, a);
   size_t bytes = 0;
   if (cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn(), p.x, p.y, p.filter_conv, p.w, a.algo, &bytes) !=
       CUDNN_STATUS_SUCCESS)
@@ -142,7 +147,7 @@ void choose(Context& ctx, Plan& p, Choice<Perf>& c, const Perf* listed, int foun
                   "Winograd or FFT) for " +
                   p.g.str() + " (of " + std::to_string(found) + " listed)" +
                   (nhwc ? "; NHWC activations: set_gpu_nhwc(false) runs this shape NCHW" : ""));
-  set_math(conv_of(p, static_cast<const Perf*>(nullptr)), c.candidates.front());
+  set_math(p, conv_of(p, static_cast<const Perf*>(nullptr)), c.candidates.front());
 }
 
 // cudnnFind's buffers: inputs and outputs of the plan's shape and a workspace of the budget, all
@@ -163,18 +168,19 @@ struct FindBuffers {
   void* workspace() { return ws_bytes > 0 ? ws.raw() : nullptr; }
 };
 
-std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
+std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc, bool bf16) {
   EMBER_CHECK(!asymmetric(g), Error, "conv2d (cuda): internal: an asymmetric plan for " + g.str());
   auto p = std::make_unique<Plan>();
   p->g = g;
+  p->bf16 = bf16;
+  const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   // Activations NCHW or channels-last (gpu_nhwc); weights always KCRS, as the parameters are.
-  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w), nhwc);
-  p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q), nhwc);
+  p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w), nhwc, data);
+  p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q), nhwc, data);
   p->y_bias =
       nhwc ? nchw_desc(i32(g.n * g.p * g.q), i32(g.k), 1, 1) : nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q));
   p->bias = nchw_desc(1, i32(g.k), 1, 1);
-  EMBER_CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
+  EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, data, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
   // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU
   // unless TF32 is allowed (core/runtime.h). The math type asked for while listing; each
   // direction then takes its algorithm's.
@@ -182,7 +188,9 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
     EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*conv, i32(g.pad_top), i32(g.pad_left), i32(g.stride_h),
                                                       i32(g.stride_w), 1, 1, CUDNN_CROSS_CORRELATION,
                                                       CUDNN_DATA_FLOAT));
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(*conv, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(*conv, bf16           ? CUDNN_TENSOR_OP_MATH
+                                                         : allow_tf32() ? CUDNN_DEFAULT_MATH
+                                                                        : CUDNN_FMA_MATH));
   }
   int out_n = 0, out_c = 0, out_h = 0, out_w = 0;
   EMBER_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->fwd_conv, p->x, p->w, &out_n, &out_c, &out_h, &out_w));
@@ -230,7 +238,9 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
   choose(ctx, *p, p->filter, bf, found, nhwc, budget);
   p->found = find;
 
-  if (fused_conv()) {
+  if (fused_conv() && bf16) {
+    p->fused_note = "the bf16 path adds the bias (and ReLU) as it converts the output to fp32";
+  } else if (fused_conv()) {
     // cuDNN fuses ReLU with IMPLICIT_PRECOMP_GEMM only: used when cuDNN lists it as runnable for
     // these descriptors and sizes its workspace within the budget; else the three-call forward,
     // and kernel_info says why.
@@ -258,9 +268,9 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc) {
 
 // Found through the op's slot (plan_cache.h): no lock or map lookup in the steady state. The key
 // holds everything the plan's choices depend on.
-Plan& plan_for(Context& ctx, const Conv2dShape& g, bool nhwc, ::ember::detail::GpuPlanSlot* slot) {
-  static auto* cache = new PlanCache<17, Plan>();
-  const PlanCache<17, Plan>::Key key{ctx.device(),
+Plan& plan_for(Context& ctx, const Conv2dShape& g, bool nhwc, bool bf16, ::ember::detail::GpuPlanSlot* slot) {
+  static auto* cache = new PlanCache<18, Plan>();
+  const PlanCache<18, Plan>::Key key{ctx.device(),
                                      g.n,
                                      g.c,
                                      g.h,
@@ -276,8 +286,9 @@ Plan& plan_for(Context& ctx, const Conv2dShape& g, bool nhwc, ::ember::detail::G
                                      allow_tf32(),
                                      cudnn_find(),
                                      fused_conv(),
-                                     nhwc};
-  const auto make = [&] { return make_plan(ctx, g, nhwc); };
+                                     nhwc,
+                                     bf16};
+  const auto make = [&] { return make_plan(ctx, g, nhwc, bf16); };
   return slot ? cache->get(*slot, key, make) : cache->get(key, make);
 }
 
@@ -309,7 +320,7 @@ void run_with_fallback(Context& ctx, Plan& p, Choice<Perf>& c, Call&& call) {
       },
       [&](size_t next, cudnnStatus_t why) {
         std::lock_guard lock(p.retry_mu);
-        set_math(conv_of(p, static_cast<const Perf*>(nullptr)), c.candidates[next]);
+        set_math(p, conv_of(p, static_cast<const Perf*>(nullptr)), c.candidates[next]);
         ::ember::log(LogLevel::warn, failed(next - 1, why) + "; using algorithm " +
                                          std::to_string(static_cast<int>(c.candidates[next].algo)) + " from now on");
       });
@@ -336,10 +347,54 @@ void check_layout_fits(const Conv2dShape& g, Layout layout) {
 
 const float* cp(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
+
+// A tensor's values rounded to bf16 (bf16.h), in scratch from the caching allocator.
+Tensor rounded_bf16(Context& ctx, const Tensor& t) {
+  Tensor r = bf16_scratch(t.numel(), t.device());
+  to_bf16(ctx, cp(t), r.raw(), t.numel());
+  return r;
+}
+
+// The mixed_bf16 forward: x and w rounded to bf16, cuDNN's bf16 convolution (fp32 accumulation)
+// into a bf16 output, which the bias (+ ReLU) kernel turns into y in fp32.
+void forward_bf16(Context& ctx, Plan& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, bool nhwc) {
+  const Conv2dShape& g = p.g;
+  const Tensor xb = rounded_bf16(ctx, x), wb = rounded_bf16(ctx, w);
+  Tensor yb = bf16_scratch(y.numel(), y.device());
+  const float one = 1.0f, zero = 0.0f;
+  run_with_fallback(ctx, p, p.fwd, [&](const cudnnConvolutionFwdAlgoPerf_t& a, void* ws, size_t bytes) {
+    return cudnnConvolutionForward(ctx.dnn(), &one, p.x, xb.raw(), p.w, wb.raw(), p.fwd_conv, a.algo, ws, bytes, &zero,
+                                   p.y, yb.raw());
+  });
+  from_bf16_bias(ctx, yb.raw(), cp(b), mp(y), y.numel(), g.k, nhwc ? 1 : g.p * g.q, g.relu);
+}
+
+// The mixed_bf16 backward from the (masked) fp32 output gradient: db from its fp32 values; dw and
+// dx from its bf16 rounding, with x and w rounded likewise, through bf16 results.
+void backward_bf16(Context& ctx, Plan& p, const Tensor& x, const Tensor& w, const Tensor& grad, Tensor* dx, Tensor& dw,
+                   Tensor& db) {
+  const float one = 1.0f, zero = 0.0f;
+  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y_bias, cp(grad), &zero, p.bias, mp(db)));
+  const Tensor gb = rounded_bf16(ctx, grad), xb = rounded_bf16(ctx, x);
+  Tensor dwb = bf16_scratch(dw.numel(), dw.device());
+  run_with_fallback(ctx, p, p.filter, [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, void* ws, size_t bytes) {
+    return cudnnConvolutionBackwardFilter(ctx.dnn(), &one, p.x, xb.raw(), p.y, gb.raw(), p.filter_conv, a.algo, ws,
+                                          bytes, &zero, p.w, dwb.raw());
+  });
+  from_bf16(ctx, dwb.raw(), mp(dw), dw.numel());
+  if (!dx) return;
+  const Tensor wb = rounded_bf16(ctx, w);
+  Tensor dxb = bf16_scratch(dx->numel(), dx->device());
+  run_with_fallback(ctx, p, p.data, [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, void* ws, size_t bytes) {
+    return cudnnConvolutionBackwardData(ctx.dnn(), &one, p.w, wb.raw(), p.y, gb.raw(), p.data_conv, a.algo, ws, bytes,
+                                        &zero, p.x, dxb.raw());
+  });
+  from_bf16(ctx, dxb.raw(), mp(*dx), dx->numel());
+}
 }  // namespace
 
 void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                    ::ember::detail::GpuPlanSlot& slot) {
+                    ::ember::detail::GpuPlanSlot& slot, bool bf16) {
   const Layout layout = x.layout();
   check_layout_fits(g, layout);
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
@@ -347,10 +402,14 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   check(ctx, b, {g.k}, "bias", g);
   check(ctx, y, {g.n, g.k, g.p, g.q}, "output", g, layout);
   if (asymmetric(g)) {
-    conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, 0.0f), w, b, y, slot);
+    conv2d_forward(ctx, padded_valid(g), pad_input(ctx, g, x, 0.0f), w, b, y, slot, bf16);
     return;
   }
-  Plan& p = plan_for(ctx, g, layout == Layout::NHWC, &slot);
+  Plan& p = plan_for(ctx, g, layout == Layout::NHWC, bf16, &slot);
+  if (bf16) {
+    forward_bf16(ctx, p, x, w, b, y, layout == Layout::NHWC);
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   if (p.fused.load(std::memory_order_relaxed)) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
     // cuDNN documents that beta = 0 leaves the output unread, but says nothing of alpha2 = 0 and z:
@@ -384,7 +443,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
 
 void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y,
                      const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db, bool dy_premasked,
-                     ::ember::detail::GpuPlanSlot& slot) {
+                     ::ember::detail::GpuPlanSlot& slot, bool bf16) {
   const Layout layout = x.layout();
   check_layout_fits(g, layout);
   check(ctx, x, {g.n, g.c, g.h, g.w}, "input", g, layout);
@@ -396,19 +455,24 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
   if (asymmetric(g)) {  // the padded input again (cheap), the gradient of it, then cropped
     const Conv2dShape v = padded_valid(g);
     Tensor dxp = dx ? Tensor::empty(Shape{v.n, v.c, v.h, v.w}, DType::F32, x.device()) : Tensor();
-    conv2d_backward(ctx, v, pad_input(ctx, g, x, 0.0f), w, y, dy, dx ? &dxp : nullptr, dw, db, dy_premasked, slot);
+    conv2d_backward(ctx, v, pad_input(ctx, g, x, 0.0f), w, y, dy, dx ? &dxp : nullptr, dw, db, dy_premasked, slot,
+                    bf16);
     if (dx)
       shift2d(ctx, static_cast<const float*>(dxp.raw()), g.n * g.c, v.h, v.w, static_cast<float*>(dx->raw()), g.h, g.w,
               -g.pad_top, -g.pad_left, 0.0f);
     return;
   }
-  Plan& p = plan_for(ctx, g, layout == Layout::NHWC, &slot);
+  Plan& p = plan_for(ctx, g, layout == Layout::NHWC, bf16, &slot);
   const Tensor* grad = &dy;
   Tensor masked;
   if (g.relu && !dy_premasked) {
     masked = Tensor::empty(dy.shape(), DType::F32, dy.device(), layout);
     relu_backward(ctx, y, dy, masked);
     grad = &masked;
+  }
+  if (bf16) {
+    backward_bf16(ctx, p, x, w, *grad, dx, dw, db);
+    return;
   }
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y_bias, cp(*grad), &zero, p.bias, mp(db)));
@@ -423,9 +487,9 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
     });
 }
 
-std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
+std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g, bool bf16) {
   const bool nhwc = gpu_nhwc() && !asymmetric(g);  // as the dispatch (layers/ops/conv2d.cpp) decides
-  Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g, nhwc, nullptr);
+  Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g, nhwc, bf16, nullptr);
   const bool deterministic = p.fwd.current().determinism == CUDNN_DETERMINISTIC &&
                              p.data.current().determinism == CUDNN_DETERMINISTIC &&
                              p.filter.current().determinism == CUDNN_DETERMINISTIC;
@@ -437,7 +501,8 @@ std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g) {
     fused_note = p.fused_note;
   }
   return std::string(asymmetric(g) ? "explicit asymmetric padding + " : "") + (nhwc ? "NHWC, " : "NCHW, ") +
-         "cuDNN fwd algo " + std::to_string(static_cast<int>(p.fwd.current().algo)) + ", bwd-data algo " +
+         (bf16 ? "bf16 (fp32 accumulation, tensor-core math), " : "") + "cuDNN fwd algo " +
+         std::to_string(static_cast<int>(p.fwd.current().algo)) + ", bwd-data algo " +
          std::to_string(static_cast<int>(p.data.current().algo)) + ", bwd-filter algo " +
          std::to_string(static_cast<int>(p.filter.current().algo)) + ", workspace " + std::to_string(workspace) +
          " bytes" + (deterministic ? ", deterministic" : ", not deterministic") +

@@ -43,11 +43,11 @@ using PoolDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDes
 using ActivationDesc =
     CudnnDescriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 
-// A tensor descriptor for an f32 (N, C, H, W) tensor stored row-major (NCHW) or channels-last.
-inline TensorDesc nchw_desc(int n, int c, int h, int w, bool nhwc = false) {
+// A tensor descriptor for an (N, C, H, W) tensor (f32 unless `type` says otherwise) stored
+// row-major (NCHW) or channels-last.
+inline TensorDesc nchw_desc(int n, int c, int h, int w, bool nhwc = false, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   TensorDesc d;
-  EMBER_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, type, n, c, h, w));
   return d;
 }
 

@@ -16,6 +16,7 @@
 #include "../../core/cuda_graph.h"
 #include "../../core/log.h"
 #include "../../core/runtime.h"
+#include "bf16.h"
 #include "dense_kernels.h"
 #include "plan_cache.h"
 #include "relu.h"
@@ -215,12 +216,37 @@ bool run_lt(Context& ctx, LtPlan& p, const char* what, const void* a, const void
   }
   return false;
 }
+
+// --- mixed_bf16 -------------------------------------------------------------------------------
+
+// c (fp32) = op(a) op(b) with a and b bf16 (column-major, as cublasSgemm's arguments): cuBLAS's
+// bf16 GEMM with fp32 accumulation (tensor cores; the handle's default math allows them for
+// 16-bit inputs) and an fp32 result, as the CPU's matmul_bf16.
+void gemm_bf16(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
+               const void* b, int ldb, float* c, int ldc) {
+  const float one = 1.0f, zero = 0.0f;
+  EMBER_CUBLAS_CHECK(cublasGemmEx(ctx.blas(), ta, tb, m, n, k, &one, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &zero, c,
+                                  CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// A tensor's values rounded to bf16, in scratch from the caching allocator.
+Tensor rounded_bf16(Context& ctx, const Tensor& t) {
+  Tensor r = bf16_scratch(t.numel(), t.device());
+  to_bf16(ctx, cp(t), r.raw(), t.numel());
+  return r;
+}
 }  // namespace
 
 void dense_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y,
-                   ::ember::detail::GpuPlanSlot* slot) {
+                   ::ember::detail::GpuPlanSlot* slot, bool bf16) {
   check(ctx, x, w, b, y);
   const int n = static_cast<int>(x.dim(0)), in = static_cast<int>(x.dim(1)), out = static_cast<int>(w.dim(0));
+  if (bf16) {
+    const Tensor xb = rounded_bf16(ctx, x), wb = rounded_bf16(ctx, w);
+    gemm_bf16(ctx, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, wb.raw(), in, xb.raw(), in, mp(y), out);  // as below
+    bias_activation(ctx, mp(y), cp(b), n, out, relu);
+    return;
+  }
   if (LtPlan* p = lt_plan(ctx, slot, LtGemm::Forward, n, in, out, relu, w.raw(), x.raw(), y.raw(), b.raw()))
     if (run_lt(ctx, *p, "forward", w.raw(), x.raw(), y.raw(), b.raw())) return;
   const float one = 1.0f, zero = 0.0f;
@@ -231,7 +257,7 @@ void dense_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor&
 }
 
 void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu,
-                    Tensor& dz, Tensor* dx, Tensor& dw, Tensor& db, ::ember::detail::GpuPlanSlot* slot) {
+                    Tensor& dz, Tensor* dx, Tensor& dw, Tensor& db, ::ember::detail::GpuPlanSlot* slot, bool bf16) {
   check(ctx, x, w, db, dy);
   EMBER_CHECK(dw.shape() == w.shape() && y.shape() == dy.shape(), ShapeError,
               "dense (cuda): gradient shapes do not match");
@@ -239,6 +265,16 @@ void dense_backward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor
   const int n = static_cast<int>(x.dim(0)), in = static_cast<int>(x.dim(1)), out = static_cast<int>(w.dim(0));
   if (relu) relu_backward(ctx, y, dy, dz);  // checks dz: f32, dy's shape, this device
   const Tensor& g = relu ? dz : dy;
+  if (bf16) {  // the gradient rounded to bf16 for both products; db from its fp32 values
+    const Tensor gb = rounded_bf16(ctx, g), xb = rounded_bf16(ctx, x);
+    gemm_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xb.raw(), in, gb.raw(), out, mp(dw), in);  // as below
+    column_sums(ctx, cp(g), mp(db), n, out);
+    if (dx) {
+      const Tensor wb = rounded_bf16(ctx, w);
+      gemm_bf16(ctx, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wb.raw(), in, gb.raw(), out, mp(*dx), in);
+    }
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   bool fused = false;
   if (LtPlan* p = lt_plan(ctx, slot, LtGemm::WeightGrad, n, in, out, false, x.raw(), g.raw(), dw.raw(), db.raw()))

@@ -26,12 +26,16 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
   static const ::ember::detail::LayerCudaOps table = [] {
     ::ember::detail::LayerCudaOps a{};
     a.conv2d_forward = [](const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                          ::ember::detail::GpuPlanSlot& slot) { conv2d_forward(context_of(x), g, x, w, b, y, slot); };
+                          ::ember::detail::GpuPlanSlot& slot,
+                          bool bf16) { conv2d_forward(context_of(x), g, x, w, b, y, slot, bf16); };
     a.conv2d_backward = [](const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                           Tensor* dx, Tensor& dw, Tensor& db, bool premasked, ::ember::detail::GpuPlanSlot& slot) {
-      conv2d_backward(context_of(x), g, x, w, y, dy, dx, dw, db, premasked, slot);
+                           Tensor* dx, Tensor& dw, Tensor& db, bool premasked, ::ember::detail::GpuPlanSlot& slot,
+                           bool bf16) {
+      conv2d_backward(context_of(x), g, x, w, y, dy, dx, dw, db, premasked, slot, bf16);
     };
-    a.conv2d_kernel_info = [](int device, const Conv2dShape& g) { return conv2d_kernel_info(context(device), g); };
+    a.conv2d_kernel_info = [](int device, const Conv2dShape& g, bool bf16) {
+      return conv2d_kernel_info(context(device), g, bf16);
+    };
     using ::ember::detail::GpuPlanSlot;
     a.maxpool2d_forward = [](const Pool2dShape& g, const Tensor& x, Tensor& y, Tensor* indices, GpuPlanSlot& slot) {
       maxpool2d_forward(context_of(x), g, x, y, indices, slot);
@@ -40,13 +44,11 @@ const ::ember::detail::LayerCudaOps* layer_ops_table() {
                               const Tensor* indices, Tensor& dx, bool relu_input, GpuPlanSlot& slot) {
       maxpool2d_backward(context_of(x), g, x, y, dy, indices, dx, relu_input, slot);
     };
-    a.dense_forward = [](const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y, GpuPlanSlot& slot) {
-      dense_forward(context_of(x), x, w, b, relu, y, &slot);
-    };
+    a.dense_forward = [](const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y, GpuPlanSlot& slot,
+                         bool bf16) { dense_forward(context_of(x), x, w, b, relu, y, &slot, bf16); };
     a.dense_backward = [](const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
-                          Tensor* dx, Tensor& dw, Tensor& db, GpuPlanSlot& slot) {
-      dense_backward(context_of(x), x, w, y, dy, relu, dz, dx, dw, db, &slot);
-    };
+                          Tensor* dx, Tensor& dw, Tensor& db, GpuPlanSlot& slot,
+                          bool bf16) { dense_backward(context_of(x), x, w, y, dy, relu, dz, dx, dw, db, &slot, bf16); };
     a.matmul = [](const Tensor& x, const Tensor& w, Tensor& y) { matmul(context_of(x), x, w, y); };
     a.relu_forward = [](const Tensor& x, Tensor& y) { relu_forward(context_of(x), x, y); };
     a.relu_backward = [](const Tensor& y, const Tensor& dy, Tensor& dx) { relu_backward(context_of(y), y, dy, dx); };

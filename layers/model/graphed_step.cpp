@@ -15,7 +15,7 @@ GraphedStep::Key GraphedStep::key_of(const Model& model) {
     seeds = (seeds ^ l->random_seed() ^ (l->trainable() ? 0 : 0xD1B54A32D192ED03ull)) * 0x100000001B3ull +
             0x9E3779B97F4A7C15ull;
   const Optimizer& opt = *model.optimizer();
-  return Key{opt.id(), opt.state_version(), kernel_settings_version(), seeds};
+  return Key{opt.id(), opt.state_version(), kernel_settings_version(), seeds, model.precision()};
 }
 
 void GraphedStep::capture(Model& model, const Batch& batch, MetricSums& sums, const Key& key) {

@@ -32,6 +32,7 @@ class GraphedStep {
     uint64_t optimizer = 0;
     int64_t state_version = -1;
     uint64_t kernel_settings = 0, seeds = 0;
+    Precision precision = Precision::Float32;  // the model's (its own setting is not a kernel setting)
     bool operator==(const Key&) const = default;
   };
   static Key key_of(const Model& model);

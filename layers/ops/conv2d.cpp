@@ -34,8 +34,18 @@ Layout backend_layout(const Tensor& t, const Conv2dShape& g) {
 }
 }  // namespace
 
+namespace {
+// At most 27 multiply-adds per output (C x R x S: a first layer on one channel, or three with 3x3
+// windows) are bound by memory: bf16 gives them nothing, on either device.
+bool worth_bf16(const Conv2dShape& g) { return g.c * g.r * g.s > 27; }
+}  // namespace
+
+bool conv2d_runs_bf16_on_gpu(const Conv2dShape& g, int device) {
+  return worth_bf16(g) && gpu_precision(device) == Precision::MixedBFloat16;
+}
+
 bool conv2d_runs_bf16(const Conv2dShape& g) {
-  if (cpu_precision() != Precision::MixedBFloat16 || g.c * g.r * g.s <= 27) return false;
+  if (cpu_precision() != Precision::MixedBFloat16 || !worth_bf16(g)) return false;
   if (cpu_bf16().amx) return true;
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
@@ -54,8 +64,8 @@ const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape&
   ensure(s.y, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), layout);
   s.bf16 = false;
   if (on_gpu(x)) {
-    (void)gpu_precision();
-    layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y, s.gpu);
+    s.bf16 = conv2d_runs_bf16_on_gpu(g, x.device().index);
+    layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y, s.gpu, s.bf16);
   } else if (conv2d_runs_bf16(g)) {
     s.bf16 = true;
     cpu::conv2d_forward_bf16(g, s.x, w, b, s.y, s.bf16_keep);
@@ -84,7 +94,7 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
   Tensor& dw_to = dw.defined() ? dw : s.dw_unused;
   Tensor& db_to = db.defined() ? db : s.db_unused;
   if (on_gpu(s.x))
-    layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw_to, db_to, dy_premasked, s.gpu);
+    layer_cuda_ops().conv2d_backward(g, s.x, w, s.y, g_dy, dx, dw_to, db_to, dy_premasked, s.gpu, s.bf16);
   else if (s.bf16)
     cpu::conv2d_backward_bf16(g, w, s.y, g_dy, dx, dw_to, db_to, dy_premasked, s.bf16_keep);
   else
@@ -93,7 +103,8 @@ const Tensor* conv2d_backward(std::unique_ptr<OpState>& state, const Conv2dShape
 }
 
 std::string conv2d_kernel_info(const Conv2dShape& g, Device device) {
-  if (device.is_cuda()) return layer_cuda_ops().conv2d_kernel_info(device.index, g);
+  if (device.is_cuda())
+    return layer_cuda_ops().conv2d_kernel_info(device.index, g, conv2d_runs_bf16_on_gpu(g, device.index));
   if (conv2d_runs_bf16(g)) return cpu::conv2d_bf16_kernel_info(g);
   return cpu::conv2d_kernel_info(g);
 }

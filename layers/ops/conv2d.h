@@ -28,5 +28,7 @@ std::string conv2d_kernel_info(const Conv2dShape& g, Device device);
 // time of Ember's fp32 ones: docs/benchmarks.md; said once), and C*R*S > 27 (fewer multiply-adds
 // per output are bound by memory: bf16 gives them nothing).
 bool conv2d_runs_bf16(const Conv2dShape& g);
+// The same for the GPU cuda:device: its precision is mixed_bf16 (gpu_precision) and C*R*S > 27.
+bool conv2d_runs_bf16_on_gpu(const Conv2dShape& g, int device);
 
 }  // namespace ember::detail

@@ -32,8 +32,8 @@ const Tensor& dense_forward(std::unique_ptr<OpState>& state, const Tensor& x, co
   ensure(s.y, Shape{x.dim(0), w.dim(0)}, DType::F32, x.device());
   s.bf16 = false;
   if (on_gpu(x)) {
-    (void)gpu_precision();
-    layer_cuda_ops().dense_forward(s.x, w, b, relu, s.y, s.forward_slot);
+    s.bf16 = gpu_precision(x.device().index) == Precision::MixedBFloat16;
+    layer_cuda_ops().dense_forward(s.x, w, b, relu, s.y, s.forward_slot, s.bf16);
   } else if (cpu_precision() == Precision::MixedBFloat16) {
     s.bf16 = true;
     cpu::dense_forward_bf16(s.x, w, b, relu, s.y, s.bf16_keep);
@@ -61,7 +61,7 @@ const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, c
   Tensor& dw_to = dw.defined() ? dw : s.dw_unused;
   Tensor& db_to = db.defined() ? db : s.db_unused;
   if (on_gpu(s.x))
-    layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw_to, db_to, s.backward_slot);
+    layer_cuda_ops().dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw_to, db_to, s.backward_slot, s.bf16);
   else if (s.bf16)
     cpu::dense_backward_bf16(w, s.y, dy, mask_relu, s.dz, dx, dw_to, db_to, s.bf16_keep);
   else

@@ -467,10 +467,18 @@ TEST(MixedPrecisionNames, ParseResolveAndSay) {
   } catch (const ArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("fp32 or mixed_bf16"), std::string::npos) << e.what();
   }
-  // The GPU's bf16 path is not built: fp32 with a warning, or an error when strict.
-  EXPECT_EQ(resolve_precision(Precision::MixedBFloat16, Device::cuda(0), false), Precision::Float32);
-  EXPECT_THROW(resolve_precision(Precision::MixedBFloat16, Device::cuda(0), true), DeviceError);
-  EXPECT_EQ(resolve_precision(Precision::Float32, Device::cuda(0), true), Precision::Float32);
+  // A GPU without bf16 tensor cores (or none; the index past every GPU here): fp32 with a warning,
+  // or an error naming why when strict.
+  const Device absent = Device::cuda(static_cast<int>(cuda_status().gpus.size()));
+  EXPECT_EQ(resolve_precision(Precision::MixedBFloat16, absent, false), Precision::Float32);
+  try {
+    resolve_precision(Precision::MixedBFloat16, absent, true);
+    FAIL() << "no error";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find(cuda_available() ? "no GPU cuda:" : "no usable GPU"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(resolve_precision(Precision::Float32, absent, true), Precision::Float32);
   EXPECT_EQ(resolve_precision(Precision::MixedBFloat16, Device::cpu(), false),
             cpu_bf16().available ? Precision::MixedBFloat16 : Precision::Float32);
   EXPECT_FALSE(cpu_bf16().isa.empty());

@@ -1,0 +1,24 @@
+// bfloat16 on the GPU for the mixed_bf16 policy (core/runtime.h, Precision): the conversions
+// around cuBLAS's and cuDNN's bf16 calls. Rounding is to nearest even, NaN kept as a quiet NaN,
+// the same bits as the CPU's to_bf16 (layers/cpu/bf16.h); bf16 -> fp32 is exact.
+#pragma once
+
+#include <cstdint>
+
+#include "../../core/cuda/context.h"
+#include "../../core/tensor.h"
+
+namespace ember::cuda {
+
+// Scratch for n bf16 values on `device` (a U8 tensor of 2n bytes from the caching allocator).
+Tensor bf16_scratch(int64_t n, Device device);
+// dst[i] = bf16(src[i]) for i < n.
+void to_bf16(Context& ctx, const float* src, void* dst, int64_t n);
+// dst[i] = float(src[i]) for i < n.
+void from_bf16(Context& ctx, const void* src, float* dst, int64_t n);
+// A convolution's output: y[i] = float(src[i]) + bias[channel], then max(., 0) with relu, where the
+// channel of element i is (i / inner) % channels (NCHW: inner = P*Q; NHWC: inner = 1).
+void from_bf16_bias(Context& ctx, const void* src, const float* bias, float* y, int64_t n, int64_t channels,
+                    int64_t inner, bool relu);
+
+}  // namespace ember::cuda
