@@ -9,9 +9,35 @@
 namespace ember::cuda {
 
 namespace {
-__global__ void to_bf16_kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, int64_t n) {
+// The CPU's to_bf16 (layers/cpu/bf16.h) bit for bit: to nearest even on the bits, a NaN quieted
+// with its sign and upper payload kept (__float2bfloat16_rn would give the canonical NaN).
+__device__ __forceinline__ uint16_t round_bf16(float f) {
+  const uint32_t u = __float_as_uint(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+__global__ void to_bf16_kernel(const float* __restrict__ src, uint16_t* __restrict__ dst, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = __float2bfloat16_rn(src[i]);
+    dst[i] = round_bf16(src[i]);
+}
+
+// (K, C, R, S) fp32 -> (K, R, S, C) bf16, and back: filters for NHWC activations.
+__global__ void kcrs_to_krsc_kernel(const float* __restrict__ src, uint16_t* __restrict__ dst, int64_t k, int64_t c,
+                                    int64_t rs) {
+  const int64_t n = k * c * rs;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ci = i % c, pos = i / c % rs, ki = i / (c * rs);  // i indexes the (K, R, S, C) output
+    dst[i] = round_bf16(src[(ki * c + ci) * rs + pos]);
+  }
+}
+__global__ void krsc_to_kcrs_kernel(const __nv_bfloat16* __restrict__ src, float* __restrict__ dst, int64_t k,
+                                    int64_t c, int64_t rs) {
+  const int64_t n = k * c * rs;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pos = i % rs, ci = i / rs % c, ki = i / (c * rs);  // i indexes the (K, C, R, S) output
+    dst[i] = __bfloat162float(src[(ki * rs + pos) * c + ci]);
+  }
 }
 
 __global__ void from_bf16_kernel(const __nv_bfloat16* __restrict__ src, float* __restrict__ dst, int64_t n) {
@@ -34,7 +60,21 @@ Tensor bf16_scratch(int64_t n, Device device) { return Tensor::empty(Shape{2 * n
 
 void to_bf16(Context& ctx, const float* src, void* dst, int64_t n) {
   if (n == 0) return;
-  to_bf16_kernel<<<blocks_for(n), 256, 0, ctx.stream()>>>(src, static_cast<__nv_bfloat16*>(dst), n);
+  to_bf16_kernel<<<blocks_for(n), 256, 0, ctx.stream()>>>(src, static_cast<uint16_t*>(dst), n);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void kcrs_to_krsc_bf16(Context& ctx, const float* src, void* dst, int64_t k, int64_t c, int64_t rs) {
+  const int64_t n = k * c * rs;
+  if (n == 0) return;
+  kcrs_to_krsc_kernel<<<blocks_for(n), 256, 0, ctx.stream()>>>(src, static_cast<uint16_t*>(dst), k, c, rs);
+  EMBER_CUDA_CHECK(cudaGetLastError());
+}
+
+void krsc_bf16_to_kcrs(Context& ctx, const void* src, float* dst, int64_t k, int64_t c, int64_t rs) {
+  const int64_t n = k * c * rs;
+  if (n == 0) return;
+  krsc_to_kcrs_kernel<<<blocks_for(n), 256, 0, ctx.stream()>>>(static_cast<const __nv_bfloat16*>(src), dst, k, c, rs);
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 

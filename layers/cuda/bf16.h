@@ -1,6 +1,6 @@
 // bfloat16 on the GPU for the mixed_bf16 policy (core/runtime.h, Precision): the conversions
-// around cuBLAS's and cuDNN's bf16 calls. Rounding is to nearest even, NaN kept as a quiet NaN,
-// the same bits as the CPU's to_bf16 (layers/cpu/bf16.h); bf16 -> fp32 is exact.
+// around cuBLAS's and cuDNN's bf16 calls. Rounding is the CPU's to_bf16 (layers/cpu/bf16.h) bit for
+// bit: to nearest even, a NaN quieted with its sign kept; bf16 -> fp32 is exact.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,10 @@ namespace ember::cuda {
 Tensor bf16_scratch(int64_t n, Device device);
 // dst[i] = bf16(src[i]) for i < n.
 void to_bf16(Context& ctx, const float* src, void* dst, int64_t n);
+// Filters (K, C, R, S) fp32 -> (K, R, S, C) bf16 (rounded as above), and (K, R, S, C) bf16 -> (K, C,
+// R, S) fp32: cuDNN's NHWC filters, which its bf16 kernels want beside NHWC activations. rs = R * S.
+void kcrs_to_krsc_bf16(Context& ctx, const float* src, void* dst, int64_t k, int64_t c, int64_t rs);
+void krsc_bf16_to_kcrs(Context& ctx, const void* src, float* dst, int64_t k, int64_t c, int64_t rs);
 // dst[i] = float(src[i]) for i < n.
 void from_bf16(Context& ctx, const void* src, float* dst, int64_t n);
 // A convolution's output: y[i] = float(src[i]) + bias[channel], then max(., 0) with relu, where the

@@ -180,7 +180,11 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc, b
   p->y_bias =
       nhwc ? nchw_desc(i32(g.n * g.p * g.q), i32(g.k), 1, 1) : nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q));
   p->bias = nchw_desc(1, i32(g.k), 1, 1);
-  EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, data, CUDNN_TENSOR_NCHW, i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
+  // fp32 filters stay KCRS (the parameters' layout, which cuDNN takes beside NHWC activations for
+  // FP32); bf16 ones beside NHWC activations are KRSC (written so as they are rounded), the layout
+  // of cuDNN's bf16 tensor-core kernels for NHWC.
+  EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, data, bf16 && nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                               i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
   // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU
   // unless TF32 is allowed (core/runtime.h). The math type asked for while listing; each
   // direction then takes its algorithm's.
@@ -355,11 +359,20 @@ Tensor rounded_bf16(Context& ctx, const Tensor& t) {
   return r;
 }
 
+// The filters rounded to bf16 in the plan's layout: KCRS, or KRSC beside NHWC activations.
+Tensor filters_bf16(Context& ctx, const Conv2dShape& g, const Tensor& w, bool nhwc) {
+  if (!nhwc) return rounded_bf16(ctx, w);
+  Tensor r = bf16_scratch(w.numel(), w.device());
+  kcrs_to_krsc_bf16(ctx, cp(w), r.raw(), g.k, g.c, g.r * g.s);
+  return r;
+}
+
 // The mixed_bf16 forward: x and w rounded to bf16, cuDNN's bf16 convolution (fp32 accumulation)
-// into a bf16 output, which the bias (+ ReLU) kernel turns into y in fp32.
-void forward_bf16(Context& ctx, Plan& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, bool nhwc) {
-  const Conv2dShape& g = p.g;
-  const Tensor xb = rounded_bf16(ctx, x), wb = rounded_bf16(ctx, w);
+// into a bf16 output, which the bias (+ ReLU: the caller's g, as a plan serves layers with and
+// without it) kernel turns into y in fp32.
+void forward_bf16(Context& ctx, Plan& p, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                  Tensor& y, bool nhwc) {
+  const Tensor xb = rounded_bf16(ctx, x), wb = filters_bf16(ctx, g, w, nhwc);
   Tensor yb = bf16_scratch(y.numel(), y.device());
   const float one = 1.0f, zero = 0.0f;
   run_with_fallback(ctx, p, p.fwd, [&](const cudnnConvolutionFwdAlgoPerf_t& a, void* ws, size_t bytes) {
@@ -372,7 +385,8 @@ void forward_bf16(Context& ctx, Plan& p, const Tensor& x, const Tensor& w, const
 // The mixed_bf16 backward from the (masked) fp32 output gradient: db from its fp32 values; dw and
 // dx from its bf16 rounding, with x and w rounded likewise, through bf16 results.
 void backward_bf16(Context& ctx, Plan& p, const Tensor& x, const Tensor& w, const Tensor& grad, Tensor* dx, Tensor& dw,
-                   Tensor& db) {
+                   Tensor& db, bool nhwc) {
+  const Conv2dShape& g = p.g;  // its shape only (not its ReLU)
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y_bias, cp(grad), &zero, p.bias, mp(db)));
   const Tensor gb = rounded_bf16(ctx, grad), xb = rounded_bf16(ctx, x);
@@ -381,9 +395,12 @@ void backward_bf16(Context& ctx, Plan& p, const Tensor& x, const Tensor& w, cons
     return cudnnConvolutionBackwardFilter(ctx.dnn(), &one, p.x, xb.raw(), p.y, gb.raw(), p.filter_conv, a.algo, ws,
                                           bytes, &zero, p.w, dwb.raw());
   });
-  from_bf16(ctx, dwb.raw(), mp(dw), dw.numel());
+  if (nhwc)
+    krsc_bf16_to_kcrs(ctx, dwb.raw(), mp(dw), g.k, g.c, g.r * g.s);
+  else
+    from_bf16(ctx, dwb.raw(), mp(dw), dw.numel());
   if (!dx) return;
-  const Tensor wb = rounded_bf16(ctx, w);
+  const Tensor wb = filters_bf16(ctx, g, w, nhwc);
   Tensor dxb = bf16_scratch(dx->numel(), dx->device());
   run_with_fallback(ctx, p, p.data, [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, void* ws, size_t bytes) {
     return cudnnConvolutionBackwardData(ctx.dnn(), &one, p.w, wb.raw(), p.y, gb.raw(), p.data_conv, a.algo, ws, bytes,
@@ -407,7 +424,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
   }
   Plan& p = plan_for(ctx, g, layout == Layout::NHWC, bf16, &slot);
   if (bf16) {
-    forward_bf16(ctx, p, x, w, b, y, layout == Layout::NHWC);
+    forward_bf16(ctx, p, g, x, w, b, y, layout == Layout::NHWC);
     return;
   }
   const float one = 1.0f, zero = 0.0f;
@@ -471,7 +488,7 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
     grad = &masked;
   }
   if (bf16) {
-    backward_bf16(ctx, p, x, w, *grad, dx, dw, db);
+    backward_bf16(ctx, p, x, w, *grad, dx, dw, db, layout == Layout::NHWC);
     return;
   }
   const float one = 1.0f, zero = 0.0f;

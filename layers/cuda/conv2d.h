@@ -21,7 +21,8 @@ namespace ember::cuda {
 // With bf16 (the mixed_bf16 policy): x, w and the (masked) output gradient rounded to bf16
 // (to_bf16, bf16.h) for cuDNN's bf16 convolutions (fp32 accumulation, tensor-core math), whose
 // results cuDNN writes in bf16: y before its fp32 bias and ReLU, dx and dw are bf16 values
-// (one more rounding than the CPU's bf16 path, whose results are fp32); db in fp32.
+// (one more rounding than the CPU's bf16 path, whose results are fp32); db in fp32. Beside NHWC
+// activations the bf16 filters are KRSC (transposed as they are rounded; dw transposed back).
 void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                     ::ember::detail::GpuPlanSlot& slot, bool bf16 = false);
 void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const Tensor& w, const Tensor& y,
