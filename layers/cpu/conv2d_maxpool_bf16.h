@@ -25,15 +25,17 @@ namespace ember::cpu {
 bool conv2d_maxpool_bf16_fits(const Conv2dShape& conv, const Pool2dShape& pool);
 
 // y = maxpool(bf16(relu?(conv(x, w) + b))); argmax may be null (inference). `keep` holds x's and the
-// output's bf16 copies for the backward.
+// output's bf16 copies for the backward. The pool and the backward's scatter run in 16 lanes where
+// the CPU has AVX-512 and K is a multiple of 16 (allow_avx512 false: 8 lanes; the same bits).
 void conv2d_maxpool_bf16_forward(const Conv2dShape& conv, const Pool2dShape& pool, const Tensor& x, const Tensor& w,
-                                 const Tensor& b, Tensor& y, Tensor* argmax, Bf16Buffers& keep);
+                                 const Tensor& b, Tensor& y, Tensor* argmax, Bf16Buffers& keep,
+                                 bool allow_avx512 = true);
 
 // From dy (the pooled output's gradient) and the forward's y and argmax: db (fp32 sums, per image in
 // window order, the images in batch order: the same bits at any thread count), dw and, unless null,
 // dx (conv2d_backward_bf16_from).
 void conv2d_maxpool_bf16_backward(const Conv2dShape& conv, const Pool2dShape& pool, const Tensor& w, const Tensor& y,
                                   const Tensor& argmax, const Tensor& dy, Tensor* dx, Tensor& dw, Tensor& db,
-                                  Bf16Buffers& keep);
+                                  Bf16Buffers& keep, bool allow_avx512 = true);
 
 }  // namespace ember::cpu

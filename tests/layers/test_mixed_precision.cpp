@@ -17,7 +17,9 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <tuple>
 
+#include "core/cpu/cpu_features.h"
 #include "core/runtime.h"
 #include "layers/cpu/bf16.h"
 #include "layers/cpu/conv2d_bf16.h"
@@ -216,13 +218,16 @@ TEST_P(MixedPrecisionKernels, Conv2dWithinWhatBf16RoundingExplains) {
   for (int64_t i = 0; i < image; ++i) ASSERT_EQ(dx.f32()[image + i], 0.0f) << "input gradient " << i << " of image 1";
 }
 
-// Shapes from the reference CNN (its second convolution: oneDNN's weight-gradient primitive; its
-// third: the im2col product; both with the data gradient as a forward convolution), a SAME one with
-// stride 1 (that forward convolution with padding) and a strided SAME one (oneDNN's backward-data
-// primitive, the product with padding).
+// Shapes from the reference CNN (its second convolution: the weight gradient as a forward
+// convolution over the batch, dy reordered by oneDNN for 6 images; its third: the im2col product;
+// both with the data gradient as a forward convolution), SAME ones with stride 1 (those forward
+// convolutions with padding; 32 images and 32 filters: dy copied into the blocked layout by
+// dy_to_blocked), a strided SAME one (oneDNN's backward-data primitive, the product with padding)
+// and one of 12x12 outputs (oneDNN's weight-gradient primitive).
 INSTANTIATE_TEST_SUITE_P(Shapes, MixedPrecisionKernels,
                          ::testing::Values(ConvCase{6, 32, 13, 64, 1, 0, true}, ConvCase{6, 64, 5, 64, 1, 0, true},
-                                           ConvCase{5, 16, 9, 32, 1, 1, false}, ConvCase{4, 16, 7, 24, 2, 1, false}));
+                                           ConvCase{5, 16, 9, 32, 1, 1, false}, ConvCase{32, 8, 6, 32, 1, 1, true},
+                                           ConvCase{4, 16, 7, 24, 2, 1, false}, ConvCase{2, 8, 12, 16, 1, 1, false}));
 
 TEST(MixedPrecisionDense, WithinWhatBf16RoundingExplains) {
   if (!cpu_bf16().available) GTEST_SKIP() << "this CPU has " << cpu_bf16().isa;
@@ -325,6 +330,49 @@ TEST_P(MixedPrecisionConvPool, MatchesTheUnfusedKernelsOnBf16Outputs) {
   }
   const int64_t image = g.h * g.w * g.c;
   for (int64_t i = 0; i < image; ++i) ASSERT_EQ(dx.f32()[image + i], 0.0f) << "input gradient " << i << " of image 1";
+}
+
+// The pool and the scatter in 16 lanes (AVX-512) give the 8-lane code's bits: pooled values, window
+// indices, the bf16 output gradient, db, dw and dx; with a NaN pixel (through the ReLU a 0, else
+// its windows' maximum) and a filter of zeros (every window tied: the first position wins).
+TEST_P(MixedPrecisionConvPool, SixteenLanesGiveTheEightLanesBits) {
+  if (!cpu_avx512()) GTEST_SKIP() << "no AVX-512 here";
+  const bool relu = GetParam();
+  const Conv2dShape g = shape_of(ConvCase{4, 16, 11, 32, 1, 0, relu});
+  Pool2dShape pool;
+  pool.n = g.n, pool.c = g.k, pool.h = g.p, pool.w = g.q, pool.r = pool.s = 2, pool.stride_h = pool.stride_w = 2;
+  pool.p = pool.q = 4;
+  Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 21, -1.0f, 1.0f).to_layout(Layout::NHWC);
+  x.f32()[5 * g.c + 3] = std::numeric_limits<float>::quiet_NaN();
+  Tensor w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.2f, 0.2f);
+  std::fill_n(w.f32(), g.c * g.r * g.s, 0.0f);  // filter 0: the bias everywhere
+  const Tensor b = test::random_tensor(Shape{g.k}, 23, -0.1f, 0.1f),
+               dy = test::random_tensor(Shape{g.n, g.k, 4, 4}, 24);
+  const Tensor dyn = dy.to_layout(Layout::NHWC);
+  const auto bits_of = [](const Tensor& t) {
+    std::vector<uint32_t> u(size_t(t.numel()));
+    std::memcpy(u.data(), t.f32(), u.size() * sizeof(float));
+    return u;
+  };
+  const auto run = [&](bool wide) {
+    const Shape ps{g.n, g.k, 4, 4};
+    Tensor y = Tensor::empty(ps, DType::F32, Device::cpu(), Layout::NHWC),
+           argmax = Tensor::empty(ps, DType::U8, Device::cpu(), Layout::NHWC),
+           dx = Tensor::empty(x.shape(), DType::F32, Device::cpu(), Layout::NHWC), dw = Tensor::empty(w.shape()),
+           db = Tensor::empty(b.shape());
+    cpu::Bf16Buffers keep;
+    cpu::conv2d_maxpool_bf16_forward(g, pool, x, w, b, y, &argmax, keep, wide);
+    cpu::conv2d_maxpool_bf16_backward(g, pool, w, y, argmax, dyn, &dx, dw, db, keep, wide);
+    std::vector<uint8_t> a(argmax.data<uint8_t>(), argmax.data<uint8_t>() + argmax.numel());
+    return std::make_tuple(bits_of(y), a, keep.dy, bits_of(db), bits_of(dw), bits_of(dx));
+  };
+  const auto narrow = run(false), wide = run(true);
+  EXPECT_TRUE(std::get<0>(wide) == std::get<0>(narrow)) << "pooled values";
+  EXPECT_TRUE(std::get<1>(wide) == std::get<1>(narrow)) << "window indices";
+  EXPECT_TRUE(std::get<2>(wide) == std::get<2>(narrow)) << "the bf16 output gradient";
+  EXPECT_TRUE(std::get<3>(wide) == std::get<3>(narrow)) << "db";
+  EXPECT_TRUE(std::get<4>(wide) == std::get<4>(narrow)) << "dw";
+  EXPECT_TRUE(std::get<5>(wide) == std::get<5>(narrow)) << "dx";
 }
 
 INSTANTIATE_TEST_SUITE_P(Relu, MixedPrecisionConvPool, ::testing::Bool());
