@@ -149,9 +149,10 @@ void make_forward_and_data(const Conv2dShape& g, bool out16, Plan& p) {
 //   dw'[c, k, r, s] = sum over n, p, q of x'[c, n, p + r - pad_top, q + s - pad_left] dy'[k, n, p, q],
 // a convolution of x' (x with its batch and channel axes swapped: C "images" of N channels) by dy'
 // (the output gradient as K filters of N channels and a P x Q window) with the original padding,
-// whose R x S output is dw. oneDNN 2.6 runs it on its brgconv kernels, where its bf16
-// weight-gradient primitive is a jit kernel. Measured in training steps at batch 64 on AMX (2
-// threads), the primitive against this convolution + x's reorder + dy's copy: 32 -> 64 channels,
+// whose R x S output is dw. oneDNN 2.6 runs it on its AMX kernels (brgconv at batch 64; jit for a
+// few images), where its bf16 weight-gradient primitive is a slower jit kernel. Measured in
+// training steps at batch 64 on AMX (2 threads), the primitive against this convolution + x's swap
+// (oneDNN's reorder then; now AVX-512 gathers where they fit) + dy's copy: 32 -> 64 channels,
 // 11x11 outputs (the reference CNN's second convolution) 0.50 against 0.25 + 0.055 + 0.02 ms;
 // 64 -> 64, 7x7 outputs (the resnet's) 0.50 against 0.19 + 0.07 + 0.01; but 32 -> 32, 14x14
 // outputs 0.28 against 0.29 + 0.06 + 0.03. So for outputs of at most 128 positions per image; only
@@ -249,7 +250,7 @@ void swap_batch_and_channels(const Conv2dShape&, const bf16*, bf16*) {}  // neve
 void dy_to_blocked(const Conv2dShape& g, const bf16* dy, bf16* out) {
   const int64_t pq = g.p * g.q, kb = g.k / 32, pairs = g.n / 2;
 #if defined(__x86_64__)
-  static const bool bw = __builtin_cpu_supports("avx512bw");
+  static const bool bw = cpu_avx512() && __builtin_cpu_supports("avx512bw");  // the cap respected
   void (*const pair)(const bf16*, const bf16*, bf16*) = bw ? interleave32_avx512 : interleave32;
 #else
   void (*const pair)(const bf16*, const bf16*, bf16*) = interleave32;
@@ -274,6 +275,9 @@ std::unique_ptr<Plan> make_plan(const Conv2dShape& g, bool out16) {
   make_forward_and_data(g, out16, *p);
   p->product = product_weight_gradient(g);
   if (!p->product) p->wg_forward = make_weight_gradient_forward(g, *p);
+  // Small outputs whose forward formulation oneDNN has no fast kernel for: the product still beats
+  // the primitive there.
+  if (!p->wg_forward && g.p * g.q <= 16) p->product = true;
   if (!p->product && !p->wg_forward) {
     const memory::desc x16(dims4(g.n, g.c, g.h, g.w), dt::bf16, tag::nhwc),
         y16(dims4(g.n, g.k, g.p, g.q), dt::bf16, tag::nhwc), wei_user(dims4(g.k, g.c, g.r, g.s), dt::f32, tag::oihw);

@@ -1,5 +1,5 @@
 // The Conv2D -> MaxPool2D pair in bf16 (see the header). The pool runs per image over vectors of 8
-// channels (simd.h); the backward writes every position of each window once, the pooled gradient
+// channels (simd.h), or 16 with AVX-512; the backward writes every position of each window once, the pooled gradient
 // at its maximum and 0 elsewhere, so the bf16 output gradient is written in whole vectors.
 #include "conv2d_maxpool_bf16.h"
 

@@ -218,16 +218,17 @@ TEST_P(MixedPrecisionKernels, Conv2dWithinWhatBf16RoundingExplains) {
   for (int64_t i = 0; i < image; ++i) ASSERT_EQ(dx.f32()[image + i], 0.0f) << "input gradient " << i << " of image 1";
 }
 
-// Shapes from the reference CNN (its second convolution: the weight gradient as a forward
-// convolution over the batch, dy reordered by oneDNN for 6 images; its third: the im2col product;
-// both with the data gradient as a forward convolution), SAME ones with stride 1 (those forward
-// convolutions with padding; 32 images and 32 filters: dy copied into the blocked layout by
-// dy_to_blocked), a strided SAME one (oneDNN's backward-data primitive, the product with padding)
-// and one of 12x12 outputs (oneDNN's weight-gradient primitive).
+// Shapes from the reference CNN (its second and third convolutions: the weight gradient as a
+// forward convolution over the batch, dy copied into oneDNN's AcdB32a2b layout; the data gradient as
+// a forward convolution), SAME ones with stride 1 (those forward convolutions with padding: 5 images,
+// dy reordered by oneDNN; 32 and 64 images, x swapped by gathers and dy copied into AcdB32a2b and
+// AcdB16b32a2b), a strided SAME one (oneDNN's backward-data primitive, the im2col product with
+// padding) and one of 12x12 outputs (oneDNN's weight-gradient primitive).
 INSTANTIATE_TEST_SUITE_P(Shapes, MixedPrecisionKernels,
                          ::testing::Values(ConvCase{6, 32, 13, 64, 1, 0, true}, ConvCase{6, 64, 5, 64, 1, 0, true},
                                            ConvCase{5, 16, 9, 32, 1, 1, false}, ConvCase{32, 8, 6, 32, 1, 1, true},
-                                           ConvCase{4, 16, 7, 24, 2, 1, false}, ConvCase{2, 8, 12, 16, 1, 1, false}));
+                                           ConvCase{64, 16, 6, 32, 1, 1, false}, ConvCase{4, 16, 7, 24, 2, 1, false},
+                                           ConvCase{2, 8, 12, 16, 1, 1, false}));
 
 TEST(MixedPrecisionDense, WithinWhatBf16RoundingExplains) {
   if (!cpu_bf16().available) GTEST_SKIP() << "this CPU has " << cpu_bf16().isa;
