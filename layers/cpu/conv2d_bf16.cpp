@@ -481,91 +481,104 @@ void conv2d_backward_bf16(const Conv2dShape& g, const Tensor& w, const Tensor& y
 }
 
 namespace {
+// dw by the forward convolution over the batch (make_weight_gradient_forward).
+void weight_gradient_forward(const Conv2dShape& g, Plan& p, Tensor& dw, Bf16Buffers& keep) {
+  auto& strm = dnnl_stream();
+  if (swap_fits(g)) {
+    swap_batch_and_channels(g, keep.x.data(), static_cast<bf16*>(p.wg_src.get_data_handle()));
+  } else {
+    p.wg_x_view.set_data_handle(keep.x.data());
+    p.wg_x_to_src.execute(strm, p.wg_x_view, p.wg_src);
+  }
+  if (p.wg_own_copies) {
+    strm.wait();
+    dy_to_blocked(g, keep.dy.data(), static_cast<bf16*>(p.wg_wei.get_data_handle()));
+  } else {
+    p.wg_dy_view.set_data_handle(keep.dy.data());
+    p.wg_dy_to_wei.execute(strm, p.wg_dy_view, p.wg_wei);
+  }
+  p.wg_fwd.execute(strm, {{DNNL_ARG_SRC, p.wg_src}, {DNNL_ARG_WEIGHTS, p.wg_wei}, {DNNL_ARG_DST, p.wg_dst}});
+  strm.wait();
+  // (C, R, S, K) -> (K, C, R, S)
+  float* const out = dw.f32();
+  const float* const sums = p.wg_out.data();
+#pragma omp parallel for schedule(static) if (g.k * g.c * g.r * g.s > 16384 && !omp_in_parallel())
+  for (int64_t k = 0; k < g.k; ++k)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t r = 0; r < g.r; ++r)
+        for (int64_t s = 0; s < g.s; ++s)
+          out[((k * g.c + c) * g.r + r) * g.s + s] = sums[((c * g.r + r) * g.s + s) * g.k + k];
+}
+
+// dw as a product: (K x rows) dy^T times the (rows x RSC) im2col of x, chunk by chunk, added up in
+// fp32; then (K, R, S, C) -> (K, C, R, S).
+void weight_gradient_product(const Conv2dShape& g, Tensor& dw, Bf16Buffers& keep, const bf16* dyt) {
+  const int64_t rows = g.n * g.p * g.q, width = g.r * g.s * g.c, per = chunk_images(g), chunk_rows = per * g.p * g.q;
+  thread_local std::vector<bf16> cols;
+  thread_local std::vector<float> wgrad;
+  cols.resize(size_t(std::min(rows, chunk_rows) * width));
+  wgrad.resize(size_t(g.k * width));
+  for (int64_t n0 = 0; n0 < g.n; n0 += per) {
+    const int64_t count = std::min(per, g.n - n0);
+    im2col(g, keep.x.data(), n0, count, cols.data());
+    matmul_bf16(false, false, g.k, width, count * g.p * g.q, dyt + n0 * g.p * g.q * g.k, cols.data(), wgrad.data(),
+                nullptr, false, /*accumulate=*/n0 > 0);
+  }
+  float* const out = dw.f32();
+  const float* const sums = wgrad.data();  // the caller's (thread_local: each pool thread has its own)
+#pragma omp parallel for schedule(static) if (g.k * width > 16384 && !omp_in_parallel())
+  for (int64_t k = 0; k < g.k; ++k)
+    for (int64_t r = 0; r < g.r; ++r)
+      for (int64_t s = 0; s < g.s; ++s)
+        for (int64_t c = 0; c < g.c; ++c)
+          out[((k * g.c + c) * g.r + r) * g.s + s] = sums[((k * g.r + r) * g.s + s) * g.c + c];
+}
+
+// dx from p.dy16: the forward convolution with the flipped weights, or the backward-data primitive.
+void data_gradient(const Conv2dShape& g, Plan& p, const Tensor& w, Tensor& dx) {
+  auto& strm = dnnl_stream();
+  if (p.dx_forward) {
+    // w'[c, k, r, s] = w[k, c, R-1-r, S-1-s] (make_forward_and_data).
+    const float* wk = w.f32();
+    float* const flip = p.wflip.data();
+#pragma omp parallel for schedule(static) if (g.k * g.c * g.r * g.s > 16384 && !omp_in_parallel())
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t k = 0; k < g.k; ++k)
+        for (int64_t r = 0; r < g.r; ++r)
+          for (int64_t s = 0; s < g.s; ++s)
+            flip[((c * g.k + k) * g.r + r) * g.s + s] = wk[((k * g.c + c) * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - s)];
+    p.wei_to_bwd.execute(strm, p.wflip_user, p.wei_bwd);
+    p.dx.set_data_handle(dx.f32());
+    p.dx_fwd.execute(strm, {{DNNL_ARG_SRC, p.dy16}, {DNNL_ARG_WEIGHTS, p.wei_bwd}, {DNNL_ARG_DST, p.dx}});
+  } else {
+    p.wei_user.set_data_handle(const_cast<float*>(w.f32()));
+    p.wei_to_bwd.execute(strm, p.wei_user, p.wei_bwd);
+    p.dx.set_data_handle(dx.f32());
+    p.bwd_data.execute(strm, {{DNNL_ARG_DIFF_DST, p.dy16}, {DNNL_ARG_WEIGHTS, p.wei_bwd}, {DNNL_ARG_DIFF_SRC, p.dx}});
+  }
+  strm.wait();
+}
+
 void run_backward(const Conv2dShape& g, Plan& p, const Tensor& w, Tensor* dx, Tensor& dw, Bf16Buffers& keep,
                   const bf16* dyt) {
   if (dx) check(*dx, Shape{g.n, g.c, g.h, g.w}, Layout::NHWC, "input gradient", g);
   check(w, Shape{g.k, g.c, g.r, g.s}, Layout::RowMajor, "weights", g);
   check(dw, w.shape(), Layout::RowMajor, "weight gradient", g);
-  auto& strm = dnnl_stream();
-  const int64_t rows = g.n * g.p * g.q, width = g.r * g.s * g.c, per = chunk_images(g), chunk_rows = per * g.p * g.q;
-  thread_local std::vector<bf16> cols;
-  thread_local std::vector<float> wgrad;
   p.dy16.set_data_handle(keep.dy.data());
   if (p.wg_forward) {
-    if (swap_fits(g)) {
-      swap_batch_and_channels(g, keep.x.data(), static_cast<bf16*>(p.wg_src.get_data_handle()));
-    } else {
-      p.wg_x_view.set_data_handle(keep.x.data());
-      p.wg_x_to_src.execute(strm, p.wg_x_view, p.wg_src);
-    }
-    if (p.wg_own_copies) {
-      strm.wait();
-      dy_to_blocked(g, keep.dy.data(), static_cast<bf16*>(p.wg_wei.get_data_handle()));
-    } else {
-      p.wg_dy_view.set_data_handle(keep.dy.data());
-      p.wg_dy_to_wei.execute(strm, p.wg_dy_view, p.wg_wei);
-    }
-    p.wg_fwd.execute(strm, {{DNNL_ARG_SRC, p.wg_src}, {DNNL_ARG_WEIGHTS, p.wg_wei}, {DNNL_ARG_DST, p.wg_dst}});
-    strm.wait();
-    // (C, R, S, K) -> (K, C, R, S)
-    float* const out = dw.f32();
-    const float* const sums = p.wg_out.data();
-#pragma omp parallel for schedule(static) if (g.k * g.c * g.r * g.s > 16384 && !omp_in_parallel())
-    for (int64_t k = 0; k < g.k; ++k)
-      for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t r = 0; r < g.r; ++r)
-          for (int64_t s2 = 0; s2 < g.s; ++s2)
-            out[((k * g.c + c) * g.r + r) * g.s + s2] = sums[((c * g.r + r) * g.s + s2) * g.k + k];
-  } else if (!p.product) {
+    weight_gradient_forward(g, p, dw, keep);
+  } else if (p.product) {
+    weight_gradient_product(g, dw, keep, dyt);
+  } else {
+    auto& strm = dnnl_stream();
     p.x16.set_data_handle(keep.x.data());
     p.diff_wei_user.set_data_handle(dw.f32());
     if (!p.diff_wei_to_user) p.diff_wei.set_data_handle(dw.f32());
     p.bwd_w.execute(strm, {{DNNL_ARG_SRC, p.x16}, {DNNL_ARG_DIFF_DST, p.dy16}, {DNNL_ARG_DIFF_WEIGHTS, p.diff_wei}});
     if (p.diff_wei_to_user) p.diff_wei_to_user->execute(strm, p.diff_wei, p.diff_wei_user);
     strm.wait();
-  } else {
-    // dw as a product: (K x rows) dy^T times the (rows x RSC) im2col of x, chunk by chunk, added up
-    // in fp32; then (K, R, S, C) -> (K, C, R, S).
-    cols.resize(size_t(std::min(rows, chunk_rows) * width));
-    wgrad.resize(size_t(g.k * width));
-    for (int64_t n0 = 0; n0 < g.n; n0 += per) {
-      const int64_t count = std::min(per, g.n - n0);
-      im2col(g, keep.x.data(), n0, count, cols.data());
-      matmul_bf16(false, false, g.k, width, count * g.p * g.q, dyt + n0 * g.p * g.q * g.k, cols.data(), wgrad.data(),
-                  nullptr, false, /*accumulate=*/n0 > 0);
-    }
-    float* const out = dw.f32();
-    const float* const sums = wgrad.data();  // the caller's (thread_local: each pool thread has its own)
-#pragma omp parallel for schedule(static) if (g.k * width > 16384 && !omp_in_parallel())
-    for (int64_t k = 0; k < g.k; ++k)
-      for (int64_t r = 0; r < g.r; ++r)
-        for (int64_t s = 0; s < g.s; ++s)
-          for (int64_t c = 0; c < g.c; ++c)
-            out[((k * g.c + c) * g.r + r) * g.s + s] = sums[((k * g.r + r) * g.s + s) * g.c + c];
   }
-  if (dx) {
-    if (p.dx_forward) {
-      // w'[c, k, r, s] = w[k, c, R-1-r, S-1-s] (make_forward_and_data).
-      const float* wk = w.f32();
-      float* const flip = p.wflip.data();
-#pragma omp parallel for schedule(static) if (g.k * g.c * g.r * g.s > 16384 && !omp_in_parallel())
-      for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t k = 0; k < g.k; ++k)
-          for (int64_t r = 0; r < g.r; ++r)
-            for (int64_t s = 0; s < g.s; ++s)
-              flip[((c * g.k + k) * g.r + r) * g.s + s] =
-                  wk[((k * g.c + c) * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - s)];
-      p.wei_to_bwd.execute(strm, p.wflip_user, p.wei_bwd);
-      p.dx.set_data_handle(dx->f32());
-      p.dx_fwd.execute(strm, {{DNNL_ARG_SRC, p.dy16}, {DNNL_ARG_WEIGHTS, p.wei_bwd}, {DNNL_ARG_DST, p.dx}});
-    } else {
-      p.wei_user.set_data_handle(const_cast<float*>(w.f32()));
-      p.wei_to_bwd.execute(strm, p.wei_user, p.wei_bwd);
-      p.dx.set_data_handle(dx->f32());
-      p.bwd_data.execute(strm, {{DNNL_ARG_DIFF_DST, p.dy16}, {DNNL_ARG_WEIGHTS, p.wei_bwd}, {DNNL_ARG_DIFF_SRC, p.dx}});
-    }
-    strm.wait();
-  }
+  if (dx) data_gradient(g, p, w, *dx);
 }
 }  // namespace
 

@@ -168,6 +168,36 @@ struct FindBuffers {
   void* workspace() { return ws_bytes > 0 ? ws.raw() : nullptr; }
 };
 
+// The fused forward (fused_conv()): cuDNN fuses ReLU with IMPLICIT_PRECOMP_GEMM only, used when
+// cuDNN lists it as runnable for these descriptors (`listed`: the forward's list) and sizes its
+// workspace within the budget; else the three-call forward, and kernel_info says why. Not for a
+// bf16 plan, whose bias and ReLU are added as its output is converted.
+void choose_fused(Context& ctx, Plan& p, const std::vector<cudnnConvolutionFwdAlgoPerf_t>& listed, size_t budget) {
+  if (!fused_conv()) return;
+  if (p.bf16) {
+    p.fused_note = "the bf16 path adds the bias (and ReLU) as it converts the output to fp32";
+    return;
+  }
+  const auto precomp = std::find_if(listed.begin(), listed.end(), [](const auto& a) {
+    return a.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM && a.status == CUDNN_STATUS_SUCCESS;
+  });
+  size_t bytes = 0;
+  if (precomp == listed.end()) {
+    p.fused_note = "cuDNN does not list implicit precomp GEMM as runnable for these descriptors";
+  } else if (cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p.x, p.w, p.fwd_conv, p.y,
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                                     &bytes) != CUDNN_STATUS_SUCCESS ||
+             bytes > budget) {
+    p.fused_note = "cuDNN cannot size implicit precomp GEMM's workspace within the budget";
+  } else {
+    EMBER_CUDNN_CHECK(cudnnSetActivationDescriptor(p.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    EMBER_CUDNN_CHECK(
+        cudnnSetActivationDescriptor(p.identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    p.fused_workspace = bytes;
+    p.fused = true;
+  }
+}
+
 std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc, bool bf16) {
   EMBER_CHECK(!asymmetric(g), Error, "conv2d (cuda): internal: an asymmetric plan for " + g.str());
   auto p = std::make_unique<Plan>();
@@ -242,31 +272,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc, b
   choose(ctx, *p, p->filter, bf, found, nhwc, budget);
   p->found = find;
 
-  if (fused_conv() && bf16) {
-    p->fused_note = "the bf16 path adds the bias (and ReLU) as it converts the output to fp32";
-  } else if (fused_conv()) {
-    // cuDNN fuses ReLU with IMPLICIT_PRECOMP_GEMM only: used when cuDNN lists it as runnable for
-    // these descriptors and sizes its workspace within the budget; else the three-call forward,
-    // and kernel_info says why.
-    const auto precomp = std::find_if(fwd_listed.begin(), fwd_listed.end(), [](const auto& a) {
-      return a.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM && a.status == CUDNN_STATUS_SUCCESS;
-    });
-    size_t bytes = 0;
-    if (precomp == fwd_listed.end()) {
-      p->fused_note = "cuDNN does not list implicit precomp GEMM as runnable for these descriptors";
-    } else if (cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn(), p->x, p->w, p->fwd_conv, p->y,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-                                                       &bytes) != CUDNN_STATUS_SUCCESS ||
-               bytes > budget) {
-      p->fused_note = "cuDNN cannot size implicit precomp GEMM's workspace within the budget";
-    } else {
-      EMBER_CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-      EMBER_CUDNN_CHECK(
-          cudnnSetActivationDescriptor(p->identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-      p->fused_workspace = bytes;
-      p->fused = true;
-    }
-  }
+  choose_fused(ctx, *p, fwd_listed, budget);
   return p;
 }
 
