@@ -156,8 +156,8 @@ TEST_F(Bf16Gpu, Conv2dMatchesTheExactSumsAndTheCpu) {
         std::fill(x.data<float>() + g.c * g.h * g.w, x.data<float>() + 2 * g.c * g.h * g.w, 0.0f);
         const Tensor w = test::random_tensor(Shape{g.k, g.c, g.r, g.s}, 22, -0.3f, 0.3f),
                      b = test::random_tensor(Shape{g.k}, 23), dy = test::random_tensor(Shape{g.n, g.k, g.p, g.q}, 24);
-        Tensor yg = nan_on_gpu(dy.shape(), act), dxg = nan_on_gpu(x.shape(), act),
-               dwg = nan_on_gpu(w.shape()), dbg = nan_on_gpu(b.shape());
+        Tensor yg = nan_on_gpu(dy.shape(), act), dxg = nan_on_gpu(x.shape(), act), dwg = nan_on_gpu(w.shape()),
+               dbg = nan_on_gpu(b.shape());
         detail::GpuPlanSlot slot;
         const Tensor xg = x.to_layout(act).to(kGpu), wg = w.to(kGpu), bg = b.to(kGpu), dyg = dy.to_layout(act).to(kGpu);
         cuda::conv2d_forward(ctx(), g, xg, wg, bg, yg, slot, /*bf16=*/true);
