@@ -64,6 +64,12 @@ void to_bf16(Context& ctx, const float* src, void* dst, int64_t n) {
   EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
+Tensor rounded_bf16(Context& ctx, const Tensor& t) {
+  Tensor r = bf16_scratch(t.numel(), t.device());
+  to_bf16(ctx, static_cast<const float*>(t.raw()), r.raw(), t.numel());
+  return r;
+}
+
 void kcrs_to_krsc_bf16(Context& ctx, const float* src, void* dst, int64_t k, int64_t c, int64_t rs) {
   const int64_t n = k * c * rs;
   if (n == 0) return;

@@ -14,6 +14,8 @@ namespace ember::cuda {
 Tensor bf16_scratch(int64_t n, Device device);
 // dst[i] = bf16(src[i]) for i < n.
 void to_bf16(Context& ctx, const float* src, void* dst, int64_t n);
+// An f32 tensor's values rounded to bf16, in scratch from the caching allocator.
+Tensor rounded_bf16(Context& ctx, const Tensor& t);
 // Filters (K, C, R, S) fp32 -> (K, R, S, C) bf16 (rounded as above), and (K, R, S, C) bf16 -> (K, C,
 // R, S) fp32: cuDNN's NHWC filters, which its bf16 kernels want beside NHWC activations. rs = R * S.
 void kcrs_to_krsc_bf16(Context& ctx, const float* src, void* dst, int64_t k, int64_t c, int64_t rs);

@@ -358,13 +358,6 @@ void check_layout_fits(const Conv2dShape& g, Layout layout) {
 const float* cp(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
 
-// A tensor's values rounded to bf16 (bf16.h), in scratch from the caching allocator.
-Tensor rounded_bf16(Context& ctx, const Tensor& t) {
-  Tensor r = bf16_scratch(t.numel(), t.device());
-  to_bf16(ctx, cp(t), r.raw(), t.numel());
-  return r;
-}
-
 // The filters rounded to bf16 in the plan's layout: KCRS, or KRSC beside NHWC activations.
 Tensor filters_bf16(Context& ctx, const Conv2dShape& g, const Tensor& w, bool nhwc) {
   if (!nhwc) return rounded_bf16(ctx, w);

@@ -229,12 +229,6 @@ void gemm_bf16(Context& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, 
                                   CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// A tensor's values rounded to bf16, in scratch from the caching allocator.
-Tensor rounded_bf16(Context& ctx, const Tensor& t) {
-  Tensor r = bf16_scratch(t.numel(), t.device());
-  to_bf16(ctx, cp(t), r.raw(), t.numel());
-  return r;
-}
 }  // namespace
 
 void dense_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b, bool relu, Tensor& y,
