@@ -112,9 +112,9 @@ void set_fused_conv(bool on);
 bool fused_conv();  ///< Whether Conv2D's GPU forward is one fused cuDNN call (set_fused_conv).
 /// NHWC activations (off by default until verified on a GPU): Conv2D and MaxPool2D keep their
 /// activations channels-last on the GPU, the layout cuDNN's tensor-core kernels prefer
-/// (weights stay KCRS; whether that is faster than NCHW has not been measured yet); Flatten
-/// converts back to the public order. Convolutions and pools with asymmetric SAME padding stay
-/// NCHW.
+/// (the filters go to cuDNN as a KRSC copy; whether that is faster than NCHW has not been
+/// measured yet); Flatten converts back to the public order. Convolutions and pools with
+/// asymmetric SAME padding stay NCHW.
 void set_gpu_nhwc(bool on);
 bool gpu_nhwc();  ///< Whether GPU activations are kept channels-last (set_gpu_nhwc).
 /// Fused dense, one of the "fewer launches" switches (each off by default until a GPU has shown

@@ -126,10 +126,11 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
     for (size_t k = 0; k < out.targets.size(); ++k)
       ensure(out.targets[k], dataset_.target(k).values.shape().without_batch().with_batch(hi - lo),
              dataset_.target(k).values.dtype(), opt_.device);
-    // The device cursor is at `begin` here: the last gather advances it by one global batch.
+    // The device cursor is at `begin` here: the last gather advances it by this global batch's
+    // size (a full batch, or the short last one: never past the order's end).
     // Input k's gather brings target k along while both exist, the further targets come alone.
     // `out` is one of the loader's two buffers: it outlives the batch handed out (a shallow copy).
-    out.gather = [this, shard_offset = lo - begin, count = hi - lo, &out] {
+    out.gather = [this, shard_offset = lo - begin, count = hi - lo, global, &out] {
       static const Tensor none;
       static Tensor unused;
       std::vector<Tensor>&xs = out.inputs, &ys = out.targets;
@@ -138,7 +139,7 @@ void DataLoader::gather_into(int64_t b, Batch& out) const {
         detail::data_cuda_ops().gather_batch(
             k < xs.size() ? device_inputs_[k] : none, k < ys.size() ? device_targets_[k] : none,
             k < xs.size() ? dataset_.input(k).scale : 1.0f, device_order_, shard_offset, count,
-            k + 1 == calls ? opt_.batch_size : 0, k < xs.size() ? xs[k] : unused, k < ys.size() ? ys[k] : unused);
+            k + 1 == calls ? global : 0, k < xs.size() ? xs[k] : unused, k < ys.size() ? ys[k] : unused);
     };
     if (!opt_.defer_device_gather) {
       out.gather();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../core/cuda/check.h"
+#include "../../core/cuda/elementwise.h"
 #include "../../core/cuda_graph.h"
 #include "../../core/log.h"
 #include "../../core/runtime.h"
@@ -204,17 +205,18 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc, b
   p->g = g;
   p->bf16 = bf16;
   const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-  // Activations NCHW or channels-last (gpu_nhwc); weights always KCRS, as the parameters are.
+  // Activations NCHW or channels-last (gpu_nhwc).
   p->x = nchw_desc(i32(g.n), i32(g.c), i32(g.h), i32(g.w), nhwc, data);
   p->y = nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q), nhwc, data);
   p->y_bias =
       nhwc ? nchw_desc(i32(g.n * g.p * g.q), i32(g.k), 1, 1) : nchw_desc(i32(g.n), i32(g.k), i32(g.p), i32(g.q));
   p->bias = nchw_desc(1, i32(g.k), 1, 1);
-  // fp32 filters stay KCRS (the parameters' layout, which cuDNN takes beside NHWC activations for
-  // FP32); bf16 ones beside NHWC activations are KRSC (written so as they are rounded), the layout
-  // of cuDNN's bf16 tensor-core kernels for NHWC.
-  EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, data, bf16 && nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                               i32(g.k), i32(g.c), i32(g.r), i32(g.s)));
+  // Filters in the activations' layout: KCRS (the parameters' own) beside NCHW, KRSC beside NHWC
+  // (a transposed copy each call, dw transposed back). cuDNN 9.19 lists no backward-data algorithm
+  // that sums directly for NHWC activations with KCRS filters in FP32 (seen on an H200), and its
+  // bf16 tensor-core kernels for NHWC want KRSC.
+  EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, data, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, i32(g.k),
+                                               i32(g.c), i32(g.r), i32(g.s)));
   // Cross-correlation, as every framework's "convolution"; FP32 math (no TF32) to match the CPU
   // unless TF32 is allowed (core/runtime.h). The math type asked for while listing; each
   // direction then takes its algorithm's.
@@ -358,6 +360,14 @@ void check_layout_fits(const Conv2dShape& g, Layout layout) {
 const float* cp(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* mp(Tensor& t) { return static_cast<float*>(t.raw()); }
 
+// The fp32 filters in the plan's layout: w itself (KCRS), or a KRSC copy beside NHWC activations.
+Tensor filters_f32(Context& ctx, const Conv2dShape& g, const Tensor& w, bool nhwc) {
+  if (!nhwc) return w;
+  Tensor r = Tensor::empty(Shape{w.numel()}, DType::F32, w.device());
+  permute_nchw(ctx, w.raw(), r.raw(), g.k, g.c, g.r, g.s, 4, true);
+  return r;
+}
+
 // The filters rounded to bf16 in the plan's layout: KCRS, or KRSC beside NHWC activations.
 Tensor filters_bf16(Context& ctx, const Conv2dShape& g, const Tensor& w, bool nhwc) {
   if (!nhwc) return rounded_bf16(ctx, w);
@@ -427,6 +437,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
     return;
   }
   const float one = 1.0f, zero = 0.0f;
+  const Tensor wf = filters_f32(ctx, g, w, layout == Layout::NHWC);
   if (p.fused.load(std::memory_order_relaxed)) {  // y = act(conv(x) + 0 * y + bias): z is y itself, weighted 0
     // cuDNN documents that beta = 0 leaves the output unread, but says nothing of alpha2 = 0 and z:
     // z is zeroed first, so that a NaN left in y (a fresh buffer, a test's sentinel) cannot reach
@@ -434,7 +445,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
     EMBER_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.nbytes(), ctx.stream()));
     const Context::Workspace ws = ctx.workspace(p.fused_workspace);
     const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
-        ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws.ptr,
+        ctx.dnn(), &one, p.x, cp(x), p.w, cp(wf), p.fwd_conv, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws.ptr,
         p.fused_workspace, &zero, p.y, mp(y), p.bias, cp(b), g.relu ? p.relu : p.identity, p.y, mp(y));
     if (status == CUDNN_STATUS_SUCCESS) return;
     (void)cudaGetLastError();  // a non-sticky error the failed call left
@@ -450,7 +461,7 @@ void conv2d_forward(Context& ctx, const Conv2dShape& g, const Tensor& x, const T
     }
   }
   run_with_fallback(ctx, p, p.fwd, [&](const cudnnConvolutionFwdAlgoPerf_t& a, void* ws, size_t bytes) {
-    return cudnnConvolutionForward(ctx.dnn(), &one, p.x, cp(x), p.w, cp(w), p.fwd_conv, a.algo, ws, bytes, &zero, p.y,
+    return cudnnConvolutionForward(ctx.dnn(), &one, p.x, cp(x), p.w, cp(wf), p.fwd_conv, a.algo, ws, bytes, &zero, p.y,
                                    mp(y));
   });
   EMBER_CUDNN_CHECK(cudnnAddTensor(ctx.dnn(), &one, p.bias, cp(b), &one, p.y_bias, mp(y)));
@@ -492,15 +503,19 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
   }
   const float one = 1.0f, zero = 0.0f;
   EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn(), &one, p.y_bias, cp(*grad), &zero, p.bias, mp(db)));
+  const bool nhwc = layout == Layout::NHWC;
+  Tensor dw_krsc = nhwc ? Tensor::empty(Shape{dw.numel()}, DType::F32, dw.device()) : Tensor();
   run_with_fallback(ctx, p, p.filter, [&](const cudnnConvolutionBwdFilterAlgoPerf_t& a, void* ws, size_t bytes) {
     return cudnnConvolutionBackwardFilter(ctx.dnn(), &one, p.x, cp(x), p.y, cp(*grad), p.filter_conv, a.algo, ws, bytes,
-                                          &zero, p.w, mp(dw));
+                                          &zero, p.w, nhwc ? mp(dw_krsc) : mp(dw));
   });
-  if (dx)
-    run_with_fallback(ctx, p, p.data, [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, void* ws, size_t bytes) {
-      return cudnnConvolutionBackwardData(ctx.dnn(), &one, p.w, cp(w), p.y, cp(*grad), p.data_conv, a.algo, ws, bytes,
-                                          &zero, p.x, mp(*dx));
-    });
+  if (nhwc) permute_nchw(ctx, dw_krsc.raw(), dw.raw(), g.k, g.c, g.r, g.s, 4, false);
+  if (!dx) return;
+  const Tensor wf = filters_f32(ctx, g, w, nhwc);
+  run_with_fallback(ctx, p, p.data, [&](const cudnnConvolutionBwdDataAlgoPerf_t& a, void* ws, size_t bytes) {
+    return cudnnConvolutionBackwardData(ctx.dnn(), &one, p.w, cp(wf), p.y, cp(*grad), p.data_conv, a.algo, ws, bytes,
+                                        &zero, p.x, mp(*dx));
+  });
 }
 
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g, bool bf16) {

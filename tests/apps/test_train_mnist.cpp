@@ -842,7 +842,8 @@ TEST_F(TrainMnistStrategies, GpuStrategiesAtWorldSizeOneEqualDefaultOnTheGpu) {
       " --device gpu --strict-placement --deterministic --epochs 1 --steps 40 --batch-size 32 "
       "--seed 4 --data-dir " +
       dir_;
-  ASSERT_EQ(run("--quiet --save " + dir_ + "/default.st" + gpu).code, 0);
+  const AppRun d = run("--quiet --save " + dir_ + "/default.st" + gpu);
+  ASSERT_EQ(d.code, 0) << d.output;
   const AppRun m = run("--strategy mirrored --gpus 0 --save " + dir_ + "/mirrored.st" + gpu);
   ASSERT_EQ(m.code, 0) << m.output;
   EXPECT_NE(m.output.find("NCCL"), std::string::npos) << m.output;

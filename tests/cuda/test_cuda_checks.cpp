@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -37,41 +39,60 @@ TEST(CudaChecks, CudaErrorNamesStatementFileAndReason) {
 
 // The status probe reads properties only: no primary context on any GPU (each costs hundreds
 // of MB, and a busy exclusive-process GPU would refuse it), and the thread's device unchanged.
-// The driver API is asked through dlopen: the test binary does not link libcuda.
-TEST(CudaStatus, TheProbeCreatesNoContextAndLeavesTheCurrentDevice) {
+// The driver API is asked through dlopen: the test binary does not link libcuda. "" when that
+// holds, else what failed.
+std::string probe_problem() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) GTEST_SKIP() << "no libcuda.so.1";
+  if (!lib) return "skipped: no libcuda.so.1";
   using Init = int (*)(unsigned);
   using Get = int (*)(int*, int);
   using State = int (*)(int, unsigned*, int*);
   const auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
   const auto get = reinterpret_cast<Get>(dlsym(lib, "cuDeviceGet"));
   const auto state = reinterpret_cast<State>(dlsym(lib, "cuDevicePrimaryCtxGetState"));
-  ASSERT_TRUE(init && get && state);
+  if (!init || !get || !state) return "libcuda.so.1 lacks cuInit, cuDeviceGet or cuDevicePrimaryCtxGetState";
   int before = -1, after = -2;
   (void)cudaGetDevice(&before);
   const ember::CudaStatus& st = ember::cuda_status();
   (void)cudaGetDevice(&after);
-  if (!st.usable) GTEST_SKIP() << "no usable GPU: " << st.reason;
-  EXPECT_EQ(after, before);
-  ASSERT_EQ(init(0), 0);
-  for (const ember::GpuInfo& g : st.gpus) {
-    int dev = -1, active = -1;
-    unsigned flags = 0;
-    ASSERT_EQ(get(&dev, g.index), 0);
-    ASSERT_EQ(state(dev, &flags, &active), 0);
-    EXPECT_EQ(active, 0) << "the probe made a context on cuda:" << g.index;
-  }
+  if (!st.usable) return "skipped: no usable GPU: " + st.reason;
+  if (after != before) return "the probe changed the current device";
+  if (init(0) != 0) return "cuInit failed";
+  // Whether each GPU has a primary context: `opened` the one that must, or none.
+  const auto contexts_are = [&](int opened) -> std::string {
+    for (const ember::GpuInfo& g : st.gpus) {
+      int dev = -1, active = -1;
+      unsigned flags = 0;
+      if (get(&dev, g.index) != 0 || state(dev, &flags, &active) != 0)
+        return "cannot ask cuda:" + std::to_string(g.index);
+      if (active != (g.index == opened ? 1 : 0))
+        return "cuda:" + std::to_string(g.index) + (active ? " has a context" : " has no context");
+    }
+    return "";
+  };
+  if (std::string p = contexts_are(-1); !p.empty()) return "after the probe: " + p;
   // The first tensor on cuda:0 opens that GPU, and only that one.
   ember::Tensor t = ember::Tensor::zeros(ember::Shape{4}, ember::DType::F32, ember::Device::cuda(0));
-  for (const ember::GpuInfo& g : st.gpus) {
-    int dev = -1, active = -1;
-    unsigned flags = 0;
-    ASSERT_EQ(get(&dev, g.index), 0);
-    ASSERT_EQ(state(dev, &flags, &active), 0);
-    EXPECT_EQ(active, g.index == 0 ? 1 : 0) << "cuda:" << g.index;
-  }
+  if (std::string p = contexts_are(0); !p.empty()) return "after a tensor on cuda:0: " + p;
   dlclose(lib);
+  return "";
+}
+
+// In a fresh process of this binary (gtest's threadsafe death-test style re-executes it): earlier
+// tests here ran the probe already (the check macros ask it) and made a context (NCCL's
+// ncclCommInitAll restores the device with cudaSetDevice, which makes one). Nothing before the
+// death test may ask the probe: the child runs the test body from its start.
+TEST(CudaStatus, TheProbeCreatesNoContextAndLeavesTheCurrentDevice) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const std::string problem = probe_problem();
+        std::fprintf(stderr, "%s\n", problem.empty() ? "the probe holds" : problem.c_str());
+        std::fflush(stderr);
+        std::_Exit(problem.empty() || problem.rfind("skipped:", 0) == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "the probe holds|skipped:");
+  if (!ember::cuda_status().usable) GTEST_SKIP() << "no usable GPU: " << ember::cuda_status().reason;
 }
 
 // The cuDNN algorithm rule, on made-up lists (no GPU needed): never an entry that failed, never

@@ -449,7 +449,7 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
       const std::string info = cuda::conv2d_kernel_info(ctx(), g);
       EXPECT_NE(info.find(nhwc ? "NHWC" : "NCHW"), std::string::npos) << label << ", " << mode << ": " << info;
       // The fused forward needs cuDNN to list implicit precomp GEMM for the shape: with NCHW
-      // activations its support tables always have; with NHWC activations and KCRS filters cuDNN 9's
+      // activations its support tables always have; with NHWC activations and KRSC filters cuDNN 9's
       // heuristics decide, and the three-call forward that then runs (named in the info) is checked
       // by the numbers above: printed there, asserted for NCHW only.
       if (fused && !nhwc) {
