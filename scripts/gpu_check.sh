@@ -146,7 +146,24 @@ fold_library_logs() {
 }
 # A command with its output line-buffered, so that the log keeps every line written so far.
 lb() { if command -v stdbuf >/dev/null; then stdbuf -oL -eL "$@"; else "$@"; fi; }
-gtest() { lb "$(bin "$1")" --gtest_brief=1 "${@:2}"; }
+gtest() {
+  local rc=0
+  lb "$(bin "$1")" --gtest_brief=1 "${@:2}" || rc=$?
+  ((rc < 128)) && return "$rc"
+  # Killed by a signal (an abort, a segfault): one test took the rest of the binary with it. Each
+  # test again in its own process, so that the crash is pinned to one and the others still count.
+  echo "-- $1 died (exit $rc): each test in its own process"
+  local suite="" line t one=0
+  while IFS= read -r line; do
+    if [[ $line != " "* ]]; then suite=${line%%#*}; suite=${suite// /}; continue; fi
+    t=${line%%#*}; t=${t// /}
+    [[ -n $t ]] || continue
+    lb "$(bin "$1")" --gtest_brief=1 --gtest_filter="$suite$t" >"$SCRATCH/one.txt" 2>&1 || {
+      one=$?; echo "[ $suite$t: exit $one ]"; tail -n 20 "$SCRATCH/one.txt"
+    }
+  done < <("$(bin "$1")" --gtest_list_tests "${@:2}" 2>/dev/null)
+  return "$rc"
+}
 train() { lb "$(bin train_mnist)" --device gpu --strict-placement --seed 1 --data-dir "$DATA" "$@"; }
 # accuracy_at_least HISTORY MIN: prints the test accuracy (and epoch times); fails below MIN.
 accuracy_at_least() {
