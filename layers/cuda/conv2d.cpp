@@ -151,17 +151,20 @@ void choose(Context& ctx, Plan& p, Choice<Perf>& c, const Perf* listed, int foun
   set_math(p, conv_of(p, static_cast<const Perf*>(nullptr)), c.candidates.front());
 }
 
-// cudnnFind's buffers: inputs and outputs of the plan's shape and a workspace of the budget, all
-// from the caching allocator (counted under a memory cap; cuDNN allocates nothing itself),
-// returned to it once the timings are made.
+// cudnnFind's buffers: inputs and outputs of the plan's shape and data type (fp32, or bf16's two
+// bytes) and a workspace of the budget, all from the caching allocator (counted under a memory
+// cap; cuDNN allocates nothing itself), returned to it once the timings are made.
 struct FindBuffers {
   Tensor x, w, y, ws;
   size_t ws_bytes = 0;
-  FindBuffers(const Conv2dShape& g, int device, size_t budget) {
+  FindBuffers(const Conv2dShape& g, int device, size_t budget, bool bf16) {
     const Device d = Device::cuda(device);
-    x = Tensor::zeros(Shape{g.n * g.c * g.h * g.w}, DType::F32, d);
-    w = Tensor::zeros(Shape{g.k * g.c * g.r * g.s}, DType::F32, d);
-    y = Tensor::zeros(Shape{g.n * g.k * g.p * g.q}, DType::F32, d);
+    const auto zeros = [&](int64_t count) {
+      return bf16 ? Tensor::zeros(Shape{2 * count}, DType::U8, d) : Tensor::zeros(Shape{count}, DType::F32, d);
+    };
+    x = zeros(g.n * g.c * g.h * g.w);
+    w = zeros(g.k * g.c * g.r * g.s);
+    y = zeros(g.n * g.k * g.p * g.q);
     // The plan's budget, or less when x, w and y took what a memory cap had left.
     ws_bytes = std::min(budget, allocator_headroom(device) / 2);
     if (ws_bytes > 0) ws = Tensor::empty(Shape{static_cast<int64_t>(ws_bytes)}, DType::U8, d);
@@ -242,7 +245,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const Conv2dShape& g, bool nhwc, b
   // Find timed is what the rule then allows.
   const size_t budget = workspace_budget(ctx.device());
   std::optional<FindBuffers> fb;
-  if (find) fb.emplace(g, ctx.device(), budget);
+  if (find) fb.emplace(g, ctx.device(), budget, bf16);
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
   if (find)
