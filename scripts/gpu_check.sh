@@ -152,7 +152,13 @@ gtest() {
   ((rc < 128)) && return "$rc"
   # Killed by a signal (an abort, a segfault): one test took the rest of the binary with it. Each
   # test again in its own process, so that the crash is pinned to one and the others still count.
-  echo "-- $1 died (exit $rc): each test in its own process"
+  # Whole again, unabridged ([ RUN ] names the test that dies), under glibc's checking malloc,
+  # which trips at a damaged chunk's next use rather than at the heap's next growth.
+  echo "-- $1 died (exit $rc): again with glibc's malloc checks, the last 30 lines:"
+  LD_PRELOAD=libc_malloc_debug.so.0 MALLOC_CHECK_=3 MALLOC_PERTURB_=165 lb "$(bin "$1")" "${@:2}" \
+    >"$SCRATCH/whole.txt" 2>&1 || true
+  tail -n 30 "$SCRATCH/whole.txt"
+  echo "-- $1: each test in its own process"
   local suite="" line t one=0
   while IFS= read -r line; do
     if [[ $line != " "* ]]; then suite=${line%%#*}; suite=${suite// /}; continue; fi

@@ -101,7 +101,7 @@ void set_math(const Plan& p, ConvDesc& conv, const Perf& perf) {
 }
 
 // The workspace `perf`'s algorithm needs with these descriptors, or nullopt when cuDNN says it
-// cannot run it (the up-front check: NHWC activations with KCRS filters, say, rule some out).
+// cannot run it (the up-front check: some algorithms take no NHWC filters, say).
 std::optional<size_t> workspace_size(Context& ctx, Plan& p, const cudnnConvolutionFwdAlgoPerf_t& a) {
   set_math(p, p.fwd_conv, a);
   size_t bytes = 0;

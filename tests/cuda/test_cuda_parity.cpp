@@ -258,14 +258,13 @@ TEST_F(Parity, ASequencesLossAndGradientMatchTheCpu) {
   const Tensor z = test::random_tensor(Shape{6, 9, 11}, 41, -3.0f, 3.0f);
   Tensor y = Tensor::empty(Shape{6, 9}, DType::I32);
   for (int64_t i = 0; i < 54; ++i) y.data<int32_t>()[i] = static_cast<int32_t>((i * 7 + 2) % 11);
+  const test::GpuSettingsScope settings;  // restored however the test ends
   for (const bool fused : {false, true}) {
-    const bool before = fused_loss();
     set_fused_loss(fused);
     losses::SparseCategoricalCrossentropy cl, gl;
     MetricSums cs, gs(kGpu);
     const std::vector<float> dc = cl.forward_backward(z, y, cs, 12).to_vector();
     const std::vector<float> dg = gl.forward_backward(z.to(kGpu), y.to(kGpu), gs, 12).to_vector();
-    set_fused_loss(before);
     EXPECT_LE(rel_error(dg, dc, 1e-3), 1e-6) << "fused " << fused;
     const MetricSums::Values c = cs.read(), g = gs.read();
     // Each row's loss is log(sum) - (z_label - z_max) in double from float exponentials that differ
@@ -476,6 +475,7 @@ TEST_F(Parity, Conv2dForwardAndBackward) {
 // Deterministic mode picks algorithms that say so (or fails naming the shape): two backward
 // passes give the same bits, and the plan reports all three as deterministic.
 TEST_F(Parity, DeterministicConvolutionsGiveTheSameBitsTwice) {
+  const test::GpuSettingsScope settings;  // restored however the test ends
   set_gpu_deterministic(true);
   const Conv2dShape g = conv_geometry(9, 8, 3, 3, 1, Padding::Same);
   const Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 31).to(kGpu),
@@ -498,7 +498,6 @@ TEST_F(Parity, DeterministicConvolutionsGiveTheSameBitsTwice) {
   }
   const std::string info = cuda::conv2d_kernel_info(ctx(), g);
   EXPECT_NE(info.find(", deterministic"), std::string::npos) << info;
-  set_gpu_deterministic(false);
 }
 
 // 2x2/2 tiling; VALID that leaves the last row/column out; SAME 3x3/1 (cuDNN pads 1); SAME
@@ -784,7 +783,7 @@ TEST_F(Parity, DropoutLayerDrawsTheCpuMasksAndCountsOnTheDevice) {
 // the same bits), with the counter advanced by the kernel's last block or a launch of its own, for
 // NCHW and NHWC input; inference takes the central window. Rescaling on any shape.
 TEST_F(Parity, AugmentationLayersMoveTheCpuPixels) {
-  const bool saved = fused_advance();
+  const test::GpuSettingsScope settings;  // restored however the test ends
   for (const bool fold : {true, false}) {
     set_fused_advance(fold);
     for (const Layout layout : {Layout::RowMajor, Layout::NHWC}) {
@@ -813,7 +812,6 @@ TEST_F(Parity, AugmentationLayersMoveTheCpuPixels) {
       }
     }
   }
-  set_fused_advance(saved);
   Rescaling on_cpu(0.25f, -1.0f), on_gpu(0.25f, -1.0f);
   test::build_standalone(on_cpu, Shape{9, 5}, 1);
   test::build_standalone(on_gpu, Shape{9, 5}, 1);
@@ -829,7 +827,7 @@ TEST_F(Parity, AugmentationLayersMoveTheCpuPixels) {
 // CPU (outputs and input gradients within the attention parity case's bound), the counters agree,
 // and inference drops nothing and counts nothing.
 TEST_F(Parity, AttentionDropoutLayerMatchesTheCpu) {
-  const bool saved = fused_advance();
+  const test::GpuSettingsScope settings;  // restored however the test ends
   for (const bool fold : {true, false}) {
     set_fused_advance(fold);
     const std::string label = fold ? "fused advance" : "advance launched";
@@ -854,7 +852,6 @@ TEST_F(Parity, AttentionDropoutLayerMatchesTheCpu) {
         << label;
     EXPECT_EQ(on_gpu.state()[0].to_vector(), (std::vector<float>{2.0f, 0.0f})) << label;
   }
-  set_fused_advance(saved);
 }
 
 // Batch normalisation (cuDNN) against the CPU's: training forward (y, the moved running
