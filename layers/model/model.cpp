@@ -10,6 +10,7 @@
 
 #include "../../core/error.h"
 #include "../../core/logger.h"
+#include "../../core/runtime.h"
 #include "accumulation.h"
 #include "compiled.h"
 #include "execute.h"
@@ -196,7 +197,10 @@ bool Model::owns_layers() const {
 
 void Model::require_heads(const char* what) const { compiled_->require(topo_->outputs.size(), what); }
 
-bool Model::fused_with_next(size_t i) const { return exec_->execution_plan().rewrite_at(i, fuses()) != nullptr; }
+bool Model::fused_with_next(size_t i) const {
+  const detail::PrecisionScope precision_scope(precision_);  // as the model's own steps decide it
+  return exec_->execution_plan().rewrite_at(i, fuses()) != nullptr;
+}
 
 const Tensor& Model::run_layers(std::span<const Tensor> xs, bool training, size_t begin, size_t end, const char* what,
                                 bool release) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "../../core/runtime.h"
 #include "execute.h"
 #include "model.h"
 #include "topology.h"
@@ -85,6 +86,7 @@ std::string Model::summary() const {
 
 std::string Model::placement_report(int64_t batch_size) const {
   require_built("placement_report");
+  const detail::PrecisionScope precision_scope(precision_);  // the kernels the model's own steps run
   std::ostringstream os;
   const detail::ExecutionPlan& plan = exec_->execution_plan();
   const detail::Step* running = nullptr;  // a rewrite running several layers as one step

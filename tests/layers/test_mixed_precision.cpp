@@ -482,6 +482,32 @@ TEST_F(MixedPrecisionPolicy, AConvPoolPairRunsFusedAndFreezes) {
   EXPECT_LT(h.epochs.back().loss, h.epochs.front().loss);
 }
 
+// What a model reports follows its own setting, as its steps do, whatever the process's: the pair's
+// fusion (fused_with_next) and the kernels placement_report names.
+TEST_F(MixedPrecisionPolicy, ReportsFollowTheModelsOwnSetting) {
+  const auto make = [](std::optional<Precision> setting) {
+    auto m = std::make_unique<Sequential>();
+    m->add<Conv2D>(8, Size2{3, 3}, Activation::ReLU);
+    m->add<Conv2D>(16, Size2{3, 3}, Activation::ReLU);  // C R S = 72: bf16
+    m->add<MaxPool2D>();
+    m->add<Flatten>();
+    m->add<Dense>(2);
+    m->build(Shape{1, 8, 8}, 4);
+    m->set_precision(setting);
+    return m;
+  };
+  for (const Precision process : {Precision::Float32, Precision::MixedBFloat16}) {
+    set_precision(process);
+    const auto mixed = make(Precision::MixedBFloat16), fp32 = make(Precision::Float32);
+    EXPECT_EQ(mixed->fused_with_next(1), cpu_bf16().amx) << to_string(process);
+    EXPECT_FALSE(fp32->fused_with_next(1)) << to_string(process);
+    // The convolutions run bf16 on AMX only (conv2d_runs_bf16).
+    EXPECT_EQ(mixed->placement_report(4).find("(bf16)") != std::string::npos, cpu_bf16().amx)
+        << mixed->placement_report(4);
+    EXPECT_EQ(fp32->placement_report(4).find("(bf16)"), std::string::npos) << fp32->placement_report(4);
+  }
+}
+
 // Checkpoints hold fp32 master weights: a file saved under mixed_bf16 loads and predicts under
 // either policy as the model that saved it does.
 TEST_F(MixedPrecisionPolicy, CheckpointsLoadUnderEitherPolicy) {
