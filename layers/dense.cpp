@@ -32,6 +32,11 @@ std::vector<ParamSpec> Dense::param_specs() const {
           {"bias", Shape{units_}, ParamSpec::Init::Zeros, 0, 0}};
 }
 
+std::string Dense::kernel_info(int64_t batch, Device device) const {
+  return detail::dense_kernel_info(device, batch, in_, units_) +
+         (activation_ != Activation::None ? std::string("/") + activation_name(activation_) : "");
+}
+
 const Tensor& Dense::do_forward(const Tensor& x, bool /*training*/) {
   if (sample_.rank() <= 1) {
     EMBER_CHECK(x.rank() == 2 && x.dim(1) == in_, ShapeError,

@@ -25,10 +25,7 @@ class Dense : public Layer {
   std::vector<ParamSpec> param_specs() const override;
   bool relu_output() const override { return relu_; }
   LayerConfig config() const override;
-  std::string kernel_info(int64_t, Device device) const override {
-    return std::string(device.is_cuda() ? "cuBLAS sgemm + ember kernel bias" : "oneDNN sgemm + ember bias") +
-           (activation_ != Activation::None ? std::string("/") + activation_name(activation_) : "");
-  }
+  std::string kernel_info(int64_t batch, Device device) const override;
 
  protected:
   const Tensor& do_forward(const Tensor& x, bool training) override;

@@ -7,6 +7,7 @@
 #include "../../core/error.h"
 #include "../../core/runtime.h"
 #include "../cpu/dense.h"
+#include "../cpu/matmul_bf16.h"
 #include "../cuda_ops.h"
 #include "op_state.h"
 
@@ -67,6 +68,17 @@ const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, c
   else
     cpu::dense_backward(s.x, w, s.y, dy, mask_relu, s.dz, dx, dw, db, &s.group_sums);
   return dx;
+}
+
+std::string dense_kernel_info(Device device, int64_t batch, int64_t in, int64_t units) {
+  if (device.is_cuda())
+    return gpu_precision(device.index) == Precision::MixedBFloat16
+               ? "cuBLAS GemmEx bf16 (fp32 accumulation) + ember kernel bias"
+               : "cuBLAS sgemm + ember kernel bias";
+  if (cpu_precision() == Precision::MixedBFloat16)  // as dense_forward decides
+    return "oneDNN matmul " + cpu::matmul_bf16_kernel_info(false, true, batch, units, in) +
+           " (bf16, fp32 accumulation) + ember bias";
+  return "oneDNN sgemm + ember bias";
 }
 
 }  // namespace ember::detail

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "../../core/tensor.h"
 #include "../layer.h"
@@ -19,5 +20,9 @@ const Tensor& dense_forward(std::unique_ptr<OpState>& state, const Tensor& x, co
 // already applied it). dy is only read.
 const Tensor* dense_backward(std::unique_ptr<OpState>& state, const Tensor& w, const Tensor& dy, bool mask_relu,
                              bool want_dx, Tensor& dw, Tensor& db);
+
+// The product dense_forward runs for a (batch, in) input and `units` outputs on `device` under the
+// precision in effect (fp32, or the mixed_bf16 policy's bf16 products), e.g. "oneDNN sgemm".
+std::string dense_kernel_info(Device device, int64_t batch, int64_t in, int64_t units);
 
 }  // namespace ember::detail

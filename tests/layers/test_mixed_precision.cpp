@@ -483,7 +483,7 @@ TEST_F(MixedPrecisionPolicy, AConvPoolPairRunsFusedAndFreezes) {
 }
 
 // What a model reports follows its own setting, as its steps do, whatever the process's: the pair's
-// fusion (fused_with_next) and the kernels placement_report names.
+// fusion (fused_with_next) and the kernels placement_report names (the convolutions', Dense's).
 TEST_F(MixedPrecisionPolicy, ReportsFollowTheModelsOwnSetting) {
   const auto make = [](std::optional<Precision> setting) {
     auto m = std::make_unique<Sequential>();
@@ -505,6 +505,11 @@ TEST_F(MixedPrecisionPolicy, ReportsFollowTheModelsOwnSetting) {
     EXPECT_EQ(mixed->placement_report(4).find("(bf16)") != std::string::npos, cpu_bf16().amx)
         << mixed->placement_report(4);
     EXPECT_EQ(fp32->placement_report(4).find("(bf16)"), std::string::npos) << fp32->placement_report(4);
+    // Dense runs bf16 products on either bf16 ISA.
+    EXPECT_NE(mixed->placement_report(4).find("(bf16, fp32 accumulation)"), std::string::npos)
+        << mixed->placement_report(4);
+    EXPECT_NE(fp32->placement_report(4).find("dense (Dense): cpu, oneDNN sgemm"), std::string::npos)
+        << fp32->placement_report(4);
   }
 }
 
