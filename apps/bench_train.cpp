@@ -124,10 +124,10 @@ int main(int argc, char** argv) {
   app.option_defaults()->group("Numerics and GPU");
   app.add_option("--conv-algorithms", conv_algorithms, "fast (Winograd where it fits) or exact (direct sums only)")
       ->check(CLI::IsMember({"fast", "exact"}));
-  app.add_option("--precision", precision_name, "fp32 or mixed_bf16 (bf16 products, fp32 accumulation; CPU)")
+  app.add_option("--precision", precision_name, "fp32 or mixed_bf16 (bf16 products, fp32 accumulation)")
       ->check(CLI::IsMember({"fp32", "mixed_bf16"}));
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
-  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for cuDNN (set_gpu_nhwc)");
+  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for bf16 convolutions (set_gpu_nhwc)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     set_num_threads(threads);
@@ -155,7 +155,9 @@ int main(int argc, char** argv) {
                 device.is_cuda()
                     ? (std::string(tf32 ? " (TF32 allowed" : " (FP32 math") + (nhwc ? ", NHWC)" : ")")).c_str()
                     : "",
-                precision() == Precision::MixedBFloat16 ? ("mixed_bf16 on " + cpu_bf16().isa).c_str() : "fp32",
+                precision() == Precision::MixedBFloat16
+                    ? (device.is_cuda() ? std::string("mixed_bf16") : "mixed_bf16 on " + cpu_bf16().isa).c_str()
+                    : "fp32",
                 num_threads(), train.name().c_str());
     std::printf("%6s %6s %10s %10s %12s %9s\n", "batch", "mode", "median ms", "min ms", "images/s", "GFLOP/s");
     std::vector<std::string> rows;

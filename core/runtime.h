@@ -110,11 +110,13 @@ bool cudnn_find();  ///< Whether convolution algorithms are timed (set_cudnn_fin
 /// launches; it uses the IMPLICIT_PRECOMP_GEMM algorithm, the only one cuDNN fuses ReLU with.
 void set_fused_conv(bool on);
 bool fused_conv();  ///< Whether Conv2D's GPU forward is one fused cuDNN call (set_fused_conv).
-/// NHWC activations (off by default until verified on a GPU): Conv2D and MaxPool2D keep their
-/// activations channels-last on the GPU, the layout cuDNN's tensor-core kernels prefer
-/// (the filters go to cuDNN as a KRSC copy; whether that is faster than NCHW has not been
-/// measured yet); Flatten converts back to the public order. Convolutions and pools with
-/// asymmetric SAME padding stay NCHW.
+/// NHWC activations (off by default): Conv2D layers that run in bf16 on the GPU (the
+/// mixed_bf16 policy) keep their activations channels-last, the layout cuDNN's tensor-core
+/// kernels prefer (the filters go to cuDNN as a KRSC copy; whether that beats NCHW in bf16 has
+/// not been measured yet), and the layers after them (pools, BatchNormalization, activations)
+/// keep the layout they are given; Flatten converts back to the public order. FP32 convolutions
+/// stay NCHW (NHWC measured 37x slower there with cuDNN 9.19 on an H200), and so do those with
+/// asymmetric SAME padding.
 void set_gpu_nhwc(bool on);
 bool gpu_nhwc();  ///< Whether GPU activations are kept channels-last (set_gpu_nhwc).
 /// Fused dense, one of the "fewer launches" switches (each off by default until a GPU has shown

@@ -15,5 +15,5 @@ ember_folder(layers
           cpu/attention.cpp cpu/augment.cpp cpu/avgpool2d.cpp cpu/batchnorm.cpp cpu/conv2d.cpp cpu/conv2d_direct.cpp cpu/conv2d_maxpool.cpp cpu/conv2d_winograd.cpp cpu/conv2d_winograd_data.cpp cpu/dense.cpp cpu/dense_bf16.cpp cpu/bf16.cpp cpu/conv2d_bf16.cpp cpu/conv2d_maxpool_bf16.cpp cpu/matmul_bf16.cpp cpu/dropout.cpp cpu/elementwise.cpp cpu/embedding.cpp cpu/layernorm.cpp cpu/maxpool2d.cpp
           cpu/pointwise.cpp cpu/relu.cpp cpu/softmax.cpp cpu/softmax_xent.cpp cpu/losses.cpp
   CUDA_SOURCES cuda/attention.cu cuda/augment.cu cuda/avgpool2d.cu cuda/batchnorm.cpp cuda/bf16.cu cuda/conv2d.cpp cuda/dense.cpp cuda/dense_kernels.cu cuda/dropout.cu cuda/elementwise.cu cuda/embedding.cu cuda/layernorm.cu
-               cuda/maxpool2d.cpp cuda/ops_table.cpp cuda/pad.cu cuda/pointwise.cu cuda/relu.cu cuda/softmax.cu
+               cuda/maxpool2d.cu cuda/ops_table.cpp cuda/pad.cu cuda/pointwise.cu cuda/relu.cu cuda/softmax.cu
                cuda/softmax_xent.cu cuda/losses.cu)

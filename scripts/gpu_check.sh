@@ -50,12 +50,12 @@ ITEMS=(
   "kernels|20|120|test_cuda_bf16 (mixed_bf16 Dense and Conv2D), test_cuda_fused_loss, test_cuda_folded_advances, test_cuda_losses, test_cuda_fused_dense"
   "mnist|40|100|train_mnist --device gpu --epochs 5 (TF32, the default): >= 99.0%"
   "mnist_graphs|25|70|train_mnist --cuda-graphs --epochs 5: >= 99.0%, the epoch times"
-  "bn_cnn|20|60|train_mnist --model bn-cnn --cuda-graphs --nhwc --epochs 3: >= 98.5%"
+  "bn_cnn|20|60|train_mnist --model bn-cnn --cuda-graphs --precision mixed_bf16 --nhwc --epochs 3: >= 98.5%"
   "speed_switches|10|45|--cuda-graphs --cudnn-find --fused-conv --fused-dense --fused-loss --fused-advance --nhwc, 1 epoch"
   "replicas|10|60|--strategy mirrored --gpus 0,0: two replicas on one GPU (host-summed), 1 epoch"
   "oom|5|30|a 4 MiB memory cap: exit 1 and an out-of-memory message"
   "nccl|30|150|NCCL and Mirrored on one GPU (test_distribute), test_device, the app's GPU tests"
-  "speed|30|90|bench_train eager and graph rows, FP32 and TF32+NHWC, beside PyTorch on the same GPU"
+  "speed|30|90|bench_train eager and graph rows, FP32, TF32, mixed_bf16 NCHW and NHWC, beside PyTorch on the same GPU"
   "sanitizer|30|180|compute-sanitizer memcheck over the fused-loss and folded-advance tests, racecheck over the fused loss"
 )
 FIRST="preflight checks parity training kernels mnist mnist_graphs bn_cnn speed_switches replicas oom nccl speed sanitizer"
@@ -243,7 +243,8 @@ item_mnist_graphs() {  # the epoch goal: 0.1 s at batch 64 (the 'train' time bel
   train --epochs 5 --cuda-graphs --history "$SCRATCH/graphs.json" && accuracy_at_least "$SCRATCH/graphs.json" 0.985
 }
 item_bn_cnn() {
-  train --model bn-cnn --epochs 3 --lr-schedule cosine --cuda-graphs --nhwc --history "$SCRATCH/bn.json" &&
+  train --model bn-cnn --epochs 3 --lr-schedule cosine --cuda-graphs --precision mixed_bf16 --nhwc \
+    --history "$SCRATCH/bn.json" &&
     accuracy_at_least "$SCRATCH/bn.json" 0.985
 }
 item_speed_switches() {
@@ -275,7 +276,12 @@ pytorch() { lb python3 bench/pytorch_reference.py --device cuda --data-dir "$DAT
 item_speed() {
   local rc=0
   lb "$(bin bench_train)" --device gpu --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
-  lb "$(bin bench_train)" --device gpu --allow-tf32 --nhwc --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
+  lb "$(bin bench_train)" --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
+  local layout
+  for layout in "" --nhwc; do  # bf16 convolutions in NCHW, then channels-last
+    lb "$(bin bench_train)" --device gpu --precision mixed_bf16 $layout --batch-sizes 64,1024 --steps 100 \
+      --data-dir "$DATA" || rc=1
+  done
   # The peer's figure is a measurement, not a check of Ember: its failure is logged only.
   pytorch --tf32 --memory-format channels_last --cuda-graph --mode data --batch-sizes 64,1024 --steps 100 ||
     echo "(PyTorch's round failed: no peer figure)"
@@ -346,7 +352,8 @@ item_bench_full() {
     done
     pytorch --cuda-graph --memory-format channels_last --batch-sizes 64,1024 --steps 100 --mode data --no-header || true
     lb "$(bin bench_train)" --device gpu --allow-tf32 --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
-    lb "$(bin bench_train)" --device gpu --allow-tf32 --nhwc --batch-sizes 64,1024 --steps 100 --data-dir "$DATA" || rc=1
+    lb "$(bin bench_train)" --device gpu --precision mixed_bf16 --nhwc --batch-sizes 64,1024 --steps 100 \
+      --data-dir "$DATA" || rc=1
     pytorch --tf32 --memory-format channels_last --batch-sizes 64,1024 --steps 100 --mode data --no-header || true
   done
   lb "$(bin bench_conv)" --devices cpu,gpu --threads 16 --csv "$SCRATCH/conv_gpu.csv" || rc=1

@@ -1,7 +1,7 @@
 // Explicit 2-D padding and cropping on the GPU, for the windows cuDNN cannot express: it pads
 // symmetrically, while SAME padding with an even window or a stride pads one more row/column
-// at the bottom/right. The GPU Conv2D and MaxPool2D then pad the input explicitly, run a VALID
-// cuDNN op on it, and crop the input gradient back (layers/cuda/conv2d.cpp, maxpool2d.cpp).
+// at the bottom/right. The GPU Conv2D then pads the input explicitly, runs a VALID cuDNN
+// convolution on it, and crops the input gradient back (layers/cuda/conv2d.cpp).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ G padded_valid(const G& g) {
 }
 
 // x (N, C, H, W) placed into padded_valid(g)'s input with `fill` around it (0 for a
-// convolution, -inf for a max, so padding never wins), from the caching allocator.
+// convolution), from the caching allocator.
 template <class G>
 Tensor pad_input(Context& ctx, const G& g, const Tensor& x, float fill) {
   const G v = padded_valid(g);

@@ -3,7 +3,6 @@
 
 #include "../../core/dispatch.h"
 #include "../../core/error.h"
-#include "../../core/runtime.h"
 #include "../cpu/maxpool2d.h"
 #include "../cuda_ops.h"
 #include "op_state.h"
@@ -15,7 +14,7 @@ struct MaxPool2dState : OpState {
   Tensor x;                // the input in the backend's layout
   Tensor x_copy, dy_copy;  // layout conversions, reused across steps
   Tensor y, indices, dx;   // indices: the CPU's argmax (undefined on a GPU)
-  GpuPlanSlot gpu;         // the GPU's plan, found once
+  GpuPlanSlot gpu;         // the op table's slot (the GPU max-pool keeps no plan in it)
 };
 }  // namespace
 
@@ -23,13 +22,9 @@ const Tensor& maxpool2d_forward(std::unique_ptr<OpState>& state, const Pool2dSha
   auto& s = state_as<MaxPool2dState>(state);
   const Shape out{g.n, g.c, g.p, g.q};
   if (on_gpu(x)) {
-    // NCHW, or NHWC with gpu_nhwc() where cuDNN's symmetric padding gives these windows
-    // (1 + (H + 2 pad - R) / stride == P, and the same across).
-    const bool fits = 1 + (g.h + 2 * g.pad_top - g.r) / g.stride_h == g.p &&
-                      1 + (g.w + 2 * g.pad_left - g.s) / g.stride_w == g.q && g.h + 2 * g.pad_top >= g.r &&
-                      g.w + 2 * g.pad_left >= g.s;
-    const Layout layout = gpu_nhwc() && fits ? Layout::NHWC : Layout::RowMajor;
-    s.x = as_layout(x, layout, s.x_copy);
+    // The GPU kernels take either layout: the input's, so nothing is converted.
+    s.x = x;
+    const Layout layout = x.layout();
     ensure(s.y, out, DType::F32, x.device(), layout);
     layer_cuda_ops().maxpool2d_forward(g, s.x, s.y, nullptr, s.gpu);
     return s.y;
@@ -56,9 +51,7 @@ const Tensor& maxpool2d_backward(std::unique_ptr<OpState>& state, const Pool2dSh
 }
 
 const char* maxpool2d_kernel_info(Device device) {
-  return device.is_cuda()
-             ? (gpu_nhwc() ? "cuDNN max-pool (NHWC where the padding fits, else NCHW)" : "cuDNN max-pool (NCHW)")
-             : "ember cpu max-pool (NHWC, argmax)";
+  return device.is_cuda() ? "ember cuda max-pool (the input's layout)" : "ember cpu max-pool (NHWC, argmax)";
 }
 
 }  // namespace ember::detail

@@ -1,6 +1,6 @@
 // MaxPool2D's one dispatch: the backend from the input's device, the layout it runs in (NHWC on
-// the CPU, NCHW for cuDNN), and what its backward needs (the CPU's argmax indices; cuDNN's x and
-// y) kept in `state`, which the layer only holds. Private to the library.
+// the CPU, the input's on a GPU), and what its backward needs (the CPU's argmax indices, the
+// GPU's x) kept in `state`, which the layer only holds. Private to the library.
 #pragma once
 
 #include <memory>
@@ -17,7 +17,7 @@ const Tensor& maxpool2d_forward(std::unique_ptr<OpState>& state, const Pool2dSha
 // With `relu_input` the forward's input was a ReLU output and the ReLU's backward is fused in.
 const Tensor& maxpool2d_backward(std::unique_ptr<OpState>& state, const Pool2dShape& g, const Tensor& dy,
                                  bool relu_input);
-// "cuDNN max-pool (NCHW)" or the CPU kernel's description.
+// The GPU's or the CPU's kernel, in words.
 const char* maxpool2d_kernel_info(Device device);
 
 }  // namespace ember::detail

@@ -1,6 +1,7 @@
 // MaxPool2D: forward against a naive loop (2x2/2 and general windows), gradients, bad shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "test_util.h"
@@ -76,6 +77,33 @@ TEST(MaxPool2D, BackwardRoutesToTheMaximum) {
   pool.forward(x, true);
   const Tensor& dx = pool.backward(Tensor::from_vector(Shape{1, 1, 1, 1}, std::vector<float>{2.0f}));
   EXPECT_EQ(dx.to_vector(), (std::vector<float>{0.0f, 2.0f, 0.0f, 0.0f}));
+}
+
+// SAME with an even window and its stride on an odd input (7x5 -> 4x3): the last window row and
+// column hang over the bottom/right padding. The backward routes each gradient to its window's
+// first maximum inside the input, and writes nothing past it (the sanitizer build checks that;
+// it once wrote the padding row into the next image).
+TEST(MaxPool2D, SameWindowsOverAnOddInputRouteInsideTheInput) {
+  MaxPool2D pool({2, 2}, Size2{2, 2}, Padding::Same);
+  ASSERT_EQ(test::build_standalone(pool, Shape{3, 7, 5}, 1), (Shape{3, 4, 3}));
+  const Tensor x = test::random_tensor(Shape{3, 3, 7, 5}, 6);
+  const Tensor dy = test::random_tensor(Shape{3, 3, 4, 3}, 7);
+  pool.forward(x, true);
+  const std::vector<float> dx = pool.backward(dy).to_vector();
+  std::vector<float> want(size_t(x.numel()), 0.0f);
+  for (int64_t plane = 0; plane < 9; ++plane)
+    for (int64_t p = 0; p < 4; ++p)
+      for (int64_t q = 0; q < 3; ++q) {
+        int64_t at = -1;
+        for (int64_t h = 2 * p; h < std::min<int64_t>(2 * p + 2, 7); ++h)
+          for (int64_t w = 2 * q; w < std::min<int64_t>(2 * q + 2, 5); ++w) {
+            const int64_t i = (plane * 7 + h) * 5 + w;
+            if (at < 0 || x.f32()[i] > x.f32()[at]) at = i;
+          }
+        want[size_t(at)] += dy.f32()[(plane * 4 + p) * 3 + q];  // one window per input: no sum to order
+      }
+  EXPECT_EQ(dx, want);
+  test::check_layer_gradients(pool, x, 8);
 }
 
 TEST(MaxPool2D, RejectsBadShapes) {
