@@ -99,8 +99,8 @@ void maxpool2d_backward(const Pool2dShape& g, const Tensor& x, const Tensor& /*y
   // position belongs to at most one window, so one pass writes each dx element exactly once.
   // SAME on an odd input pads the last window row/column at the bottom/right: not a tiling (its
   // windows would reach past the input).
-  const bool tiling = g.stride_h == g.r && g.stride_w == g.s && g.pad_top == 0 && g.pad_left == 0 &&
-                      g.p * g.r <= g.h && g.q * g.s <= g.w;
+  const bool tiling = g.stride_h == g.r && g.stride_w == g.s && g.pad_top == 0 && g.pad_left == 0 && g.p * g.r <= g.h &&
+                      g.q * g.s <= g.w;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
     float* xs = gx + n * g.h * g.w * C;
