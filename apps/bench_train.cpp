@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision_name, "fp32 or mixed_bf16 (bf16 products, fp32 accumulation)")
       ->check(CLI::IsMember({"fp32", "mixed_bf16"}));
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
-  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations for bf16 convolutions (set_gpu_nhwc)");
+  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations (set_gpu_nhwc)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     set_num_threads(threads);

@@ -76,6 +76,11 @@ struct Conv2dShape : WindowGeometry {
 struct Pool2dShape : WindowGeometry {
   int64_t n = 0;            ///< batch
   std::string str() const;  ///< "pool N64 C32 26x26 -> 13x13 window 2x2"
+  /// Whether the windows tile the input: strides equal to the window and no padding on any side,
+  /// so each input lies in at most one window (the pools' backward writes it once).
+  bool tiles() const {
+    return stride_h == r && stride_w == s && pad_top == 0 && pad_left == 0 && p * r <= h && q * s <= w;
+  }
   friend bool operator==(const Pool2dShape&, const Pool2dShape&) = default;  ///< Every field equal.
 };
 

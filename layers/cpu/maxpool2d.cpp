@@ -95,12 +95,10 @@ void maxpool2d_backward(const Pool2dShape& g, const Tensor& x, const Tensor& /*y
   const float* xr = relu_input ? relu_input->f32() : nullptr;
   float* gx = dx.f32();
   const int64_t C = g.c;
-  // Windows that tile the input without overlap or padding (the 2x2/2 case): every input
-  // position belongs to at most one window, so one pass writes each dx element exactly once.
-  // SAME on an odd input pads the last window row/column at the bottom/right: not a tiling (its
-  // windows would reach past the input).
-  const bool tiling = g.stride_h == g.r && g.stride_w == g.s && g.pad_top == 0 && g.pad_left == 0 && g.p * g.r <= g.h &&
-                      g.q * g.s <= g.w;
+  // Windows that tile the input (the 2x2/2 case): every input position belongs to at most one
+  // window, so one pass writes each dx element exactly once. (SAME on an odd input pads the last
+  // window row/column at the bottom/right: not a tiling, its windows reach past the input.)
+  const bool tiling = g.tiles();
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
     float* xs = gx + n * g.h * g.w * C;

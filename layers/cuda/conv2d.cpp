@@ -522,7 +522,7 @@ void conv2d_backward(Context& ctx, const Conv2dShape& g, const Tensor& x, const 
 }
 
 std::string conv2d_kernel_info(Context& ctx, const Conv2dShape& g, bool bf16) {
-  const bool nhwc = gpu_nhwc() && bf16 && !asymmetric(g);  // as the dispatch (layers/ops/conv2d.cpp) decides
+  const bool nhwc = gpu_nhwc() && !asymmetric(g);  // as the dispatch (layers/ops/conv2d.cpp) decides
   Plan& p = plan_for(ctx, asymmetric(g) ? padded_valid(g) : g, nhwc, bf16, nullptr);
   const bool deterministic = p.fwd.current().determinism == CUDNN_DETERMINISTIC &&
                              p.data.current().determinism == CUDNN_DETERMINISTIC &&

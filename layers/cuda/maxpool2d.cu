@@ -53,9 +53,11 @@ __global__ void maxpool_forward_kernel(const float* __restrict__ x, float* __res
 }
 
 // relu: x is a ReLU's output, and the gradient stops where it is not > 0 (the CPU twin's mask).
+// tiling: windows that tile the input (at most one covers each input): dx takes dy itself, as the
+// CPU twin's pass for them does, else the sum from 0 (the same but for the sign of a zero).
 template <typename I>
 __global__ void maxpool_backward_kernel(const float* __restrict__ x, const float* __restrict__ dy,
-                                        float* __restrict__ dx, Geo<I> g, I total, bool nhwc, bool relu) {
+                                        float* __restrict__ dx, Geo<I> g, I total, bool nhwc, bool relu, bool tiling) {
   for (I e = blockIdx.x * I(blockDim.x) + threadIdx.x; e < total; e += I(gridDim.x) * blockDim.x) {
     if (relu && !(x[e] > 0.0f)) {
       dx[e] = 0.0f;
@@ -72,7 +74,9 @@ __global__ void maxpool_backward_kernel(const float* __restrict__ x, const float
     for (I op = ps; op < pe; ++op)
       for (I oq = qs; oq < qe; ++oq) {
         float m;
-        if (window_max(x, g, pl, op, oq, m) == here) sum += dy[pl.out + op * pl.out_row + oq * pl.out_col];
+        if (window_max(x, g, pl, op, oq, m) != here) continue;
+        const float d = dy[pl.out + op * pl.out_row + oq * pl.out_col];
+        sum = tiling ? d : sum + d;
       }
     dx[e] = sum;
   }
@@ -106,11 +110,12 @@ void maxpool2d_backward(Context& ctx, const Pool2dShape& g, const Tensor& x, con
   const int64_t total = dx.numel();
   if (total == 0) return;
   const bool nhwc = layout == Layout::NHWC;
+  const bool tiling = g.tiles();  // as the CPU twin decides
   pool::launch_indexed(std::max(total, dy.numel()), [&](auto zero) {
     using I = decltype(zero);
     maxpool_backward_kernel<I><<<pool::blocks_for(total), kThreads, 0, ctx.stream()>>>(
         static_cast<const float*>(x.raw()), static_cast<const float*>(dy.raw()), static_cast<float*>(dx.raw()),
-        pool::geo<I>(g), I(total), nhwc, relu_input);
+        pool::geo<I>(g), I(total), nhwc, relu_input, tiling);
   });
 }
 

@@ -25,14 +25,12 @@ struct Conv2dState : OpState {
   cpu::Bf16Buffers bf16_keep;
 };
 
-// The CPU kernels (oneDNN) run channels-last; cuDNN NCHW, or NHWC with gpu_nhwc() for a bf16
-// convolution whose padding is symmetric (asymmetric SAME pads explicitly, in NCHW). FP32 stays
-// NCHW: cuDNN 9.19's FP32 algorithms for NHWC activations (KRSC filters) took the reference CNN's
-// step from 0.52 to 19.3 ms on an H200 (TF32 allowed, 2026-12-04).
-Layout backend_layout(const Tensor& t, const Conv2dShape& g, bool bf16) {
+// The CPU kernels (oneDNN) run channels-last; cuDNN NCHW, or NHWC with gpu_nhwc() where the
+// padding is symmetric (asymmetric SAME pads explicitly, in NCHW).
+Layout backend_layout(const Tensor& t, const Conv2dShape& g) {
   if (!on_gpu(t)) return Layout::NHWC;
   const bool symmetric = g.pad_top == g.pad_bottom && g.pad_left == g.pad_right;
-  return gpu_nhwc() && bf16 && symmetric ? Layout::NHWC : Layout::RowMajor;
+  return gpu_nhwc() && symmetric ? Layout::NHWC : Layout::RowMajor;
 }
 }  // namespace
 
@@ -61,13 +59,12 @@ bool conv2d_runs_bf16(const Conv2dShape& g) {
 const Tensor& conv2d_forward(std::unique_ptr<OpState>& state, const Conv2dShape& g, const Tensor& x, const Tensor& w,
                              const Tensor& b) {
   auto& s = state_as<Conv2dState>(state);
-  const bool gpu_bf16 = on_gpu(x) && conv2d_runs_bf16_on_gpu(g, x.device().index);
-  const Layout layout = backend_layout(x, g, gpu_bf16);
+  const Layout layout = backend_layout(x, g);
   s.x = as_layout(x, layout, s.x_copy);
   ensure(s.y, Shape{g.n, g.k, g.p, g.q}, DType::F32, x.device(), layout);
   s.bf16 = false;
   if (on_gpu(x)) {
-    s.bf16 = gpu_bf16;
+    s.bf16 = conv2d_runs_bf16_on_gpu(g, x.device().index);
     layer_cuda_ops().conv2d_forward(g, s.x, w, b, s.y, s.gpu, s.bf16);
   } else if (conv2d_runs_bf16(g)) {
     s.bf16 = true;

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -515,7 +517,8 @@ TEST_F(Parity, MaxPoolForwardAndBackwardWithFusedRelu) {
       const Layout act = nhwc ? Layout::NHWC : Layout::RowMajor;
       Tensor x = test::random_tensor(Shape{g.n, g.c, g.h, g.w}, 31);
       for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = std::round(x.f32()[i] * 2.0f) / 2.0f;  // ties
-      const Tensor dy = test::random_tensor(Shape{g.n, g.c, g.p, g.q}, 32);
+      Tensor dy = test::random_tensor(Shape{g.n, g.c, g.p, g.q}, 32);
+      for (int64_t i = 0; i < dy.numel(); i += 3) dy.f32()[i] = -0.0f;  // its sign must come through as the CPU's
       const Tensor xn = x.to_layout(Layout::NHWC), dyn = dy.to_layout(Layout::NHWC);
       Tensor y = Tensor::empty(dy.shape(), DType::F32, Device::cpu(), Layout::NHWC);
       Tensor am = Tensor::empty(dy.shape(), DType::I32, Device::cpu(), Layout::NHWC);
@@ -530,10 +533,16 @@ TEST_F(Parity, MaxPoolForwardAndBackwardWithFusedRelu) {
       ctx().synchronize();
       EXPECT_EQ(yg.layout(), act) << label;
       EXPECT_EQ(dxg.layout(), act) << label;
-      EXPECT_EQ(yg.to_vector(), y.to_vector()) << label << (nhwc ? " (NHWC)" : "");  // a max selects: exact
-      // Routing and masking: exact. Overlapping windows (3x3/1) add several dy into one dx in the
-      // outputs' row-major order on both devices: exact too.
-      EXPECT_EQ(dxg.to_vector(), dx.to_vector()) << label << (nhwc ? " (NHWC)" : "");
+      // A max selects: exact. Routing and masking: exact. Overlapping windows (3x3/1) add several
+      // dy into one dx in the outputs' row-major order on both devices: exact too. Bit for bit,
+      // so that a zero's sign counts.
+      const auto bits = [](const std::vector<float>& v) {
+        std::vector<uint32_t> b(v.size());
+        std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+        return b;
+      };
+      EXPECT_EQ(bits(yg.to_vector()), bits(y.to_vector())) << label << (nhwc ? " (NHWC)" : "");
+      EXPECT_EQ(bits(dxg.to_vector()), bits(dx.to_vector())) << label << (nhwc ? " (NHWC)" : "");
     }
 }
 
@@ -1120,7 +1129,7 @@ TEST_F(Parity, NewLayersOnTheGpuMatchTheirCpuTwins) {
         const Tensor& yc = on_cpu->forward(x, true);
         const Tensor& yg = on_gpu->forward(xg, true);
         EXPECT_EQ(yg.device(), kGpu) << label;
-        if (yg.rank() == 4) {  // FP32 convolutions run NCHW on a GPU; the other layers keep the input's layout
+        if (yg.rank() == 4) {  // Conv2D runs NCHW on a GPU while gpu_nhwc is off; the rest keep the input's layout
           const bool conv = c.label.starts_with("Conv2D");
           EXPECT_EQ(yg.layout(), conv ? Layout::RowMajor : layout) << label;
         }
