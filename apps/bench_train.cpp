@@ -18,6 +18,7 @@
 
 #include "apps/cli.h"
 #include "apps/model_zoo.h"
+#include "apps/openmp_spin.h"
 #include "bench/harness.h"
 #include "ember.h"
 
@@ -81,30 +82,34 @@ void profile_layers(ember::Sequential& model, const ember::Tensor& x, const embe
   std::printf("  %-22s %10.3f\n  %-22s %10.3f\n  %-22s %10.3f\n", "loss (fwd+bwd)", l, "optimizer", o, "sum of medians",
               total + l + o);
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  using namespace ember;
+struct Options {
   std::string batches = "32,64,128,256,512,1024", csv, data_dir = "data/mnist", device_name = "cpu";
+  std::string conv_algorithms = "fast", precision = "fp32";
   int steps = 100, warmup = 20, threads = 0;
   int64_t micro_batch = 64;
   bool tf32 = false, nhwc = false, profile = false, no_fusion = false;
+};
+
+// The command line into o; -1 to go on, else the exit code (--help: 0, a bad line: 2).
+int parse(int argc, char** argv, Options& o) {
+  using namespace ember;
   CLI::App app{"Training-step time of the reference CNN per batch size (medians).", "bench_train"};
-  std::string conv_algorithms = "fast", precision_name = "fp32";
-  ember::apps::set_up_help(app, "  0  success\n  1  runtime error\n  2  bad command line");
+  apps::set_up_help(app, "  0  success\n  1  runtime error\n  2  bad command line");
   app.option_defaults()->always_capture_default();
   app.get_help_ptr()->group("Help");
   app.option_defaults()->group("Measurement");
-  app.add_option("--batch-sizes", batches, "Comma-separated batch sizes")
+  app.add_option("--batch-sizes", o.batches, "Comma-separated batch sizes")
       ->type_name("LIST")
-      ->check(ember::apps::integer_list_in(1, int64_t{1} << 20));
-  app.add_option("--steps", steps, "Timed steps per configuration")->check(ember::apps::integer_in(1, 100000));
-  app.add_option("--warmup", warmup, "Untimed steps first")->check(ember::apps::integer_in(0, 100000));
-  app.add_flag("--profile", profile, "Per-layer forward/backward medians of the step (CPU)");
-  app.add_option("--csv", csv, "Also write the results as CSV to this path")->type_name("PATH");
-  app.add_option("--data-dir", data_dir, "MNIST for the 'data' mode (synthetic images when absent)")->type_name("DIR");
+      ->check(apps::integer_list_in(1, int64_t{1} << 20));
+  app.add_option("--steps", o.steps, "Timed steps per configuration")->check(apps::integer_in(1, 100000));
+  app.add_option("--warmup", o.warmup, "Untimed steps first")->check(apps::integer_in(0, 100000));
+  app.add_flag("--profile", o.profile, "Per-layer forward/backward medians of the step (CPU)");
+  app.add_option("--csv", o.csv, "Also write the results as CSV to this path")->type_name("PATH");
+  app.add_option("--data-dir", o.data_dir, "MNIST for the 'data' mode (synthetic images when absent)")
+      ->type_name("DIR");
   app.option_defaults()->group("Device and CPU");
-  app.add_option("--device", device_name,
+  app.add_option("--device", o.device_name,
                  "cpu, gpu or gpu:N (on a GPU, the 'data' mode gathers batches from the data set held there)")
       ->check([](const std::string& name) {
         try {
@@ -114,158 +119,200 @@ int main(int argc, char** argv) {
           return std::string(e.what());
         }
       });
-  app.add_option("--threads", threads, "CPU threads, or free: the cores other processes leave free")
-      ->transform(ember::apps::thread_count())
+  app.add_option("--threads", o.threads, "CPU threads, or free: the cores other processes leave free")
+      ->transform(apps::thread_count())
       ->default_str("all cores");
-  app.add_option("--cpu-micro-batch", micro_batch,
+  app.add_option("--cpu-micro-batch", o.micro_batch,
                  "CPU: run larger batches as slices of this many rows (Sequential::set_cpu_micro_batch; 0: whole)")
-      ->check(ember::apps::integer_in(0, int64_t{1} << 30));
-  app.add_flag("--no-fusion", no_fusion, "CPU: run every layer on its own (Sequential::set_cpu_fusion(false))");
+      ->check(apps::integer_in(0, int64_t{1} << 30));
+  app.add_flag("--no-fusion", o.no_fusion, "CPU: run every layer on its own (Sequential::set_cpu_fusion(false))");
   app.option_defaults()->group("Numerics and GPU");
-  app.add_option("--conv-algorithms", conv_algorithms, "fast (Winograd where it fits) or exact (direct sums only)")
+  app.add_option("--conv-algorithms", o.conv_algorithms, "fast (Winograd where it fits) or exact (direct sums only)")
       ->check(CLI::IsMember({"fast", "exact"}));
-  app.add_option("--precision", precision_name, "fp32 or mixed_bf16 (bf16 products, fp32 accumulation)")
+  app.add_option("--precision", o.precision, "fp32 or mixed_bf16 (bf16 products, fp32 accumulation)")
       ->check(CLI::IsMember({"fp32", "mixed_bf16"}));
-  app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
-  app.add_flag("--nhwc", nhwc, "GPU: channels-last activations (set_gpu_nhwc)");
-  if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
+  app.add_flag("--allow-tf32", o.tf32,
+               "GPU: TF32 tensor-core math in cuBLAS/cuDNN (PyTorch's default for convolutions)");
+  app.add_flag("--nhwc", o.nhwc, "GPU: channels-last activations (set_gpu_nhwc)");
+  return apps::parse_command_line(app, argc, argv);
+}
+
+// MNIST's training split from dir, or 60,000 random images and labels where it is absent.
+ember::Dataset training_images(const std::string& dir) {
+  using namespace ember;
   try {
-    set_num_threads(threads);
-    enable_flush_to_zero();
-    Dataset train;
-    try {
-      train = load_mnist(data_dir).train;
-    } catch (const IoError&) {
-      Tensor images = Tensor::empty(Shape{60000, 1, 28, 28}, DType::U8),
-             labels = Tensor::empty(Shape{60000}, DType::I32);
-      Rng rng(1);
-      for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = static_cast<uint8_t>(rng.below(256));
-      for (int64_t i = 0; i < 60000; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
-      train = Dataset(images, labels, 10, "synthetic");
+    return load_mnist(dir).train;
+  } catch (const IoError&) {
+    Tensor images = Tensor::empty(Shape{60000, 1, 28, 28}, DType::U8), labels = Tensor::empty(Shape{60000}, DType::I32);
+    Rng rng(1);
+    for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = static_cast<uint8_t>(rng.below(256));
+    for (int64_t i = 0; i < 60000; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
+    return Dataset(images, labels, 10, "synthetic");
+  }
+}
+
+// The 'graph' mode's source (GPU): a loader that leaves the gather to the captured graph, and the
+// next full batch from it (a skipped short one still moves the cursor).
+struct GraphBatches {
+  GraphBatches(const ember::Dataset& train, int64_t rows, ember::Device device)
+      : batch(rows),
+        loader(train, {.batch_size = rows,
+                       .shuffle = true,
+                       .seed = 1,
+                       .prefetch = false,
+                       .device = device,
+                       .defer_device_gather = device.is_cuda()}) {
+    loader.start_epoch(0);
+  }
+  void next() {
+    for (;;) {
+      if (!loader.next(b)) {
+        loader.start_epoch(++epoch);
+        continue;
+      }
+      if (b.rows() == batch) return;
+      b.gather();
     }
-    const Device device = resolve_device(Device::parse(device_name), /*strict=*/true);
-    set_allow_tf32(tf32);
-    set_conv_algorithms(parse_conv_algorithms(conv_algorithms));
-    set_precision(resolve_precision(parse_precision(precision_name), device, /*strict=*/true));
-    set_gpu_nhwc(nhwc);
+  }
+  // Two warm steps (plans, workspaces, optimizer state), then the step with its gather captured
+  // as a graph on the next batch, launched once.
+  ember::CudaGraph capture_step(ember::Sequential& model, ember::MetricSums& sums, ember::Device device) {
+    for (int i = 0; i < 2; ++i) {
+      next();
+      b.gather();
+      model.train_step(b.inputs, b.targets, sums);
+    }
+    next();
+    ember::CudaGraph graph = ember::CudaGraph::capture(device, [&] {
+      b.gather();
+      model.train_step(b.inputs, b.targets, sums);
+    });
+    graph.launch();
+    return graph;
+  }
+  int64_t batch;
+  ember::DataLoader loader;
+  ember::Batch b;
+  int64_t epoch = 0;
+};
+
+// One batch size's modes (see the top of this file), each printed as it ends; their CSV rows.
+std::vector<std::string> bench_batch(const Options& o, const ember::Dataset& train, ember::Device device,
+                                     int64_t batch) {
+  using namespace ember;
+  Sequential model;
+  apps::add_reference_cnn(model);
+  model.build(Shape{1, 28, 28}, 1);
+  model.compile(std::make_unique<Adam>());
+  model.set_cpu_micro_batch(o.micro_batch);
+  model.set_cpu_fusion(!o.no_fusion);
+  model.to(device);
+  const double flop = apps::training_flop(model, batch);
+  // On a GPU the loader holds the data set there and gathers each batch with a kernel.
+  DataLoader loader(train, {.batch_size = batch, .shuffle = true, .seed = 1, .device = device});
+  loader.start_epoch(0);
+  Batch fixed;
+  loader.next(fixed);
+  auto copy_of = [](const Tensor& t) {  // the loader reuses its batch buffers
+    Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
+    c.copy_from(t);
+    return c;
+  };
+  const Tensor x = copy_of(fixed.x()), y = copy_of(fixed.y());
+  Batch b;
+  int64_t epoch = 0;
+  auto next = [&] {
+    if (!loader.next(b)) {
+      loader.start_epoch(++epoch);
+      loader.next(b);
+    }
+  };
+  MetricSums sums(device);
+  // "graph" (GPU): the 'data' step (gather included) captured once as a CUDA graph, each timed
+  // step one replay, as fit(cuda_graphs) runs it.
+  GraphBatches graph_batches(train, batch, device);
+  std::vector<const char*> modes{"step", "data", "eval", "predict"};
+  CudaGraph graph;
+  if (device.is_cuda()) {
+    modes.push_back("graph");
+    graph = graph_batches.capture_step(model, sums, device);
+  }
+  std::vector<std::string> rows;
+  for (const char* mode : modes) {
+    const bool with_data = mode[0] == 'd', graphed = mode[0] == 'g', eval = mode[0] == 'e', predict = mode[0] == 'p';
+    const bench::Stats s = bench::time_ms(
+        [&] {
+          if (graphed) {
+            graph_batches.next();
+            graph.launch();
+            model.optimizer()->count_step();
+          } else if (eval) {
+            model.evaluate_batch(x, y, sums);
+          } else if (predict) {
+            (void)model.predict(x);  // to host memory, as a user's call
+          } else if (with_data) {
+            next();
+            if (b.rows() != batch) next();  // keep the batch size fixed (skip an epoch's last)
+            model.train_step(b.inputs, b.targets, sums);
+          } else {
+            model.train_step(x, y, sums);
+          }
+        },
+        o.warmup, o.steps, [&] { synchronize(device); });
+    const double ips = static_cast<double>(batch) / (s.median / 1e3);
+    const double mode_flop = eval || predict ? apps::inference_flop(model, batch) : flop;
+    std::printf("%6lld %6s %10.3f %10.3f %12.0f %9.1f\n", static_cast<long long>(batch), mode, s.median, s.min, ips,
+                mode_flop / s.median / 1e6);
+    std::fflush(stdout);
+    char row[256];
+    std::snprintf(row, sizeof row, "ember,%s,%lld,%s,%.4f,%.4f,%.1f,%.2f", device.is_cuda() ? "cuda" : "cpu",
+                  static_cast<long long>(batch), mode, s.median, s.min, ips, mode_flop / s.median / 1e6);
+    rows.push_back(row);
+  }
+  if (o.profile) profile_layers(model, x, y, o.warmup, o.steps, device);
+  return rows;
+}
+
+// The run's first line: the model, device and math, threads and data.
+void print_setup(const Options& o, ember::Device device, const ember::Dataset& train) {
+  using namespace ember;
+  const std::string math =
+      device.is_cuda() ? std::string(o.tf32 ? " (TF32 allowed" : " (FP32 math") + (o.nhwc ? ", NHWC)" : ")") : "";
+  const std::string precision_text = precision() != Precision::MixedBFloat16 ? "fp32"
+                                     : device.is_cuda()                      ? "mixed_bf16"
+                                                                             : "mixed_bf16 on " + cpu_bf16().isa;
+  std::printf("bench_train: reference CNN, %s%s, %s, %d threads, data: %s\n", device.str().c_str(), math.c_str(),
+              precision_text.c_str(), num_threads(), train.name().c_str());
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  ember::apps::restart_with_bounded_openmp_spin(argv);
+  using namespace ember;
+  Options o;
+  if (const int code = parse(argc, argv, o); code >= 0) return code;
+  try {
+    set_num_threads(o.threads);
+    enable_flush_to_zero();
+    const Dataset train = training_images(o.data_dir);
+    const Device device = resolve_device(Device::parse(o.device_name), /*strict=*/true);
+    set_allow_tf32(o.tf32);
+    set_conv_algorithms(parse_conv_algorithms(o.conv_algorithms));
+    set_precision(resolve_precision(parse_precision(o.precision), device, /*strict=*/true));
+    set_gpu_nhwc(o.nhwc);
     // The step fit() runs: train_step adding to device-side MetricSums, no host read inside it.
     // On a GPU the work is only queued, so each timed step ends with synchronize(device): the
     // clock stops when the device is done, one wait per step (PyTorch's reference does the same).
-    std::printf("bench_train: reference CNN, %s%s, %s, %d threads, data: %s\n", device.str().c_str(),
-                device.is_cuda()
-                    ? (std::string(tf32 ? " (TF32 allowed" : " (FP32 math") + (nhwc ? ", NHWC)" : ")")).c_str()
-                    : "",
-                precision() == Precision::MixedBFloat16
-                    ? (device.is_cuda() ? std::string("mixed_bf16") : "mixed_bf16 on " + cpu_bf16().isa).c_str()
-                    : "fp32",
-                num_threads(), train.name().c_str());
+    print_setup(o, device, train);
     std::printf("%6s %6s %10s %10s %12s %9s\n", "batch", "mode", "median ms", "min ms", "images/s", "GFLOP/s");
     std::vector<std::string> rows;
-    for (int64_t batch : bench::parse_list(batches)) {
-      Sequential model;
-      apps::add_reference_cnn(model);
-      model.build(Shape{1, 28, 28}, 1);
-      model.compile(std::make_unique<Adam>());
-      model.set_cpu_micro_batch(micro_batch);
-      model.set_cpu_fusion(!no_fusion);
-      model.to(device);
-      const double flop = apps::training_flop(model, batch);
-      // On a GPU the loader holds the data set there and gathers each batch with a kernel.
-      DataLoader loader(train, {.batch_size = batch, .shuffle = true, .seed = 1, .device = device});
-      loader.start_epoch(0);
-      Batch fixed;
-      loader.next(fixed);
-      auto copy_of = [](const Tensor& t) {  // the loader reuses its batch buffers
-        Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
-        c.copy_from(t);
-        return c;
-      };
-      const Tensor x = copy_of(fixed.x()), y = copy_of(fixed.y());
-      Batch b;
-      int64_t epoch = 0;
-      auto next = [&] {
-        if (!loader.next(b)) {
-          loader.start_epoch(++epoch);
-          loader.next(b);
-        }
-      };
-      MetricSums sums(device);
-      // "graph" (GPU): the 'data' step (gather included) captured once as a CUDA graph, each
-      // timed step one replay, as fit(cuda_graphs) runs it.
-      DataLoader graph_loader(train, {.batch_size = batch,
-                                      .shuffle = true,
-                                      .seed = 1,
-                                      .prefetch = false,
-                                      .device = device,
-                                      .defer_device_gather = device.is_cuda()});
-      Batch gb;
-      int64_t graph_epoch = 0;
-      graph_loader.start_epoch(0);
-      auto graph_next = [&] {  // the next full batch; a skipped short one still moves the cursor
-        for (;;) {
-          if (!graph_loader.next(gb)) {
-            graph_loader.start_epoch(++graph_epoch);
-            continue;
-          }
-          if (gb.rows() == batch) return;
-          gb.gather();
-        }
-      };
-      CudaGraph graph;
-      std::vector<const char*> modes{"step", "data", "eval", "predict"};
-      if (device.is_cuda()) {
-        modes.push_back("graph");
-        for (int i = 0; i < 2; ++i) {  // warm: plans, workspaces, optimizer state
-          graph_next();
-          gb.gather();
-          model.train_step(gb.inputs, gb.targets, sums);
-        }
-        graph_next();
-        graph = CudaGraph::capture(device, [&] {
-          gb.gather();
-          model.train_step(gb.inputs, gb.targets, sums);
-        });
-        graph.launch();
-      }
-      for (const char* mode : modes) {
-        const bool with_data = mode[0] == 'd', graphed = mode[0] == 'g', eval = mode[0] == 'e',
-                   predict = mode[0] == 'p';
-        const bench::Stats s = bench::time_ms(
-            [&] {
-              if (graphed) {
-                graph_next();
-                graph.launch();
-                model.optimizer()->count_step();
-              } else if (eval) {
-                model.evaluate_batch(x, y, sums);
-              } else if (predict) {
-                (void)model.predict(x);  // to host memory, as a user's call
-              } else if (with_data) {
-                next();
-                if (b.rows() != batch) next();  // keep the batch size fixed (skip an epoch's last)
-                model.train_step(b.inputs, b.targets, sums);
-              } else {
-                model.train_step(x, y, sums);
-              }
-            },
-            warmup, steps, [&] { synchronize(device); });
-        const double ips = static_cast<double>(batch) / (s.median / 1e3);
-        const double mode_flop = eval || predict ? apps::inference_flop(model, batch) : flop;
-        std::printf("%6lld %6s %10.3f %10.3f %12.0f %9.1f\n", static_cast<long long>(batch), mode, s.median, s.min, ips,
-                    mode_flop / s.median / 1e6);
-        std::fflush(stdout);
-        char row[256];
-        std::snprintf(row, sizeof row, "ember,%s,%lld,%s,%.4f,%.4f,%.1f,%.2f", device.is_cuda() ? "cuda" : "cpu",
-                      static_cast<long long>(batch), mode, s.median, s.min, ips, mode_flop / s.median / 1e6);
-        rows.push_back(row);
-      }
-      if (profile) profile_layers(model, x, y, warmup, steps, device);
-    }
-    if (!csv.empty()) {
-      std::ofstream f(csv);
+    for (int64_t batch : bench::parse_list(o.batches))
+      for (std::string& row : bench_batch(o, train, device, batch)) rows.push_back(std::move(row));
+    if (!o.csv.empty()) {
+      std::ofstream f(o.csv);
       f << "framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops\n";
       for (const auto& r : rows) f << r << "\n";
-      if (!f) throw IoError("cannot write " + csv);
+      if (!f) throw IoError("cannot write " + o.csv);
     }
     return 0;
   } catch (const std::exception& e) {

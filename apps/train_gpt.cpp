@@ -21,6 +21,7 @@
 
 #include "apps/cli.h"
 #include "apps/gpt.h"
+#include "apps/openmp_spin.h"
 #include "ember.h"
 
 namespace {
@@ -260,6 +261,7 @@ int train(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ember::apps::restart_with_bounded_openmp_spin(argv);
   Args a;
   if (const int code = parse(argc, argv, a); code >= 0) return code;
   try {

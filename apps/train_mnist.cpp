@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "apps/model_zoo.h"
+#include "apps/openmp_spin.h"
 #include "apps/train_mnist_args.h"
 #include "apps/train_mnist_outputs.h"
 #include "core/logger.h"
@@ -326,6 +327,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ember::apps::restart_with_bounded_openmp_spin(argv);
   Args a;
   if (const int code = parse_train_mnist_args(argc, argv, a); code >= 0) return code;
   try {

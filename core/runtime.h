@@ -243,7 +243,8 @@ inline constexpr int kFreeCores = -1;
 /// core); this one also applies to the calling thread at once, and every model call (fit, train_step, predict, ...)
 /// applies it to the thread it runs on, unless the model has a setting of its own (Model::set_num_threads). Until it is
 /// first called, model calls leave each thread's OpenMP setting as it is. ArgumentError for n < 0 other than
-/// kFreeCores.
+/// kFreeCores. How long a waiting pool thread spins before it sleeps is libgomp's GOMP_SPINCOUNT, read once when the
+/// program loads: set it in the environment (docs/usage.md, "Threads"; Ember's apps set 10000 themselves).
 void set_num_threads(int n);
 /// The process's setting (set_num_threads: 0 resolved to the cores, kFreeCores to the free cores now), or before any,
 /// the calling thread's OpenMP thread count.

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app_run.h"
+#include "apps/openmp_spin.h"
 #include "core/cpu/cpu_features.h"
 #include "ember.h"
 #include "idx_fixtures.h"
@@ -98,6 +99,25 @@ TEST(TrainMnist, MoreThreadsThanCoresWarns) {
             std::string::npos)
       << r.output;
   std::filesystem::remove_all(dir);
+}
+
+// libgomp reads its spin count once, when the program loads: the app starts itself again with
+// GOMP_SPINCOUNT set, unless the environment sets it or OMP_WAIT_POLICY. OMP_DISPLAY_ENV=verbose
+// makes libgomp print its settings at each start (the first one's default, then the app's).
+TEST(TrainMnist, StartsWithABoundedOpenmpSpinUnlessTheEnvironmentSetsOne) {
+  const std::string app = " OMP_DISPLAY_ENV=verbose " + train_mnist_bin() + " --help";
+  const auto spin = [](const std::string& count) { return "GOMP_SPINCOUNT = '" + count + "'"; };
+  const AppRun unset = run_raw("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY" + app);
+  EXPECT_EQ(unset.code, 0) << unset.output;
+  if (unset.output.find("GOMP_SPINCOUNT") == std::string::npos)
+    GTEST_SKIP() << "the OpenMP runtime here is not libgomp (no GOMP_SPINCOUNT in its settings)";
+  EXPECT_NE(unset.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << unset.output;
+  const AppRun own = run_raw("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=7" + app);
+  EXPECT_NE(own.output.find(spin("7")), std::string::npos) << own.output;
+  EXPECT_EQ(own.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << own.output;
+  const AppRun passive = run_raw("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive" + app);
+  EXPECT_NE(passive.output.find(spin("0")), std::string::npos) << passive.output;
+  EXPECT_EQ(passive.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << passive.output;
 }
 
 // The data checks before the first step: a training split that is empty, and test images of
@@ -918,6 +938,7 @@ class Child {
     return true;
   }
   const std::string& output() const { return output_; }
+  pid_t pid() const { return pid_; }
   void signal(int sig) const { kill(pid_, sig); }
   // Whether the app still runs (an exited one stays a zombie until finish() reaps it).
   bool running() const {
@@ -939,6 +960,24 @@ class Child {
   bool reaped_ = false;
   std::string output_;
 };
+
+// The app that starts itself again for its OpenMP spin (apps/openmp_spin.h) keeps its name in ps,
+// top and pkill (/proc/PID/comm): it runs its own file again, not /proc/self/exe.
+TEST(TrainMnist, KeepsItsProcessNameWhenItStartsItselfAgain) {
+  const std::string dir = ember::test::temp_dir("name");
+  ember::test::write_synthetic_mnist(dir, 2000, 100, /*gzip=*/false);
+  Child c("exec env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY " + train_mnist_bin() +
+              " --device cpu --epochs 5 --batch-size 32 --data-dir " + dir,
+          true);
+  ASSERT_TRUE(c.wait_for("Epoch 1/5")) << c.output();
+  std::ifstream comm("/proc/" + std::to_string(c.pid()) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_EQ(name, "train_mnist");
+  c.signal(SIGKILL);
+  c.finish();
+  std::filesystem::remove_all(dir);
+}
 
 class TrainMnistSignals : public ::testing::Test {
  protected:
