@@ -21,18 +21,22 @@ inline constexpr const char* kOpenmpSpinCount = "10000";
 
 // Called first in main (before any thread or file is opened): unless GOMP_SPINCOUNT or
 // OMP_WAIT_POLICY is set, sets GOMP_SPINCOUNT to kOpenmpSpinCount and runs this program again
-// with the same arguments (its file, as /proc/self/exe names it). Returns only where it did not
-// (a setting was there, or the exec failed: then the program carries on with libgomp's default
-// and the variable unset).
+// with the same arguments (its file, as /proc/self/exe names it: a symlink's target). Returns
+// only where it did not: a setting was there; OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY is
+// set (libgomp has then bound this thread to its first place before main, and the program started
+// again would inherit that one place as all it may use); or the exec failed (then the program
+// carries on with libgomp's default and the variable unset). Setting GOMP_SPINCOUNT (300000 is
+// libgomp's default) keeps the program to one start, as a debugger or valgrind expects.
 inline void restart_with_bounded_openmp_spin(char** argv) {
-  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
-  // The file's own path, not /proc/self/exe: the process's name (ps, top, /proc/PID/comm) is the
-  // basename of the path it was started from.
+  for (const char* name : {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"})
+    if (std::getenv(name)) return;
   char path[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return;
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path);
+  if (n <= 0 || n >= static_cast<ssize_t>(sizeof path)) return;  // none, or cut short
   path[n] = '\0';
   if (setenv("GOMP_SPINCOUNT", kOpenmpSpinCount, 1) != 0) return;
+  // The file's path rather than /proc/self/exe: a process's name (ps, top, /proc/PID/comm) is the
+  // basename of the path it was started from.
   execv(path, argv);
   unsetenv("GOMP_SPINCOUNT");
 }

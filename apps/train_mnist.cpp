@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -121,13 +122,10 @@ int finish_interrupted(const Args& a, const ember::Model& model, const ember::Tr
   return 128 + sig;
 }
 
-int run(const Args& a) {
+// The process-wide settings the flags ask for: threads, math and kernels, and every GPU's memory
+// policy.
+void apply_settings(const Args& a, ember::Device device) {
   using namespace ember;
-  const auto t0 = std::chrono::steady_clock::now();
-  install_stop_handlers();
-  set_num_threads(a.threads);
-  enable_flush_to_zero();
-  const Device device = choose_device(a);
   // TF32 as TensorFlow: on (Ampere and newer), off for --deterministic and --conv-algorithms exact runs
   // (the same bits as another FP32 run, closest to the CPU) unless asked for, off with --no-tf32.
   set_allow_tf32(a.allow_tf32 || (!a.no_tf32 && !a.deterministic && a.conv_algorithms != "exact"));
@@ -155,18 +153,12 @@ int run(const Args& a) {
       if (a.gpu_memory_fraction > 0) set_gpu_memory_fraction(g, a.gpu_memory_fraction);
     }
   }
+}
 
-  const std::unique_ptr<Strategy> strategy = make_strategy(a, device);
-  const bool chief = strategy->is_chief();  // only rank 0 prints and writes files
-  const bool quiet = a.quiet || !chief;
-  if (chief) check_outputs(a);
-  const std::string dir = a.data_dir.empty() ? "data/" + a.dataset : a.data_dir;
-  MnistData data = load_mnist(dir, a.dataset);
-  if (a.limit_train > 0) data.train = data.train.take(std::min(a.limit_train, data.train.size()));
-  check_data(data, dir);
-
+// The model --load, --model and the data's sample shape ask for, with its optimizer.
+ember::ModelRecipe recipe_of(const Args& a, const ember::Shape& sample, ember::Device device) {
+  using namespace ember;
   ModelRecipe recipe;
-  const Shape sample = data.train.sample_shape();
   if (!a.load.empty())
     recipe.make_model = [path = a.load] { return load_model(path); };
   else if (a.model == "resnet")
@@ -177,64 +169,77 @@ int run(const Args& a) {
     recipe.add_layers = [](Sequential& m) { apps::add_reference_cnn(m); };
   recipe.input_shape = sample;
   recipe.seed = a.seed;
-  recipe.make_optimizer = [&] { return optimizer_of(a); };
+  recipe.make_optimizer = [&a] { return optimizer_of(a); };
   recipe.device = device;
-  strategy->build(recipe);
-  if (!a.inject_fault.empty()) {
-    const auto colon = a.inject_fault.find(':');
-    const bool hang = a.inject_fault.ends_with(":hang");
-    detail::inject_fault(*strategy, std::stoi(a.inject_fault.substr(0, colon)),
-                         std::stoll(a.inject_fault.substr(colon + 1)), hang);
-  }
-  Model& model = strategy->model();
+  return recipe;
+}
+
+// Where training starts: epoch 0, or --resume's checkpoint loaded into the strategy's model (its
+// seed; its batch size where it stopped inside an epoch).
+ember::TrainingState starting_state(const Args& a, ember::Strategy& strategy, bool quiet) {
+  using namespace ember;
   TrainingState state{.epochs_done = 0, .batches_done = 0, .seed = a.seed, .batch_size = a.batch_size, .extra = {}};
-  if (!a.resume.empty()) {
-    state = strategy->load(a.resume);
-    if (state.batches_done > 0 && state.batch_size != a.batch_size)
-      throw ArgumentError(a.resume + " stopped " + std::to_string(state.batches_done) + " batches into epoch " +
-                          std::to_string(state.epochs_done + 1) + " at --batch-size " +
-                          std::to_string(state.batch_size) + ": resume it with that batch size");
-    if (a.seed_given && state.seed != a.seed)
-      detail::logger().warn("--seed {} ignored: resuming the run of {} with its seed {}", a.seed, a.resume, state.seed);
-    if (!quiet)
-      std::printf(
-          "Resumed %s: %d epoch%s done%s, seed %llu\n", a.resume.c_str(), state.epochs_done,
-          state.epochs_done == 1 ? "" : "s",
-          state.batches_done > 0 ? (" and " + std::to_string(state.batches_done) + " steps of the next").c_str() : "",
-          static_cast<unsigned long long>(state.seed));
-    state.batch_size = a.batch_size;
+  if (a.resume.empty()) return state;
+  state = strategy.load(a.resume);
+  if (state.batches_done > 0 && state.batch_size != a.batch_size)
+    throw ArgumentError(a.resume + " stopped " + std::to_string(state.batches_done) + " batches into epoch " +
+                        std::to_string(state.epochs_done + 1) + " at --batch-size " + std::to_string(state.batch_size) +
+                        ": resume it with that batch size");
+  if (a.seed_given && state.seed != a.seed)
+    detail::logger().warn("--seed {} ignored: resuming the run of {} with its seed {}", a.seed, a.resume, state.seed);
+  if (!quiet)
+    std::printf(
+        "Resumed %s: %d epoch%s done%s, seed %llu\n", a.resume.c_str(), state.epochs_done,
+        state.epochs_done == 1 ? "" : "s",
+        state.batches_done > 0 ? (" and " + std::to_string(state.batches_done) + " steps of the next").c_str() : "",
+        static_cast<unsigned long long>(state.seed));
+  state.batch_size = a.batch_size;
+  return state;
+}
+
+// --evaluate-only: the test set's accuracy and loss (and, on the CPU, the time and host memory).
+int evaluate_only(const Args& a, ember::Strategy& strategy, const ember::Dataset& test, ember::Device device,
+                  bool chief, bool quiet) {
+  using namespace ember;
+  const Model& model = strategy.model();
+  if (!a.load.empty() && !quiet)
+    std::printf("Loaded %s: model \"%s\" of %zu layers, %lld parameters\n", a.load.c_str(), model.name().c_str(),
+                model.layers().size(), static_cast<long long>(model.num_params()));
+  if (device.is_cpu()) reset_host_memory_peak();
+  const size_t host_before = host_memory_stats().in_use;
+  const auto e0 = std::chrono::steady_clock::now();
+  const EvalResult r = strategy.evaluate(test, std::max<int64_t>(a.batch_size, 256));  // as fit validates
+  const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+  if (chief)
+    std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
+                static_cast<long long>(r.samples));
+  if (chief && !quiet && device.is_cpu()) {  // the GPU's: gpu_memory_stats (ember_info, --log-device-placement)
+    const size_t peak = host_memory_stats().peak_in_use;
+    std::printf("Evaluation: %.2f s; host tensors at most %s above the %s held before\n", eval_seconds,
+                format_bytes(peak > host_before ? peak - host_before : 0).c_str(), format_bytes(host_before).c_str());
   }
-  if (a.evaluate_only) {
-    if (!a.load.empty() && !quiet)
-      std::printf("Loaded %s: model \"%s\" of %zu layers, %lld parameters\n", a.load.c_str(), model.name().c_str(),
-                  model.layers().size(), static_cast<long long>(model.num_params()));
-    if (device.is_cpu()) reset_host_memory_peak();
-    const size_t host_before = host_memory_stats().in_use;
-    const auto e0 = std::chrono::steady_clock::now();
-    const EvalResult r = strategy->evaluate(data.test, std::max<int64_t>(a.batch_size, 256));  // as fit validates
-    const double eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-    if (chief)
-      std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images\n", r.accuracy * 100.0, r.loss,
-                  static_cast<long long>(r.samples));
-    if (chief && !quiet && device.is_cpu()) {  // the GPU's: gpu_memory_stats (ember_info, --log-device-placement)
-      const size_t peak = host_memory_stats().peak_in_use;
-      std::printf("Evaluation: %.2f s; host tensors at most %s above the %s held before\n", eval_seconds,
-                  format_bytes(peak > host_before ? peak - host_before : 0).c_str(), format_bytes(host_before).c_str());
-    }
-    return 0;
-  }
-  if (!quiet) {
-    std::printf("%s", model.summary().c_str());
-    const std::string math = !device.is_cuda() ? ""
-                                               : std::string(allow_tf32() ? " (TF32 math" : " (FP32 math") +
-                                                     (a.cuda_graphs ? ", CUDA graphs)" : ")");
-    const std::string bf16 = precision() == Precision::MixedBFloat16 ? ", mixed_bf16 (" + cpu_bf16().isa + ")" : "";
-    std::printf("Training on %s%s with %d thread%s, strategy %s, %s convolutions%s: %lld images, %lld test images\n",
-                device.str().c_str(), math.c_str(), num_threads(), num_threads() == 1 ? "" : "s",
-                strategy->name().c_str(), to_string(conv_algorithms()), bf16.c_str(),
-                static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()));
-    std::fflush(stdout);
-  }
+  return 0;
+}
+
+// The summary and the line that says where and how the run trains.
+void print_training_setup(const Args& a, const ember::Model& model, const ember::Strategy& strategy,
+                          ember::Device device, const ember::MnistData& data) {
+  using namespace ember;
+  std::printf("%s", model.summary().c_str());
+  const std::string math = !device.is_cuda() ? ""
+                                             : std::string(allow_tf32() ? " (TF32 math" : " (FP32 math") +
+                                                   (a.cuda_graphs ? ", CUDA graphs)" : ")");
+  const std::string bf16 = precision() == Precision::MixedBFloat16 ? ", mixed_bf16 (" + cpu_bf16().isa + ")" : "";
+  std::printf("Training on %s%s with %d thread%s, strategy %s, %s convolutions%s: %lld images, %lld test images\n",
+              device.str().c_str(), math.c_str(), num_threads(), num_threads() == 1 ? "" : "s", strategy.name().c_str(),
+              to_string(conv_algorithms()), bf16.c_str(), static_cast<long long>(data.train.size()),
+              static_cast<long long>(data.test.size()));
+  std::fflush(stdout);
+}
+
+// fit's options from the flags, starting where `state` says (on_epoch_end is the caller's).
+ember::FitOptions fit_options(const Args& a, const ember::TrainingState& state, bool quiet) {
+  using namespace ember;
   FitOptions fit;
   fit.epochs = a.epochs;
   fit.batch_size = a.batch_size;
@@ -242,25 +247,29 @@ int run(const Args& a) {
   fit.initial_epoch = std::min(state.epochs_done, a.epochs);
   fit.initial_batch = state.epochs_done < a.epochs ? state.batches_done : 0;
   fit.stop_requested = [] { return g_stop_signal != 0; };
-  const int64_t batches_per_epoch = (data.train.size() + a.batch_size - 1) / a.batch_size;
   fit.max_steps = a.steps;
   fit.cuda_graphs = a.cuda_graphs;
   fit.verbose = quiet ? 0 : 1;
   fit.learning_rate_schedule = schedule_of(a);
   if (a.early_stopping >= 0)
     fit.early_stopping = EarlyStopping{.patience = a.early_stopping, .min_delta = a.early_stopping_min_delta};
-  if (a.log_device_placement && chief)
-    std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
-                model.placement_report(a.batch_size).c_str());
-  double best = a.resume.empty() ? -1 : parse_best(state, a.resume);
-  std::string last_checkpoint;  // the newest epoch checkpoint written (named if training diverges)
-  fit.on_epoch_end = [&](const EpochLogs& logs) {
+  return fit;
+}
+
+// fit's on_epoch_end: the state's epoch count, the replicas' throughput (more than one), and under
+// --checkpoint-dir (the chief only) the epoch's checkpoint, and best.safetensors where validation
+// accuracy passed `best`; `last` names the newest checkpoint written.
+std::function<bool(const ember::EpochLogs&)> epoch_end(const Args& a, ember::Strategy& strategy,
+                                                       ember::TrainingState& state, double& best, std::string& last,
+                                                       bool chief, bool quiet) {
+  using namespace ember;
+  return [&a, &strategy, &state, &best, &last, chief, quiet](const EpochLogs& logs) {
     state.epochs_done = logs.epoch;
     state.batches_done = 0;
-    if (!quiet && strategy->num_replicas() > 1) {
-      const StrategyStats& s = strategy->stats();
+    if (!quiet && strategy.num_replicas() > 1) {
+      const StrategyStats& s = strategy.stats();
       std::printf("  %s: %.0f images/s in total, %.0f per replica; all-reduce %.1f%% of step time\n",
-                  strategy->name().c_str(), logs.images_per_second, logs.images_per_second / strategy->num_replicas(),
+                  strategy.name().c_str(), logs.images_per_second, logs.images_per_second / strategy.num_replicas(),
                   s.step_seconds > 0 ? 100.0 * s.allreduce_seconds / s.step_seconds : 0.0);
     }
     if (!a.checkpoint_dir.empty() && chief) {
@@ -269,13 +278,80 @@ int run(const Args& a) {
       if (logs.val_accuracy && *logs.val_accuracy > best) {
         best = *logs.val_accuracy;
         state.extra["best_val_accuracy"] = std::to_string(best);
-        model.save(a.checkpoint_dir + "/best.safetensors", state);
+        strategy.model().save(a.checkpoint_dir + "/best.safetensors", state);
       }
-      model.save(a.checkpoint_dir + name, state);
-      last_checkpoint = a.checkpoint_dir + name;
+      strategy.model().save(a.checkpoint_dir + name, state);
+      last = a.checkpoint_dir + name;
     }
     return true;
   };
+}
+
+// After a whole run: the test result, the history file and the GPU's memory. The test set is fit's
+// validation data: after a whole fit its last evaluation is of the weights the model holds now,
+// at the same batch size, so it is the test result (evaluating again would repeat the same sums:
+// 4% of a CPU epoch). After an early stop (weights restored) or when nothing was trained, the test
+// set is evaluated here. Reduced across ranks either way.
+void report_test(const Args& a, ember::Strategy& strategy, const ember::Dataset& test_set,
+                 const ember::History& history, ember::Device device, bool chief,
+                 std::chrono::steady_clock::time_point t0) {
+  using namespace ember;
+  EvalResult test;
+  if (!history.epochs.empty() && !history.stopped_early && history.epochs.back().val_loss) {
+    const EpochLogs& last = history.epochs.back();
+    test = {*last.val_loss, last.val_accuracy.value_or(0.0), last.val_samples, last.val_metrics};
+  } else {
+    test = strategy.evaluate(test_set, std::max<int64_t>(a.batch_size, 256));  // fit's validation batch
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (chief)
+    std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images - total time %.1fs\n", test.accuracy * 100.0,
+                test.loss, static_cast<long long>(test.samples), total);
+  if (!a.history.empty() && chief) write_history(a.history, a, history, test, total, device);
+  if (device.is_cuda() && chief && !a.quiet) {
+    const auto m = gpu_memory_stats(device.index);
+    std::printf("GPU memory: peak %s in use, %s cached\n", format_bytes(m.peak_in_use).c_str(),
+                format_bytes(m.cached).c_str());
+  }
+}
+
+int run(const Args& a) {
+  using namespace ember;
+  const auto t0 = std::chrono::steady_clock::now();
+  install_stop_handlers();
+  set_num_threads(a.threads);
+  enable_flush_to_zero();
+  const Device device = choose_device(a);
+  apply_settings(a, device);
+
+  const std::unique_ptr<Strategy> strategy = make_strategy(a, device);
+  const bool chief = strategy->is_chief();  // only rank 0 prints and writes files
+  const bool quiet = a.quiet || !chief;
+  if (chief) check_outputs(a);
+  const std::string dir = a.data_dir.empty() ? "data/" + a.dataset : a.data_dir;
+  MnistData data = load_mnist(dir, a.dataset);
+  if (a.limit_train > 0) data.train = data.train.take(std::min(a.limit_train, data.train.size()));
+  check_data(data, dir);
+
+  strategy->build(recipe_of(a, data.train.sample_shape(), device));
+  if (!a.inject_fault.empty()) {
+    const auto colon = a.inject_fault.find(':');
+    const bool hang = a.inject_fault.ends_with(":hang");
+    detail::inject_fault(*strategy, std::stoi(a.inject_fault.substr(0, colon)),
+                         std::stoll(a.inject_fault.substr(colon + 1)), hang);
+  }
+  Model& model = strategy->model();
+  TrainingState state = starting_state(a, *strategy, quiet);
+  if (a.evaluate_only) return evaluate_only(a, *strategy, data.test, device, chief, quiet);
+  if (!quiet) print_training_setup(a, model, *strategy, device, data);
+  FitOptions fit = fit_options(a, state, quiet);
+  const int64_t batches_per_epoch = (data.train.size() + a.batch_size - 1) / a.batch_size;
+  if (a.log_device_placement && chief)
+    std::printf("Device placement (batch %lld):\n%s", static_cast<long long>(a.batch_size),
+                model.placement_report(a.batch_size).c_str());
+  double best = a.resume.empty() ? -1 : parse_best(state, a.resume);
+  std::string last_checkpoint;  // the newest epoch checkpoint written (named if training diverges)
+  fit.on_epoch_end = epoch_end(a, *strategy, state, best, last_checkpoint, chief, quiet);
   if (fit.initial_epoch >= a.epochs && !quiet)
     std::printf("The checkpoint has already trained %d of --epochs %d: nothing to train.\n", state.epochs_done,
                 a.epochs);
@@ -300,27 +376,7 @@ int run(const Args& a) {
   }
   if (history.stopped || g_stop_signal != 0) return finish_interrupted(a, model, state, chief, batches_per_epoch);
   if (!a.save.empty() && chief) save_final(model, a.save, state);
-  // The test set is fit's validation data: after a whole fit its last evaluation is of the weights
-  // the model holds now, at the same batch size, so it is the test result (evaluating again would
-  // repeat the same sums: 4% of a CPU epoch). After an early stop (weights restored) or when
-  // nothing was trained, the test set is evaluated here. Reduced across ranks either way.
-  EvalResult test;
-  if (!history.epochs.empty() && !history.stopped_early && history.epochs.back().val_loss) {
-    const EpochLogs& last = history.epochs.back();
-    test = {*last.val_loss, last.val_accuracy.value_or(0.0), last.val_samples, last.val_metrics};
-  } else {
-    test = strategy->evaluate(data.test, std::max<int64_t>(a.batch_size, 256));  // fit's validation batch
-  }
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (chief)
-    std::printf("Test accuracy: %.2f%% (loss %.4f) on %lld images - total time %.1fs\n", test.accuracy * 100.0,
-                test.loss, static_cast<long long>(test.samples), total);
-  if (!a.history.empty() && chief) write_history(a.history, a, history, test, total, device);
-  if (device.is_cuda() && chief && !a.quiet) {
-    const auto m = gpu_memory_stats(device.index);
-    std::printf("GPU memory: peak %s in use, %s cached\n", format_bytes(m.peak_in_use).c_str(),
-                format_bytes(m.cached).c_str());
-  }
+  report_test(a, *strategy, data.test, history, device, chief, t0);
   return 0;
 }
 

@@ -41,7 +41,8 @@ alternately, leaving out the spells when both OpenMP threads shared one core, se
     processes: 11.2 vs 16.3 ms, per round 0.47-0.77; NCHW 0.73x, 15.1 vs 20.3 ms). Ember allocates
     nothing in its steady state, so only the peer paid this. --malloc trim keeps glibc's defaults
     (the peer before 2026-11-26).
-  - libgomp's defaults are left alone, as for Ember: under load both OpenMP threads can land on one
+  - libgomp's defaults are left alone, as PyTorch's users run it (Ember's apps bound the spin to
+    GOMP_SPINCOUNT=10000, apps/openmp_spin.h): under load both OpenMP threads can land on one
     core and spin out each other's time slices (steps of ~400 ms, Ember's too, for seconds at a
     time); OMP_WAIT_POLICY=passive avoids that (25-32 ms there) but costs 1.15-1.2x when quiet.
 """

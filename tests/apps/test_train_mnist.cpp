@@ -118,6 +118,10 @@ TEST(TrainMnist, StartsWithABoundedOpenmpSpinUnlessTheEnvironmentSetsOne) {
   const AppRun passive = run_raw("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive" + app);
   EXPECT_NE(passive.output.find(spin("0")), std::string::npos) << passive.output;
   EXPECT_EQ(passive.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << passive.output;
+  // With places, libgomp binds the first thread to one of them before main: started again, the app
+  // would see that place alone. It does not restart then, and keeps every core.
+  const AppRun bound = run_raw("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_PLACES=cores" + app);
+  EXPECT_EQ(bound.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << bound.output;
 }
 
 // The data checks before the first step: a training split that is empty, and test images of
@@ -962,7 +966,8 @@ class Child {
 };
 
 // The app that starts itself again for its OpenMP spin (apps/openmp_spin.h) keeps its name in ps,
-// top and pkill (/proc/PID/comm): it runs its own file again, not /proc/self/exe.
+// top and pkill (/proc/PID/comm): it runs its own file again, not /proc/self/exe (which would
+// name it "exe").
 TEST(TrainMnist, KeepsItsProcessNameWhenItStartsItselfAgain) {
   const std::string dir = ember::test::temp_dir("name");
   ember::test::write_synthetic_mnist(dir, 2000, 100, /*gzip=*/false);
