@@ -1,7 +1,8 @@
 // The apps' OpenMP wait: how long a thread that waits at a parallel region's barrier spins before
 // it sleeps. libgomp reads it once, from GOMP_SPINCOUNT (or OMP_WAIT_POLICY), when the program
-// loads, before main: so an app that finds neither set sets GOMP_SPINCOUNT and starts itself again
-// (the same process id, arguments and environment otherwise). The measurements behind the value
+// loads, before main: so an app that finds neither set (nor a thread binding: OMP_PROC_BIND,
+// OMP_PLACES, GOMP_CPU_AFFINITY) sets GOMP_SPINCOUNT and starts itself again (the same process
+// id, arguments and environment otherwise). The measurements behind the value
 // are in docs/benchmarks.md ("A shared machine"); docs/usage.md ("Threads") says how a program of
 // your own gets the same.
 #pragma once

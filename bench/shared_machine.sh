@@ -3,8 +3,8 @@
 # and beside two busy threads of another process (two shell loops), ROUNDS rounds, the
 # configurations alternating within each round; medians of the rounds. Ember on 2 threads, on 1 and
 # on the cores other processes leave free (--threads free), Ember on 2 with libgomp's default spin
-# (GOMP_SPINCOUNT=300000; the apps set 10000 where neither it nor OMP_WAIT_POLICY is set, see
-# apps/openmp_spin.h), and PyTorch 1.13 on 2 (bench/pytorch_reference.py, the step only), side by side.
+# (GOMP_SPINCOUNT=300000; the apps set 10000 where neither it nor OMP_WAIT_POLICY is set and no
+# thread binding is, see apps/openmp_spin.h), and PyTorch 1.13 on 2 (bench/pytorch_reference.py, the step only), side by side.
 #   EMBER_BIN=build/release/apps ROUNDS=3 bench/shared_machine.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -52,12 +52,13 @@ if(EMBER_CPU_ARCH AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   # The check that the CPU can run the kernels must itself run on any x86-64.
   set_source_files_properties(core/cpu/cpu_check.cpp PROPERTIES COMPILE_OPTIONS "-march=x86-64")
 endif()
-# The fused conv + pool, the direct weight gradient and the Winograd kernels' sums as fused
-# multiply-adds: the same bits every run, like oneDNN's FMA kernels. GCC contracts C++ by default
-# (-ffp-contract=off is its default for ISO C only); said here so that these kernels keep their FMAs
-# under a compiler or flags that would not.
+# The fused conv + pool, the direct weight gradient, the Winograd kernels' and the Dense weight
+# gradient's sums as fused multiply-adds: the same bits every run, like oneDNN's FMA kernels. GCC
+# contracts C++ by default (-ffp-contract=off is its default for ISO C only); said here so that
+# these kernels keep their FMAs under a compiler or flags that would not.
 set_source_files_properties(layers/cpu/conv2d_direct.cpp layers/cpu/conv2d_maxpool.cpp layers/cpu/conv2d_winograd.cpp
-                            layers/cpu/conv2d_winograd_data.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=fast")
+                            layers/cpu/conv2d_winograd_data.cpp layers/cpu/dense.cpp
+                            PROPERTIES COMPILE_OPTIONS "-ffp-contract=fast")
 # The elementwise loops whose formulas select with comparisons (layers/pointwise_math.h's
 # exp_poly and tanh_poly clamp, and keep a NaN; the bf16 rounding keeps a NaN, a fused ReLU's
 # gradient masks): GCC if-converts such selects into blends, so that

@@ -51,11 +51,17 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 namespace {
 constexpr int64_t kBlockO = 8, kBlockI = 32, kBlockFloats = kBlockO * kBlockI;
 
-// Whether dw runs on own_weight_gradient: blocks of 8 outputs by 32 inputs tile it, and
-// cpu_avx512() holds (AVX-512, not capped by EMBER_MAX_CPU_ISA).
+// Whether dw runs on own_weight_gradient: blocks of 8 outputs by 32 inputs tile it, and the CPU
+// runs one of its block kernels: AVX-512 (cpu_avx512(): not capped by EMBER_MAX_CPU_ISA), or AVX2
+// with FMA where the build targets them (EMBER_CPU_ARCH x86-64-v3, the default).
 bool own_weight_gradient_fits(int64_t in, int64_t out) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  return in % kBlockI == 0 && out % kBlockO == 0 && cpu_avx512();
+#if defined(__AVX2__) && defined(__FMA__)
+  constexpr bool kAvx2Kernel = true;
+#else
+  constexpr bool kAvx2Kernel = false;
+#endif
+  return in % kBlockI == 0 && out % kBlockO == 0 && (kAvx2Kernel || cpu_avx512());
 #else
   (void)in, (void)out;
   return false;
@@ -87,12 +93,47 @@ EMBER_AVX512 void block_rows(const float* g, const float* x, int64_t in, int64_t
 }
 #endif
 
+// The same block on AVX2 in four passes of 4 outputs by 16 inputs (8 accumulators of 8 lanes; per
+// row 2 loads of x, 4 broadcasts of g). Each element's sum is the same chain of fused multiply-adds
+// from zero in row order as block_rows', so the two kernels give the same bits (and oneDNN's AVX2
+// sgemm, which this replaced, gave them too for these shapes: tests/layers/test_batch_sum_order.cpp).
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__)
+void block_rows_avx2(const float* g, const float* x, int64_t in, int64_t out, int64_t o0, int64_t i0, int64_t r0,
+                     int64_t r1, float* s) {
+  using simd::f8;
+  using simd::f8u;
+  for (int64_t ko = 0; ko < kBlockO; ko += 4)
+    for (int64_t ki = 0; ki < kBlockI; ki += 16) {
+      f8 acc[4][2];
+      for (int64_t k = 0; k < 4; ++k) acc[k][0] = acc[k][1] = f8{};
+      for (int64_t r = r0; r < r1; ++r) {
+        const f8 u0 = *reinterpret_cast<const f8u*>(x + r * in + i0 + ki);
+        const f8 u1 = *reinterpret_cast<const f8u*>(x + r * in + i0 + ki + 8);
+        const float* gr = g + r * out + o0 + ko;
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < 4; ++k) {
+          acc[k][0] += gr[k] * u0;
+          acc[k][1] += gr[k] * u1;
+        }
+      }
+      for (int64_t k = 0; k < 4; ++k)
+        for (int64_t h = 0; h < 2; ++h) *reinterpret_cast<f8u*>(s + (ko + k) * kBlockI + ki + h * 8) = acc[k][h];
+    }
+}
+#endif
+
 // dw = g^T x (out x in) in the batch's sum order, block by block: each group's block sum from zero
-// (block_rows), the groups as the pairwise tree in a thread's own slots (L1-sized). The threads
-// split the blocks; each block's sums are the same whichever thread runs it.
+// (block_rows, or block_rows_avx2 without AVX-512), the groups as the pairwise tree in a thread's
+// own slots (L1-sized). The threads split the blocks; each block's sums are the same whichever
+// thread runs it.
 void own_weight_gradient(const float* g, const float* x, int64_t n, int64_t in, int64_t out, float* dw,
                          std::vector<float>& scratch) {
 #if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__AVX2__) && defined(__FMA__)
+  const auto block_sum = cpu_avx512() ? block_rows : block_rows_avx2;
+#else
+  const auto block_sum = block_rows;
+#endif
   const int64_t blocks_i = in / kBlockI, blocks = out / kBlockO * blocks_i, groups = batch_groups(n);
   const int64_t slots = PairwiseTree::slots_for(groups), threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   scratch.resize(size_t(threads * slots * kBlockFloats));
@@ -110,8 +151,8 @@ void own_weight_gradient(const float* g, const float* x, int64_t n, int64_t in, 
       const int64_t o0 = b / blocks_i * kBlockO, i0 = b % blocks_i * kBlockI;
       PairwiseTree tree;
       for (int64_t j = 0; j < groups; ++j) {
-        block_rows(g, x, in, out, o0, i0, j * kBatchGroupRows, std::min(n, (j + 1) * kBatchGroupRows),
-                   mine + tree.next_slot() * kBlockFloats);
+        block_sum(g, x, in, out, o0, i0, j * kBatchGroupRows, std::min(n, (j + 1) * kBatchGroupRows),
+                  mine + tree.next_slot() * kBlockFloats);
         tree.push(merge);
       }
       tree.finish(merge);
@@ -159,7 +200,9 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
   const int64_t groups = batch_groups(n);
   // The batch's sum order (core/pairwise_sum.h): each group of 16 rows summed on its own, the
   // groups added as the pairwise tree. dw by Ember's own kernel where it fits, else one sgemm
-  // per group (K = the group's rows) into parts.
+  // per group (K = the group's rows) into a slot of parts, the slots merged as the groups come
+  // (PairwiseTree: pairwise_reduce's tree in log2(groups) + 2 slots of dw's size, not one a group:
+  // 8 copies of the weight matrix for a 768-row batch instead of 48).
   if (!params) {
     // a frozen layer: no parameter gradient
   } else if (n == 0) {  // an empty batch: no terms
@@ -170,14 +213,21 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
     sgemm(true, false, out, in, n, 1.0f, g, out, x.f32(), in, 0.0f, dw.f32(), in);
   } else {
     const int64_t part = out * in;
-    parts.resize(size_t(groups * part));
+    parts.resize(size_t(PairwiseTree::slots_for(groups) * part));
+    float* const slots = parts.data();
+    // Slot `into` += slot `from` (= into + 1): pairwise_reduce of the two, the threads splitting it.
+    const auto merge = [slots, part](int64_t into, int64_t from) {
+      pairwise_reduce(slots + into * part, 2, part, (from - into) * part);
+    };
+    PairwiseTree tree;
     for (int64_t j = 0; j < groups; ++j) {
       const int64_t r0 = j * kBatchGroupRows;
       sgemm(true, false, out, in, std::min(kBatchGroupRows, n - r0), 1.0f, g + r0 * out, out, x.f32() + r0 * in, in,
-            0.0f, parts.data() + j * part, in);
+            0.0f, slots + tree.next_slot() * part, in);
+      tree.push(merge);
     }
-    pairwise_reduce(parts.data(), groups, part, part);
-    std::copy_n(parts.data(), part, dw.f32());
+    tree.finish(merge);
+    std::copy_n(slots, part, dw.f32());
   }
   if (params) dense_bias_gradient(g, n, out, db.f32());
   if (dx) sgemm(false, false, n, in, out, 1.0f, g, out, w.f32(), in, 0.0f, dx->f32(), in);

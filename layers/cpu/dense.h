@@ -1,6 +1,6 @@
 // Dense on the CPU: oneDNN's sgemm (200-255 GFLOP/s here; Debian's OpenBLAS misdetects this
-// CPU) plus a fused bias(+ReLU) loop; the weight gradient on Ember's own AVX-512 kernel where it
-// fits (dense.cpp).
+// CPU) plus a fused bias(+ReLU) loop; the weight gradient on Ember's own kernel (AVX-512 or AVX2)
+// where it fits (dense.cpp).
 // Shapes: x (N, I), w (O, I) row-major (PyTorch's convention), b (O), y (N, O).
 #pragma once
 

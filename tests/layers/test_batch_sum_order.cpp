@@ -6,8 +6,10 @@
 // (test_conv2d_winograd.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "core/pairwise_sum.h"
@@ -113,6 +115,35 @@ TEST(BatchSumOrder, DenseWeightGradient) {
     };
     EXPECT_EQ(gradient(0, 0), std::vector<float>(size_t(out * in + out), 0.0f)) << "an empty batch: no terms";
     expect_shares_add_up(gradient);
+  }
+}
+
+// Dense's own weight-gradient kernel (inputs a multiple of 32, outputs of 8; AVX-512, or AVX2 with
+// FMA) on either instruction set: each group's dw the chain of fused multiply-adds from zero in row
+// order, the groups as the tree, to the bit. That chain is also what oneDNN's sgemm computes for
+// these shapes (it ran them before the AVX2 kernel existed), so Dense trains to the same bits on an
+// AVX2 CPU and an AVX-512 one. Values over 2^-20..2^20, so a mul-then-add or another order fails.
+TEST(BatchSumOrder, DenseWeightGradientIsEachGroupsFusedChainOnAnyInstructionSet) {
+  for (const auto& [n, in, out] : {std::tuple<int64_t, int64_t, int64_t>{40, 576, 64}, {112, 128, 512}}) {
+    SCOPED_TRACE(std::to_string(n) + " rows, " + std::to_string(in) + " -> " + std::to_string(out));
+    const std::vector<float> xv = spread(size_t(n * in), 11), gv = spread(size_t(n * out), 12);
+    const Tensor x = Tensor::from_vector(Shape{n, in}, xv), g = Tensor::from_vector(Shape{n, out}, gv);
+    const Tensor w = test::random_tensor(Shape{out, in}, 3);
+    Tensor dz = Tensor::empty(Shape{n, out}), dw = Tensor::empty(Shape{out, in}), db = Tensor::empty(Shape{out});
+    cpu::dense_backward(x, w, g, g, false, dz, nullptr, dw, db, nullptr);
+    std::vector<std::vector<float>> groups;
+    for (int64_t r0 = 0; r0 < n; r0 += kBatchGroupRows) {
+      std::vector<float> sum(size_t(out * in));
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t i = 0; i < in; ++i) {
+          float acc = 0.0f;
+          for (int64_t r = r0; r < std::min(n, r0 + kBatchGroupRows); ++r)
+            acc = std::fma(gv[size_t(r * out + o)], xv[size_t(r * in + i)], acc);
+          sum[size_t(o * in + i)] = acc;
+        }
+      groups.push_back(std::move(sum));
+    }
+    EXPECT_EQ(dw.to_vector(), test::pairwise_tree_of(groups));
   }
 }
 
