@@ -6,6 +6,10 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
 #include "../../core/cpu/cpu_features.h"
 #include "../../core/cpu/gemm.h"
 #include "../../core/error.h"
@@ -95,29 +99,29 @@ EMBER_AVX512 void block_rows(const float* g, const float* x, int64_t in, int64_t
 
 // The same block on AVX2 in four passes of 4 outputs by 16 inputs (8 accumulators of 8 lanes; per
 // row 2 loads of x, 4 broadcasts of g). Each element's sum is the same chain of fused multiply-adds
-// from zero in row order as block_rows', so the two kernels give the same bits (and oneDNN's AVX2
-// sgemm, which this replaced, gave them too for these shapes: tests/layers/test_batch_sum_order.cpp).
+// (written out, so that no tuning that declines to contract 256-bit chains can change it) from zero
+// in row order as block_rows', so the two kernels give the same bits. oneDNN's AVX2 sgemm, which
+// took these shapes before, computed that chain too where checked (the AVX2 engine fixtures, a
+// GPT's checkpoints).
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__)
 void block_rows_avx2(const float* g, const float* x, int64_t in, int64_t out, int64_t o0, int64_t i0, int64_t r0,
                      int64_t r1, float* s) {
-  using simd::f8;
-  using simd::f8u;
   for (int64_t ko = 0; ko < kBlockO; ko += 4)
     for (int64_t ki = 0; ki < kBlockI; ki += 16) {
-      f8 acc[4][2];
-      for (int64_t k = 0; k < 4; ++k) acc[k][0] = acc[k][1] = f8{};
+      __m256 acc[4][2];
+      for (int64_t k = 0; k < 4; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
       for (int64_t r = r0; r < r1; ++r) {
-        const f8 u0 = *reinterpret_cast<const f8u*>(x + r * in + i0 + ki);
-        const f8 u1 = *reinterpret_cast<const f8u*>(x + r * in + i0 + ki + 8);
+        const __m256 u0 = _mm256_loadu_ps(x + r * in + i0 + ki), u1 = _mm256_loadu_ps(x + r * in + i0 + ki + 8);
         const float* gr = g + r * out + o0 + ko;
 #pragma GCC unroll 4
         for (int64_t k = 0; k < 4; ++k) {
-          acc[k][0] += gr[k] * u0;
-          acc[k][1] += gr[k] * u1;
+          const __m256 gk = _mm256_broadcast_ss(gr + k);
+          acc[k][0] = _mm256_fmadd_ps(gk, u0, acc[k][0]);
+          acc[k][1] = _mm256_fmadd_ps(gk, u1, acc[k][1]);
         }
       }
       for (int64_t k = 0; k < 4; ++k)
-        for (int64_t h = 0; h < 2; ++h) *reinterpret_cast<f8u*>(s + (ko + k) * kBlockI + ki + h * 8) = acc[k][h];
+        for (int64_t h = 0; h < 2; ++h) _mm256_storeu_ps(s + (ko + k) * kBlockI + ki + h * 8, acc[k][h]);
     }
 }
 #endif
@@ -164,6 +168,8 @@ void own_weight_gradient(const float* g, const float* x, int64_t n, int64_t in, 
 #endif
 }
 }  // namespace
+
+bool dense_weight_gradient_kernel_fits(int64_t in, int64_t out) { return own_weight_gradient_fits(in, out); }
 
 void dense_bias_gradient(const float* dz, int64_t n, int64_t out, float* db) {
   // Each group's column sums in row order (from zero, a row at a time across the columns), the
@@ -213,7 +219,7 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
     sgemm(true, false, out, in, n, 1.0f, g, out, x.f32(), in, 0.0f, dw.f32(), in);
   } else {
     const int64_t part = out * in;
-    parts.resize(size_t(PairwiseTree::slots_for(groups) * part));
+    parts.resize(size_t(std::min(groups, PairwiseTree::slots_for(groups)) * part));  // next_slot() <= the groups so far
     float* const slots = parts.data();
     // Slot `into` += slot `from` (= into + 1): pairwise_reduce of the two, the threads splitting it.
     const auto merge = [slots, part](int64_t into, int64_t from) {

@@ -22,6 +22,11 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, bool relu, Tensor& dz,
                     Tensor* dx, Tensor& dw, Tensor& db, std::vector<float>* scratch = nullptr);
 
+// Whether dense_backward's dw runs on Ember's own block kernel on this CPU and build (inputs a
+// multiple of 32, outputs of 8; AVX-512, or AVX2 with FMA where the build targets it): each group's
+// sums then the chain of fused multiply-adds from zero in row order. Else one sgemm per group.
+bool dense_weight_gradient_kernel_fits(int64_t in, int64_t out);
+
 // db = sum over the n rows of dz (n x out), in the batch's sum order (as dense_backward's), written (=).
 void dense_bias_gradient(const float* dz, int64_t n, int64_t out, float* db);
 
