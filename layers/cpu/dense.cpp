@@ -55,23 +55,6 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, bool relu,
 namespace {
 constexpr int64_t kBlockO = 8, kBlockI = 32, kBlockFloats = kBlockO * kBlockI;
 
-// Whether dw runs on own_weight_gradient: blocks of 8 outputs by 32 inputs tile it, and the CPU
-// runs one of its block kernels: AVX-512 (cpu_avx512(): not capped by EMBER_MAX_CPU_ISA), or AVX2
-// with FMA where the build targets them (EMBER_CPU_ARCH x86-64-v3, the default).
-bool own_weight_gradient_fits(int64_t in, int64_t out) {
-#if defined(__x86_64__) && defined(__GNUC__)
-#if defined(__AVX2__) && defined(__FMA__)
-  constexpr bool kAvx2Kernel = true;
-#else
-  constexpr bool kAvx2Kernel = false;
-#endif
-  return in % kBlockI == 0 && out % kBlockO == 0 && (kAvx2Kernel || cpu_avx512());
-#else
-  (void)in, (void)out;
-  return false;
-#endif
-}
-
 // One (8 outputs, 32 inputs) block's sum over the rows [r0, r1) of g (n x out) and x (n x in),
 // from zero, in row order: 16 accumulators of 16 lanes, per row 2 loads of x, 8 broadcasts of g.
 // Written to s (8 x 32). AVX-512 (the target attribute); called only after the CPU check.
@@ -169,7 +152,22 @@ void own_weight_gradient(const float* g, const float* x, int64_t n, int64_t in, 
 }
 }  // namespace
 
-bool dense_weight_gradient_kernel_fits(int64_t in, int64_t out) { return own_weight_gradient_fits(in, out); }
+// dense.h: blocks of 8 outputs by 32 inputs tile dw, and the CPU runs one of own_weight_gradient's
+// block kernels: AVX-512 (cpu_avx512(): not capped by EMBER_MAX_CPU_ISA), or AVX2 with FMA where
+// the build targets them (EMBER_CPU_ARCH x86-64-v3, the default).
+bool dense_weight_gradient_kernel_fits(int64_t in, int64_t out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__AVX2__) && defined(__FMA__)
+  constexpr bool kAvx2Kernel = true;
+#else
+  constexpr bool kAvx2Kernel = false;
+#endif
+  return in % kBlockI == 0 && out % kBlockO == 0 && (kAvx2Kernel || cpu_avx512());
+#else
+  (void)in, (void)out;
+  return false;
+#endif
+}
 
 void dense_bias_gradient(const float* dz, int64_t n, int64_t out, float* db) {
   // Each group's column sums in row order (from zero, a row at a time across the columns), the
@@ -213,7 +211,7 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Ten
     // a frozen layer: no parameter gradient
   } else if (n == 0) {  // an empty batch: no terms
     std::fill_n(dw.f32(), out * in, 0.0f);
-  } else if (own_weight_gradient_fits(in, out)) {
+  } else if (dense_weight_gradient_kernel_fits(in, out)) {
     own_weight_gradient(g, x.f32(), n, in, out, dw.f32(), parts);
   } else if (groups <= 1) {
     sgemm(true, false, out, in, n, 1.0f, g, out, x.f32(), in, 0.0f, dw.f32(), in);
