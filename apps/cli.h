@@ -248,6 +248,12 @@ inline CLI::Validator unsigned_64() {
       std::string());
 }
 
+// A CLI11 check for a path flag: "the path is empty" for '' (which would otherwise mean "none").
+inline CLI::Validator path_given() {
+  return CLI::Validator(
+      [](std::string& text) { return text.empty() ? std::string("the path is empty") : std::string(); }, std::string());
+}
+
 // A CLI11 check for a floating-point flag: a finite number in [lo, hi] ("not a number" for
 // text, "not a finite number" for nan and inf, "out of range" outside [lo, hi]).
 inline CLI::Validator finite_in(double lo, double hi) {

@@ -7,7 +7,8 @@
 //   train_gpt --load gpt.st --sample 400 --prompt "Call me" --temperature 0.8 --top-k 20
 //
 // Exit codes: 0 success, 1 runtime error (missing data, device, I/O, diverged training), 2 bad
-// command line.
+// command line, 130 / 143 stopped by SIGINT / SIGTERM (after the current step, the model as it is
+// saved to --save; a second signal exits at once).
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +25,8 @@
 #include "apps/cli.h"
 #include "apps/gpt.h"
 #include "apps/openmp_spin.h"
+#include "apps/paths.h"
+#include "apps/stop_signal.h"
 #include "ember.h"
 
 namespace {
@@ -40,7 +45,7 @@ struct Args {
   int64_t sample = 0, top_k = 0;
   float temperature = 1.0f;
   int threads = 0;
-  bool quiet = false;
+  bool quiet = false, strict_placement = false;
 };
 
 int parse(int argc, char** argv, Args& a) {
@@ -50,11 +55,13 @@ int parse(int argc, char** argv, Args& a) {
   set_up_help(app,
               "  0        success\n"
               "  1        runtime error (missing data, device, I/O, diverged training)\n"
-              "  2        bad command line");
-  app.option_defaults()->always_capture_default();
-  app.add_option("--data", a.data, "The text file (scripts/fetch_data.sh moby-dick fetches the default)");
+              "  2        bad command line\n"
+              "  130/143  stopped by SIGINT/SIGTERM (after the current step; the model so far to --save)");
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--data", a.data, "The text file (scripts/fetch_data.sh moby-dick fetches the default)")
+      ->check(path_given());
   app.add_option("--val-fraction", a.val_fraction, "The text's last part held out for validation")
-      ->check(CLI::Range(0.001, 0.5));
+      ->check(finite_in(0.001, 0.5));
   app.add_option("--steps", a.steps, "Optimizer steps")->transform(integer_in(1, 100000000));
   app.add_option("--batch-size", a.batch, "Windows per step")->transform(integer_in(1, 1 << 20));
   app.add_option("--context", a.context, "Bytes per window (the model's sequence length)")
@@ -65,23 +72,26 @@ int parse(int argc, char** argv, Args& a) {
       ->transform(integer_in(1, 1 << 16));
   app.add_option("--dropout", a.dropout,
                  "Dropout rate after the embeddings, on the attention probabilities and on each residual branch")
-      ->check(CLI::Range(0.0, 0.95));
-  app.add_option("--learning-rate", a.learning_rate, "The peak rate, after the warm-up")->check(CLI::PositiveNumber);
-  app.add_option("--min-learning-rate", a.min_learning_rate, "The rate the cosine reaches at the last step")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_in(0.0, 0.95));
+  app.add_option("--learning-rate", a.learning_rate, "The peak rate, after the warm-up")->check(finite_in(1e-12, 10.0));
+  app.add_option("--min-learning-rate", a.min_learning_rate,
+                 "The rate the cosine reaches at the last step (at most --learning-rate)")
+      ->check(finite_in(0.0, 10.0));
   app.add_option("--warmup-steps", a.warmup, "Linear warm-up steps")->transform(integer_in(0, 100000000));
   app.add_option("--weight-decay", a.weight_decay, "AdamW's decoupled decay of kernels and embeddings")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--beta2", a.beta2, "AdamW's second-moment decay")->check(CLI::Range(0.0, 0.999999));
-  app.add_option("--clipnorm", a.clipnorm, "Global gradient-norm clip (0: off)")->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", a.seed, "Initialisation and window draws");
+      ->check(finite_in(0.0, 1.0));
+  app.add_option("--beta2", a.beta2, "AdamW's second-moment decay")->check(finite_in(0.0, 0.999999));
+  app.add_option("--clipnorm", a.clipnorm, "Global gradient-norm clip (0: off)")->check(finite_in(0.0, 1e9));
+  app.add_option("--seed", a.seed, "Initialisation and window draws")->transform(unsigned_64());
   app.add_option("--log-every", a.log_every, "Steps between progress lines")->transform(integer_in(1, 100000000));
-  app.add_option("--save", a.save, "Save the trained model (architecture, weights, vocabulary) here");
-  app.add_option("--history", a.history, "Write the logged losses and the validation loss as JSON here");
-  app.add_option("--load", a.load, "Sample from this saved model instead of training");
+  app.add_option("--save", a.save, "Save the trained model (architecture, weights, vocabulary) here")
+      ->check(path_given());
+  app.add_option("--history", a.history, "Write the logged losses and the validation loss as JSON here")
+      ->check(path_given());
+  app.add_option("--load", a.load, "Sample from this saved model instead of training")->check(path_given());
   app.add_option("--sample", a.sample, "Bytes to sample (with --load)")->transform(integer_in(0, 100000000));
   app.add_option("--prompt", a.prompt, "The text sampling continues");
-  app.add_option("--temperature", a.temperature, "Divides the logits before sampling")->check(CLI::PositiveNumber);
+  app.add_option("--temperature", a.temperature, "Divides the logits before sampling")->check(finite_in(1e-3, 1e3));
   app.add_option("--top-k", a.top_k, "Sample among the k likeliest bytes (0: all)")->transform(integer_in(0, 256));
   app.add_option("--device", a.device, "auto (the GPU when usable, else cpu), cpu, gpu, gpu:N or cuda:N");
   app.add_option("--threads", a.threads, "CPU threads, or free: the cores other processes leave free")
@@ -91,6 +101,8 @@ int parse(int argc, char** argv, Args& a) {
                  "fp32, or mixed_bf16: dense layers multiply in bfloat16 with fp32 accumulation (CPU with "
                  "AVX512-BF16 or AMX; fp32 elsewhere, with a warning)")
       ->check(CLI::IsMember({"fp32", "mixed_bf16"}));
+  app.add_flag("--strict-placement", a.strict_placement,
+               "Fail when --device or --precision cannot run here, instead of running on the CPU or in fp32");
   app.add_flag("--quiet", a.quiet, "Print only the results");
   if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
   if (a.features % a.heads != 0) {
@@ -98,6 +110,16 @@ int parse(int argc, char** argv, Args& a) {
                  static_cast<long long>(a.features), static_cast<long long>(a.heads));
     return 2;
   }
+  if (a.min_learning_rate > a.learning_rate) {
+    std::fprintf(stderr, "train_gpt: --min-learning-rate %g is above --learning-rate %g (see --help)\n",
+                 double(a.min_learning_rate), double(a.learning_rate));
+    return 2;
+  }
+  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && a.threads > static_cast<int>(cores))
+    std::fprintf(stderr,
+                 "train_gpt: warning: --threads %d is more than the %u cores here: OpenMP threads will share cores "
+                 "and run slower\n",
+                 a.threads, cores);
   if (!a.load.empty() && a.sample == 0) {
     std::fprintf(stderr, "train_gpt: --load samples: give --sample N (see --help)\n");
     return 2;
@@ -112,7 +134,7 @@ int parse(int argc, char** argv, Args& a) {
 }
 
 Device choose_device(const Args& a) {
-  if (a.device != "auto") return resolve_device(Device::parse(a.device), false);
+  if (a.device != "auto") return resolve_device(Device::parse(a.device), a.strict_placement);
   if (cuda_available()) return Device::cuda(cuda_status().gpus.front().index);
   return Device::cpu();
 }
@@ -124,10 +146,21 @@ std::string hex_of(const std::vector<uint8_t>& bytes) {
   return s;
 }
 
-std::vector<uint8_t> bytes_of_hex(const std::string& s) {
-  EMBER_CHECK(s.size() % 2 == 0, CheckpointError, "train_gpt: the file's vocabulary is not hex pairs");
+std::vector<uint8_t> bytes_of_hex(const std::string& s, const std::string& path) {
+  const auto digit = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+  };
+  EMBER_CHECK(s.size() % 2 == 0, CheckpointError, path + ": the vocabulary is not hex pairs (odd length)");
   std::vector<uint8_t> out;
-  for (size_t i = 0; i < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i < s.size(); i += 2) {
+    const int hi = digit(s[i]), lo = digit(s[i + 1]);
+    EMBER_CHECK(hi >= 0 && lo >= 0, CheckpointError,
+                path + ": the vocabulary is not hex pairs ('" + s.substr(i, 2) + "' at " + std::to_string(i) + ")");
+    out.push_back(static_cast<uint8_t>(hi * 16 + lo));
+  }
   return out;
 }
 
@@ -136,14 +169,14 @@ int sample(const Args& a) {
   const TrainingState st = m->load(a.load);
   const auto v = st.extra.find("vocabulary");
   EMBER_CHECK(v != st.extra.end(), CheckpointError,
-              "train_gpt: " + a.load + " holds no vocabulary (was it saved by train_gpt --save?)");
-  const ByteVocabulary vocab = ByteVocabulary::from_bytes(bytes_of_hex(v->second));
+              "" + a.load + " holds no vocabulary (was it saved by train_gpt --save?)");
+  const ByteVocabulary vocab = ByteVocabulary::from_bytes(bytes_of_hex(v->second, a.load));
   const int64_t t = m->input_shape()[0], k = vocab.size();
   EMBER_CHECK(m->output_shapes().size() == 1 && m->output_shapes()[0] == (Shape{t, k}), CheckpointError,
-              "train_gpt: " + a.load + " outputs " + m->output_shapes()[0].str() + " per sample, not (" +
-                  std::to_string(t) + ", " + std::to_string(k) + ") for its vocabulary of " + std::to_string(k));
+              "" + a.load + " outputs " + m->output_shapes()[0].str() + " per sample, not (" + std::to_string(t) +
+                  ", " + std::to_string(k) + ") for its vocabulary of " + std::to_string(k));
   std::vector<int32_t> ids = vocab.encode(a.prompt);
-  EMBER_CHECK(!ids.empty(), ArgumentError, "train_gpt: --prompt must hold at least one byte");
+  EMBER_CHECK(!ids.empty(), ArgumentError, "--prompt must hold at least one byte");
   Rng rng(a.seed);
   std::string out;
   Tensor x = Tensor::zeros(Shape{1, t}, DType::I32);
@@ -152,7 +185,10 @@ int sample(const Args& a) {
     const int64_t len = std::min<int64_t>(static_cast<int64_t>(ids.size()), t);
     std::copy(ids.end() - len, ids.end(), x.data<int32_t>());
     const Tensor z = m->predict(x);
-    const int32_t next = apps::sample_logits(z.f32() + (len - 1) * k, k, a.temperature, a.top_k, rng);
+    const float* logits = z.f32() + (len - 1) * k;
+    EMBER_CHECK(std::all_of(logits, logits + k, [](float z_i) { return std::isfinite(z_i); }), NumericalError,
+                a.load + ": the model's outputs are not finite (NaN or infinite weights?): nothing to sample from");
+    const int32_t next = apps::sample_logits(logits, k, a.temperature, a.top_k, rng);
     ids.push_back(next);
     out += vocab.decode(std::span<const int32_t>(&ids.back(), 1));
   }
@@ -160,6 +196,26 @@ int sample(const Args& a) {
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::printf("\n");
   return 0;
+}
+
+void save_model(const Args& a, const Model& m, const ByteVocabulary& vocab) {
+  TrainingState st;
+  st.extra["vocabulary"] = hex_of(vocab.bytes());
+  m.save(a.save, st);
+}
+
+// After SIGINT/SIGTERM: the model as it is after `done` steps to --save (no validation, no
+// history: the run did not finish), and one line that says so.
+int finish_interrupted(const Args& a, const Model& m, const ByteVocabulary& vocab, int64_t done) {
+  const int sig = apps::g_stop_signal;
+  std::fflush(stdout);
+  if (!a.save.empty()) save_model(a, m, vocab);
+  std::fprintf(stderr, "train_gpt: stopped by %s after step %lld of %lld: %s\n", apps::signal_name(sig),
+               static_cast<long long>(done), static_cast<long long>(a.steps),
+               a.save.empty()
+                   ? "nothing saved (no --save)"
+                   : ("saved the model as it is to " + a.save + " (sample from it with --load); no --history").c_str());
+  return 128 + sig;
 }
 
 // The validation loss, the training time and the median step; then --save and --history.
@@ -174,9 +230,7 @@ void report(const Args& a, Model& m, const ByteVocabulary& vocab, const Sequence
   std::printf("Training time: %.1f s, median step %.2f ms (%lld steps of %lld x %lld bytes)\n", train_s, median,
               static_cast<long long>(a.steps), static_cast<long long>(a.batch), static_cast<long long>(a.context));
   if (!a.save.empty()) {
-    TrainingState st;
-    st.extra["vocabulary"] = hex_of(vocab.bytes());
-    m.save(a.save, st);
+    save_model(a, m, vocab);
     if (!a.quiet) std::printf("Saved to %s\n", a.save.c_str());
   }
   if (!a.history.empty()) {
@@ -188,22 +242,40 @@ void report(const Args& a, Model& m, const ByteVocabulary& vocab, const Sequence
     const std::string body = h.dump(2) + "\n";
     write_file_atomically(a.history, "--history", [&](int fd) {
       EMBER_CHECK(::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()), IoError,
-                  "train_gpt: could not write " + a.history);
+                  "could not write " + a.history);
     });
   }
 }
 
+// --save and --history, before any work: writable, and apart from the text and each other.
+void check_outputs(const Args& a) {
+  if (!a.save.empty()) check_output_path(a.save, "--save");
+  if (!a.history.empty()) check_output_path(a.history, "--history");
+  apps::check_not_same({"--save", a.save}, {{"--data", a.data}});
+  apps::check_not_same({"--history", a.history}, {{"--data", a.data}, {"--save", a.save}});
+}
+
 int train(const Args& a) {
+  apps::install_stop_handlers("\ntrain_gpt: second signal: exiting at once, nothing saved\n");
   set_num_threads(a.threads);
+  check_outputs(a);
   const std::string text = read_text_file(a.data);
+  EMBER_CHECK(!text.empty(), IoError, "--data " + a.data + " is empty");
   const ByteVocabulary vocab(text);
   const std::vector<int32_t> tokens = vocab.encode(text);
   const auto n_val = static_cast<int64_t>(static_cast<double>(tokens.size()) * a.val_fraction);
   const auto split = static_cast<int64_t>(tokens.size()) - n_val;
+  for (const auto& [part, n] : {std::pair{"training", split}, std::pair{"validation", n_val}})
+    EMBER_CHECK(n > a.context, ArgumentError,
+                "--data " + a.data + ": its " + part + " part holds " + std::to_string(n) +
+                    " bytes, fewer than --context " + std::to_string(a.context) +
+                    " + 1 (a window and its next byte): give a longer text, " +
+                    (std::string(part) == "validation" ? "a larger --val-fraction " : "a smaller --val-fraction ") +
+                    "or a smaller --context");
   const SequenceDataset train_set(std::vector<int32_t>(tokens.begin(), tokens.begin() + split), a.context);
   const SequenceDataset val_set(std::vector<int32_t>(tokens.begin() + split, tokens.end()), a.context);
   const Device device = choose_device(a);
-  set_precision(resolve_precision(parse_precision(a.precision), device, false));
+  set_precision(resolve_precision(parse_precision(a.precision), device, a.strict_placement));
   std::shared_ptr<Model> m = apps::gpt_model({.vocabulary = vocab.size(),
                                               .context = a.context,
                                               .blocks = a.blocks,
@@ -220,7 +292,7 @@ int train(const Args& a) {
                                                   .global_clipnorm = a.clipnorm}));
   if (!a.quiet)
     std::printf(
-        "train_gpt: %lld bytes (%lld distinct), %lld for training, %lld for validation; %lld parameters; %s\n",
+        "%lld bytes (%lld distinct), %lld for training, %lld for validation; %lld parameters; %s\n",
         static_cast<long long>(tokens.size()), static_cast<long long>(vocab.size()), static_cast<long long>(split),
         static_cast<long long>(n_val), static_cast<long long>(m->num_params()),
         (device.str() + (precision() == Precision::MixedBFloat16 ? ", mixed_bf16 (" + cpu_bf16().isa + ")" : ""))
@@ -230,7 +302,8 @@ int train(const Args& a) {
   nlohmann::json log = nlohmann::json::array();
   double window_loss = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t s = 0; s < a.steps; ++s) {
+  int64_t done = 0;
+  for (int64_t s = 0; s < a.steps && apps::g_stop_signal == 0; ++s, ++done) {
     SequenceBatch b = train_set.train_batch(a.batch, rng);
     m->optimizer()->set_learning_rate(
         apps::gpt_learning_rate(s, a.steps, a.warmup, a.learning_rate, a.min_learning_rate));
@@ -238,9 +311,9 @@ int train(const Args& a) {
     const auto s0 = std::chrono::steady_clock::now();
     const float loss = m->train_step(x, y);
     step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count());
-    EMBER_CHECK(std::isfinite(loss), Error,
-                "train_gpt: the loss is " + std::to_string(loss) + " at step " + std::to_string(s + 1) +
-                    " (a learning rate too high?)");
+    EMBER_CHECK(
+        std::isfinite(loss), Error,
+        "the loss is " + std::to_string(loss) + " at step " + std::to_string(s + 1) + " (a learning rate too high?)");
     window_loss += loss;
     if ((s + 1) % a.log_every == 0 || s + 1 == a.steps) {
       const int64_t in_window = (s % a.log_every) + 1;
@@ -253,6 +326,7 @@ int train(const Args& a) {
       window_loss = 0;
     }
   }
+  if (apps::g_stop_signal != 0) return finish_interrupted(a, *m, vocab, done);
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(a, *m, vocab, val_set, step_ms, train_s, log);
   return 0;

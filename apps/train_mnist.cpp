@@ -19,6 +19,7 @@
 
 #include "apps/model_zoo.h"
 #include "apps/openmp_spin.h"
+#include "apps/stop_signal.h"
 #include "apps/train_mnist_args.h"
 #include "apps/train_mnist_outputs.h"
 #include "core/logger.h"
@@ -30,33 +31,13 @@ namespace {
 using ember::apps::Args;
 using ember::apps::check_data;
 using ember::apps::check_outputs;
+using ember::apps::g_stop_signal;
 using ember::apps::parse_best;
 using ember::apps::parse_gpu_list;
 using ember::apps::save_final;
 using ember::apps::schedule_of;
+using ember::apps::signal_name;
 using ember::apps::write_history;
-
-// The first SIGINT/SIGTERM asks training to stop after the current step; a second one exits
-// at once (only async-signal-safe calls in the handler).
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal != 0) {
-    static const char msg[] = "\ntrain_mnist: second signal: exiting at once, nothing saved\n";
-    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-    ::_exit(128 + sig);
-  }
-  g_stop_signal = sig;
-}
-
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // the libraries' blocking calls (MPI, file I/O) carry on
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
 
 std::unique_ptr<ember::Strategy> make_strategy(const Args& a, const ember::Device& device) {
   using namespace ember;
@@ -116,8 +97,7 @@ int finish_interrupted(const Args& a, const ember::Model& model, const ember::Tr
                                      : "saved a resumable checkpoint to " + saved.front() +
                                            (saved.size() > 1 ? " and " + saved[1] : "") + " (continue with --resume " +
                                            saved.front() + ")";
-    std::fprintf(stderr, "train_mnist: stopped by %s %s: %s\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", where.c_str(),
-                 what.c_str());
+    std::fprintf(stderr, "train_mnist: stopped by %s %s: %s\n", signal_name(sig), where.c_str(), what.c_str());
   }
   return 128 + sig;
 }
@@ -318,7 +298,7 @@ void report_test(const Args& a, ember::Strategy& strategy, const ember::Dataset&
 int run(const Args& a) {
   using namespace ember;
   const auto t0 = std::chrono::steady_clock::now();
-  install_stop_handlers();
+  ember::apps::install_stop_handlers("\ntrain_mnist: second signal: exiting at once, nothing saved\n");
   set_num_threads(a.threads);
   enable_flush_to_zero();
   const Device device = choose_device(a);
@@ -356,8 +336,7 @@ int run(const Args& a) {
     std::printf("The checkpoint has already trained %d of --epochs %d: nothing to train.\n", state.epochs_done,
                 a.epochs);
   if (g_stop_signal != 0) {  // before the first step: nothing trained, nothing to save
-    std::fprintf(stderr, "train_mnist: stopped by %s before training\n",
-                 g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    std::fprintf(stderr, "train_mnist: stopped by %s before training\n", signal_name(g_stop_signal));
     return 128 + g_stop_signal;
   }
   History history;

@@ -8,14 +8,6 @@
 
 namespace ember::apps {
 
-namespace {
-
-std::string non_empty(const std::string& text) {
-  return text.empty() ? std::string("the path is empty") : std::string();
-}
-
-}  // namespace
-
 std::vector<int> parse_gpu_list(const std::string& s) {
   std::vector<int> out;
   size_t i = 0;
@@ -145,11 +137,11 @@ void add_output_flags(CLI::App& app, Args& a) {
   app.option_defaults()->group("Checkpoints and output");
   app.add_option("--save", a.save, "Save the trained model and optimizer state (safetensors) here")
       ->type_name("PATH")
-      ->check(non_empty);
+      ->check(path_given());
   app.add_option("--checkpoint-dir", a.checkpoint_dir,
                  "Checkpoint every epoch (epoch-NNN.safetensors) and the best by val_accuracy (best.safetensors)")
       ->type_name("DIR")
-      ->check(non_empty);
+      ->check(path_given());
   app.add_flag("--overwrite", a.overwrite,
                "Let --checkpoint-dir replace the checkpoints of another run (refused otherwise, unless --resume)");
   auto* resume = app.add_option("--resume", a.resume, "Continue training from this checkpoint up to --epochs in total")
@@ -164,7 +156,7 @@ void add_output_flags(CLI::App& app, Args& a) {
   load->needs(evaluate_only);
   app.add_option("--history", a.history, "Write per-epoch metrics and the test result as JSON here")
       ->type_name("PATH")
-      ->check(non_empty);
+      ->check(path_given());
   app.add_flag("--quiet", a.quiet, "Print only the final test line");
 }
 

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/paths.h"
+
 namespace ember::apps {
 
 void write_history(const std::string& path, const Args& a, const History& h, const EvalResult& test,
@@ -48,10 +50,45 @@ void write_history(const std::string& path, const Args& a, const History& h, con
   write_file_atomically(path, "--history", [&](int fd) { write_all(fd, text.data(), text.size(), path); });
 }
 
+namespace {
+
+// No output over a file the run reads or another output writes. --save may name the model file
+// it continues (--resume, --load): the file is then replaced by its continuation, as Keras'
+// model.save over the path load_model read; it may not name the data or a checkpoint of
+// --checkpoint-dir (the final save would replace the best one). --history replaces nothing.
+void check_outputs_apart(const Args& a) {
+  namespace fs = std::filesystem;
+  const std::string data_dir = a.data_dir.empty() ? "data/" + a.dataset : a.data_dir;
+  std::vector<NamedPath> data;
+  for (const char* name :
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+    for (const char* ext : {"", ".gz"}) data.push_back({"the data set", data_dir + "/" + name + ext});
+  std::vector<NamedPath> checkpoints;
+  if (!a.checkpoint_dir.empty()) {
+    for (const char* name : {"best.safetensors", "interrupted.safetensors"})
+      checkpoints.push_back({"--checkpoint-dir", a.checkpoint_dir + "/" + name});
+    for (const NamedPath& out : {NamedPath{"--save", a.save}, NamedPath{"--history", a.history}}) {
+      const std::string name = fs::path(out.path).filename().string();
+      if (!out.path.empty() && name.starts_with("epoch-") && name.ends_with(".safetensors"))
+        checkpoints.push_back({"--checkpoint-dir", (fs::path(a.checkpoint_dir) / name).string()});
+    }
+  }
+  std::vector<NamedPath> save_others = data;
+  save_others.insert(save_others.end(), checkpoints.begin(), checkpoints.end());
+  check_not_same({"--save", a.save}, save_others);
+  std::vector<NamedPath> history_others = save_others;
+  for (const NamedPath& p : {NamedPath{"--save", a.save}, NamedPath{"--resume", a.resume}, NamedPath{"--load", a.load}})
+    history_others.push_back(p);
+  check_not_same({"--history", a.history}, history_others);
+}
+
+}  // namespace
+
 void check_outputs(const Args& a) {
   namespace fs = std::filesystem;
   if (!a.save.empty()) check_output_path(a.save, "--save");
   if (!a.history.empty()) check_output_path(a.history, "--history");
+  check_outputs_apart(a);
   if (a.checkpoint_dir.empty()) return;
   const fs::path dir(a.checkpoint_dir);
   std::error_code ec;

@@ -2,10 +2,14 @@
 // token sequence copied into i32 tensors.
 #include "text.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <utility>
 
 #include "../core/error.h"
@@ -73,10 +77,31 @@ std::string ByteVocabulary::decode(std::span<const int32_t> ids) const {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), IoError, "read_text_file: cannot open " + path);
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  EMBER_CHECK(!in.bad(), IoError, "read_text_file: cannot read " + path);
+  const std::string where = "read_text_file: " + (path.empty() ? std::string("''") : path);
+  EMBER_CHECK(!path.empty(), IoError, where + ": the path is empty");
+  // open() with O_NONBLOCK, then fstat: a FIFO neither blocks the open nor gets read forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  EMBER_CHECK(fd >= 0, IoError, where + ": cannot open it (" + std::strerror(errno) + ")");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat sb {};
+  EMBER_CHECK(::fstat(fd, &sb) == 0, IoError, where + ": cannot stat it (" + std::strerror(errno) + ")");
+  EMBER_CHECK(S_ISREG(sb.st_mode), IoError,
+              where + (S_ISDIR(sb.st_mode) ? " is a directory" : " is not a regular file (a FIFO, socket or device)") +
+                  ", not a text file");
+  std::string text(static_cast<size_t>(sb.st_size), '\0');
+  size_t got = 0;
+  for (;;) {  // to the end, whatever the size said (a file that grew, procfs)
+    if (got == text.size()) text.resize(std::max<size_t>(2 * text.size(), 4096));
+    const ssize_t r = ::read(fd, text.data() + got, text.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    EMBER_CHECK(r >= 0, IoError, where + ": read failed (" + std::strerror(errno) + ")");
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  text.resize(got);
   return text;
 }
 

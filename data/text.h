@@ -57,8 +57,9 @@ class ByteVocabulary {
   }();
 };
 
-/// The whole content of the file at `path`, as bytes. IoError naming the path when it cannot be
-/// opened or read.
+/// The whole content of the file at `path`, as bytes. IoError naming the path (and the system's
+/// reason) when it cannot be opened or read, or is not a regular file (a directory, a FIFO, a
+/// device: refused before any read, so a FIFO never blocks and /dev/zero is never read forever).
 std::string read_text_file(const std::string& path);
 
 /// A batch of windows: x and y i32 (B, T) on the CPU, y[b][t] = the token after x[b][t].

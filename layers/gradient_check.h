@@ -15,14 +15,17 @@
 ///
 /// Tolerances (GradientCheckOptions' defaults): the step h = 1e-2 is big enough that float32
 /// rounding in a forward (~1e-6 relative) is small next to the difference, small enough that
-/// smooth functions stay close to linear over it; an element passes when |analytic - numeric| /
-/// max(1, |numeric|) <= 1e-2: float32 forwards give ~1e-4 of noise at this step, and any wrong
-/// index, scale or sign is far beyond it. A loss's gradient is a mean's (each element ~1 / (rows x
-/// elements)), so there the floor is the largest |numeric| or |analytic| element instead of 1 (an
-/// all-zero backward fails), and the loss is
-/// read in double from its sums: a wrong sign or scale still shows at any output size. Where the one-sided slopes
-/// differ by more than 1e-2 (ReLU at 0, a max that changes its winner inside the step) the element has no derivative
-/// there and is skipped; a check that skips more than a quarter of its elements fails (it would prove too little).
+/// smooth functions stay close to linear over it. Each tensor (the input gradient, each
+/// parameter's) is judged at its own scale s, its largest |numeric| or |analytic| element: an
+/// element passes when |analytic - numeric| / max(s, |numeric|) <= 1e-2. Float32 rounding in the
+/// forward leaves far less at this step, and a wrong index, scale or sign is far beyond it, also
+/// where every element is small (an average's 1/20 taken as 1/19 is 5% off). The loss is read in
+/// double from its sums. Kinks: where the one-sided slopes differ by more than 1e-2 of the scale,
+/// the element is probed again at h / 2: curvature (a smooth function: the difference f'' h
+/// halves with the step, and the central differences at h and h / 2 agree) is checked as any
+/// element; a kink inside the step (ReLU at 0, a max that changes its winner: the slope's jump
+/// stays whole, or the central difference moves) has no derivative there and is skipped. A check
+/// that skips more than a quarter of its elements fails (it would prove too little).
 #pragma once
 
 #include <cstdint>
@@ -38,8 +41,9 @@ namespace ember {
 /// The step, tolerances and random draws of check_gradients() (see gradient_check.h).
 struct GradientCheckOptions {
   double step = 1e-2;       ///< h of the central differences (f(v + h) - f(v - h)) / 2h
-  double tolerance = 1e-2;  ///< the largest error an element passes with (|analytic - numeric| / floor)
-  /// An element whose one-sided slopes differ by more than this (relative) sits on a kink: skipped.
+  double tolerance = 1e-2;  ///< the largest error an element passes with (|analytic - numeric| / max(scale, |numeric|))
+  /// One-sided slopes that differ by more than this (of the scale) are probed at step / 2: a kink
+  /// there is skipped, curvature is checked.
   double kink_threshold = 1e-2;
   double max_skipped_fraction = 0.25;  ///< a check that skips more of its elements fails
   int64_t batch = 2;                   ///< rows of the random input batch (layers)
@@ -53,9 +57,9 @@ struct GradientCheckReport {
   ///@{
   int64_t checked = 0, skipped = 0;
   ///@}
-  double max_error = 0;  ///< the largest |analytic - numeric| / max(floor, |numeric|) (floor: see gradient_check.h)
-  std::string worst;     ///< where, with both values
-  std::string failure;   ///< why it failed ("" when it passed)
+  double max_error = 0;         ///< the largest |analytic - numeric| / max(scale, |numeric|) (see gradient_check.h)
+  std::string worst;            ///< where, with both values
+  std::string failure;          ///< why it failed ("" when it passed)
   std::string summary() const;  ///< "passed (40 checked, 0 skipped at kinks, max error ...)" or "FAILED: ..."
 };
 
@@ -76,7 +80,7 @@ namespace detail {
 // scale (the largest |numeric| or |analytic| element), so an all-zero gradient fails too.
 void check_values(const std::function<double()>& f, float* values, int64_t n, const float* analytic,
                   const std::string& what, const GradientCheckOptions& options, GradientCheckReport& report,
-                  double floor = 1.0);
+                  double floor = 0.0);
 // Finishes a report: skipped fraction, nothing checked.
 void conclude(GradientCheckReport& report, const GradientCheckOptions& options);
 }  // namespace detail

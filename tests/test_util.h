@@ -44,11 +44,11 @@ struct GradCheckOptions {
   // Step: big enough that float32 rounding in a forward pass (~1e-6 relative) is small next to
   // the difference, small enough that smooth parts (softmax) stay close to linear.
   double step = 1e-2;
-  // |analytic - numeric| / max(1, |numeric|) allowed: float32 forward passes give ~1e-4 of
-  // noise at this step; 1e-2 still catches any wrong index, scale or sign.
+  // |analytic - numeric| / max(scale, |numeric|) allowed, the scale being the tensor's largest
+  // gradient element (layers/gradient_check.h): 1e-2 catches any wrong index, scale or sign.
   double tolerance = 1e-2;
-  // One-sided slopes that differ by more than this mark a kink (ReLU at 0, a max that changes
-  // its winner) inside the step: such an element has no derivative there and is skipped.
+  // One-sided slopes that differ by more than this (of the scale) are probed at half the step: a
+  // kink (ReLU at 0, a max that changes its winner) is skipped, curvature checked.
   double kink_threshold = 1e-2;
   // A check that skipped most of its elements proves nothing: fail above this fraction.
   double max_skipped_fraction = 0.25;

@@ -94,6 +94,12 @@ void restore_optimizer_state(Optimizer& opt, const SavedOptimizerState& saved, D
 
 void save_checkpoint(const Model& model, const std::string& path, const TrainingState& state) {
   EMBER_CHECK(model.built(), Error, "save: build the model first");
+  EMBER_CHECK(state.epochs_done >= 0 && state.batches_done >= 0 && state.batch_size >= 0, ArgumentError,
+              "save " + path + ": TrainingState's epochs_done, batches_done and batch_size must be >= 0");
+  EMBER_CHECK(state.batches_done == 0 || state.batch_size > 0, ArgumentError,
+              "save " + path + ": TrainingState::batches_done is " + std::to_string(state.batches_done) +
+                  " but batch_size is not set: a mid-epoch state resumes only in the batches it counted (set "
+                  ".batch_size)");
   SafeTensors st;
   const auto host = [](const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); };
   for (const auto& [name, t] : model.named_params()) st.tensors.emplace_back(name, host(t));

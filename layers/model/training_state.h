@@ -23,7 +23,8 @@ class Model;
 struct TrainingState {
   int epochs_done = 0;  ///< completed epochs (the next fit starts at this epoch)
   /// Batches of epoch `epochs_done` done already: a run stopped mid-epoch (a signal) resumes
-  /// after them (FitOptions::initial_batch); 0 at an epoch boundary.
+  /// after them (FitOptions::initial_batch); 0 at an epoch boundary. Needs batch_size (save()
+  /// refuses it without).
   int64_t batches_done = 0;
   uint64_t seed = 0;                           ///< the run's seed (shuffling; random layers)
   int64_t batch_size = 0;                      ///< the run's batch size

@@ -2,9 +2,14 @@
 // command line's exit code and output, and a checkpoint's values.
 #pragma once
 
+#include <poll.h>
+#include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,6 +45,73 @@ inline AppRun run_raw(const std::string& cmd) {
 }
 
 inline AppRun run(const std::string& args) { return run_raw(train_mnist_bin() + " " + args); }
+
+// An app started in the background (train_mnist, or a whole command line), its stdout and stderr
+// in one pipe.
+class Child {
+ public:
+  // Runs train_mnist with `args`, or `args` as a whole shell command line when `whole_command`.
+  explicit Child(const std::string& args, bool whole_command = false) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      const std::string cmd = whole_command ? args : "exec " + train_mnist_bin() + " " + args;  // exec: pid = app
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fds[0];
+  }
+  ~Child() {
+    if (out_ >= 0) close(out_);
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Reads output until it holds `needle`, the app closes its output or `limit` passes; whether it
+  // was seen.
+  bool wait_for(const std::string& needle, std::chrono::seconds limit = std::chrono::seconds(300)) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    std::array<char, 4096> buf{};
+    while (output_.find(needle) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      pollfd p{out_, POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      const ssize_t n = read(out_, buf.data(), buf.size());
+      if (n <= 0) return false;
+      output_.append(buf.data(), static_cast<size_t>(n));
+    }
+    return true;
+  }
+  const std::string& output() const { return output_; }
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const { kill(pid_, sig); }
+  // Whether the app still runs (an exited one stays a zombie until finish() reaps it).
+  bool running() const {
+    siginfo_t info{};
+    return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+  }
+  // Waits for the end: the exit code (128 + N when killed by signal N) and all output.
+  AppRun finish() {
+    wait_for(std::string(1, '\0'));  // to the end of its output
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output_};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool reaped_ = false;
+  std::string output_;
+};
 
 // Every f32 value of a checkpoint, tensor after tensor in the file's order.
 inline std::vector<float> all_values(const std::string& path) {

@@ -2,11 +2,15 @@
 // loss far below the uniform guess), saves, and samples from the file alone, the same text for the
 // same seed; bad command lines exit 2 with one line, a missing text exits 1 naming it.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -73,6 +77,58 @@ TEST(TrainGpt, BadCommandLinesExit2AndAMissingTextExits1) {
   const test::AppRun missing = test::run_raw(gpt("--data /nonexistent/t.txt --steps 1"));
   EXPECT_EQ(missing.code, 1) << missing.output;
   EXPECT_NE(missing.output.find("/nonexistent/t.txt"), std::string::npos) << missing.output;
+}
+
+// Outputs are checked before the first step: an unwritable path, one over the text, and two on
+// one path fail at once (exit 1, no step run) and leave the text as it was; a FIFO or a directory
+// as the text is refused, not read; numbers are finite and in range (exit 2).
+TEST(TrainGpt, OutputsAreCheckedBeforeTrainingAndNeverReplaceTheText) {
+  const std::string dir = test::temp_dir("train_gpt_outputs");
+  const std::string text = synthetic_text(), t = dir + "/t.txt";
+  std::ofstream(t) << text;
+  const std::string tiny = "--data " + t + " --steps 3 --blocks 1 --heads 2 --features 16 --context 16 --threads 1 " +
+                           "--device cpu --log-every 1 ";
+  for (const std::string& outputs : {"--save " + dir + "/no/m.st", "--save " + t, "--history " + t,
+                                     "--save " + dir + "/m.st --history " + dir + "/m.st"}) {
+    const test::AppRun r = test::run_raw(gpt(tiny + outputs));
+    EXPECT_EQ(r.code, 1) << outputs << ": " << r.output;
+    EXPECT_EQ(r.output.find("step 1/3"), std::string::npos) << outputs << ": trained first: " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << outputs << ": " << r.output;
+  }
+  std::ifstream in(t);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), text);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/m.st"));
+
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  for (const std::string& data : {dir + "/fifo", dir}) {
+    const test::AppRun r = test::run_raw(gpt("--data " + data + " --steps 1 --device cpu"));  // would block, or throw
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find(data + (data == dir ? " is a directory" : " is not a regular file")), std::string::npos)
+        << r.output;
+  }
+  for (const char* bad : {"--temperature nan", "--learning-rate inf", "--seed -1", "--save ''",
+                          "--min-learning-rate 0.01 --learning-rate 0.001"})
+    EXPECT_EQ(test::run_raw(gpt(tiny + bad)).code, 2) << bad;
+  std::filesystem::remove_all(dir);
+}
+
+// SIGINT stops after the current step and saves the model as it is to --save (exit 130), with one
+// line that says so; the saved file samples.
+TEST(TrainGpt, SigintSavesTheModelSoFarAndExits130) {
+  const std::string dir = test::temp_dir("train_gpt_signal");
+  std::ofstream(dir + "/t.txt") << synthetic_text();
+  test::Child c("exec " + gpt("--data " + dir + "/t.txt --steps 100000000 --blocks 1 --heads 2 --features 16 " +
+                              "--context 16 --threads 1 --device cpu --log-every 10 --save " + dir + "/m.st"),
+                true);
+  ASSERT_TRUE(c.wait_for("step 10/")) << c.output();
+  c.signal(SIGINT);
+  const test::AppRun r = c.finish();
+  EXPECT_EQ(r.code, 130) << r.output;
+  EXPECT_NE(r.output.find("train_gpt: stopped by SIGINT after step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("saved the model as it is to " + dir + "/m.st"), std::string::npos) << r.output;
+  const test::AppRun s = test::run_raw(gpt("--load " + dir + "/m.st --sample 5 --prompt the"));
+  EXPECT_EQ(s.code, 0) << s.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ namespace {
 
 using ember::test::all_values;
 using ember::test::AppRun;
+using ember::test::Child;
 using ember::test::run;
 using ember::test::run_raw;
 using ember::test::train_mnist_bin;
@@ -186,6 +187,37 @@ TEST(TrainMnist, OutputPathsAreCheckedBeforeTrainingAndSpecialFilesAreNeverRepla
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir + "/history-link.json")));
   std::ifstream f(dir + "/history-target.json");
   EXPECT_EQ(nlohmann::json::parse(f)["history"].size(), 1u);
+  fs::remove_all(dir);
+}
+
+// No output over a file the run reads or another output writes: a history over the checkpoint it
+// resumes, over a data file or over --save; --save over a checkpoint of --checkpoint-dir. All fail
+// before the first step and leave the files as they were; --save over the checkpoint it resumes
+// (the file replaced by its continuation) is allowed.
+TEST(TrainMnist, AnOutputNeverReplacesAnInputOrAnotherOutput) {
+  namespace fs = std::filesystem;
+  const std::string dir = ember::test::temp_dir("apart");
+  ember::test::write_synthetic_mnist(dir, 64, 32, /*gzip=*/false);
+  const std::string base = "--device cpu --batch-size 32 --quiet --data-dir " + dir + " ";
+  ASSERT_EQ(run(base + "--epochs 1 --save " + dir + "/m.st --checkpoint-dir " + dir + "/ck").code, 0);
+  const std::vector<float> saved = all_values(dir + "/m.st");
+  const std::uintmax_t labels = fs::file_size(dir + "/t10k-labels-idx1-ubyte");
+  for (const std::string& args : {"--epochs 2 --resume " + dir + "/m.st --history " + dir + "/m.st",
+                                  "--epochs 1 --history " + dir + "/t10k-labels-idx1-ubyte",
+                                  "--epochs 1 --history " + dir + "/h --save " + dir + "/h",
+                                  "--epochs 2 --resume " + dir + "/m.st --checkpoint-dir " + dir + "/ck --save " + dir +
+                                      "/ck/best.safetensors"}) {
+    const AppRun r = run(base + args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("writing it would replace that file"), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("Test accuracy"), std::string::npos) << args << ": trained first";
+  }
+  EXPECT_TRUE(all_values(dir + "/m.st") == saved);
+  EXPECT_EQ(fs::file_size(dir + "/t10k-labels-idx1-ubyte"), labels);
+  EXPECT_FALSE(fs::exists(dir + "/h"));
+  const AppRun again = run(base + "--epochs 2 --resume " + dir + "/m.st --save " + dir + "/m.st");
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(ember::read_safetensors(dir + "/m.st").metadata.at("epochs_done"), "2");
   fs::remove_all(dir);
 }
 
@@ -898,72 +930,6 @@ TEST_F(TrainMnistStrategies, MirroredResumeEqualsUninterruptedBitForBit) {
 
 // Signals: a real SIGINT/SIGTERM sent to a running train_mnist (as Ctrl-C or a scheduler does).
 namespace {
-
-// train_mnist started in the background, its stdout and stderr in one pipe.
-class Child {
- public:
-  // Runs train_mnist with `args`, or `args` as a whole shell command line when `whole_command`.
-  explicit Child(const std::string& args, bool whole_command = false) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      close(fds[1]);
-      const std::string cmd = whole_command ? args : "exec " + train_mnist_bin() + " " + args;  // exec: pid = app
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    out_ = fds[0];
-  }
-  ~Child() {
-    if (out_ >= 0) close(out_);
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Reads output until it holds `needle`, the app closes its output or `limit` passes; whether it
-  // was seen.
-  bool wait_for(const std::string& needle, std::chrono::seconds limit = std::chrono::seconds(300)) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    std::array<char, 4096> buf{};
-    while (output_.find(needle) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      pollfd p{out_, POLLIN, 0};
-      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      const ssize_t n = read(out_, buf.data(), buf.size());
-      if (n <= 0) return false;
-      output_.append(buf.data(), static_cast<size_t>(n));
-    }
-    return true;
-  }
-  const std::string& output() const { return output_; }
-  pid_t pid() const { return pid_; }
-  void signal(int sig) const { kill(pid_, sig); }
-  // Whether the app still runs (an exited one stays a zombie until finish() reaps it).
-  bool running() const {
-    siginfo_t info{};
-    return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
-  }
-  // Waits for the end: the exit code (128 + N when killed by signal N) and all output.
-  AppRun finish() {
-    wait_for(std::string(1, '\0'));  // to the end of its output
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output_};
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool reaped_ = false;
-  std::string output_;
-};
 
 // The app that starts itself again for its OpenMP spin (apps/openmp_spin.h) keeps its name in ps,
 // top and pkill (/proc/PID/comm): it runs its own file again, not /proc/self/exe (which would

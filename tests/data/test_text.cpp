@@ -1,12 +1,14 @@
 // Text data: the byte vocabulary, the file reader, the windows of a token sequence, and i32 ids
 // through a Dataset and a DataLoader unchanged.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <utility>
 
 #include "test_util.h"
 
@@ -90,6 +92,25 @@ TEST(ReadTextFile, ReadsEveryByteAndNamesAMissingPath) {
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
+}
+
+// A FIFO would block the open (and, opened, be read for ever), a directory fails deep in the
+// stream: both are refused first, named.
+TEST(ReadTextFile, RefusesWhatIsNotARegularFile) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("ember_text_dir_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  for (const auto& [path, why] :
+       {std::pair{dir, "is a directory"}, std::pair{dir + "/fifo", "is not a regular file"}}) {
+    try {
+      read_text_file(path);
+      ADD_FAILURE() << path << ": no IoError";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + " " + why), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SequenceDataset, RejectsAShortSequenceABadContextAndAnEmptyBatch) {

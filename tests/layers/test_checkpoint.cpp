@@ -276,6 +276,14 @@ TEST_F(Checkpoint, AStopMidEpochResumesAtTheNextBatchBitForBit) {
   EXPECT_EQ(h.stop_batch, 3);
   EXPECT_EQ(h.epochs.size(), 1u);  // the stopped epoch is not logged as done
   EXPECT_EQ(first.optimizer()->iterations(), 10);
+  // A mid-epoch state without its batch size could not be resumed: refused at the save, not the load.
+  try {
+    first.save(path("nobatch.safetensors"), TrainingState{.epochs_done = h.stop_epoch, .batches_done = h.stop_batch});
+    ADD_FAILURE() << "saved batches_done without a batch size";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_size is not set"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path("nobatch.safetensors")));
   first.save(path("mid.safetensors"),
              TrainingState{.epochs_done = h.stop_epoch, .batches_done = h.stop_batch, .seed = 5, .batch_size = 16});
 

@@ -66,6 +66,113 @@ class ZeroGradientMse : public losses::MeanSquaredError {
   Tensor zero_;
 };
 
+// y = (x - c)^2 element-wise: smooth, its curvature (2) as large as its slopes; or, when `kinked`,
+// y = |x - c| * (x - c >= 0 ? 1 : 3): a jump of 4 in the slope at c.
+class Bend : public Layer {
+ public:
+  Bend(float c, bool kinked) : c_(c), kinked_(kinked) {}
+  std::string type() const override { return "Bend"; }
+  Shape build(const Shape& s) override { return s; }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool) override {
+    x_ = x;
+    ensure(y_, x.shape(), DType::F32, Device::cpu());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float e = x.f32()[i] - c_;
+      y_.f32()[i] = kinked_ ? (e >= 0 ? e : -3 * e) : e * e;
+    }
+    return y_;
+  }
+  const Tensor& do_backward(const Tensor& dy) override {
+    ensure(dx_, dy.shape(), DType::F32, Device::cpu());
+    for (int64_t i = 0; i < dy.numel(); ++i) {
+      const float e = x_.f32()[i] - c_;
+      dx_.f32()[i] = dy.f32()[i] * (kinked_ ? (e >= 0 ? 1.0f : -3.0f) : 2 * e);
+    }
+    return dx_;
+  }
+
+ private:
+  float c_;
+  bool kinked_;
+  Tensor x_, y_, dx_;
+};
+
+// y = x / 20 (an average's scale), its input gradient dy / 20, or dy / 19 when `broken`.
+class Shrink : public Layer {
+ public:
+  explicit Shrink(bool broken) : broken_(broken) {}
+  std::string type() const override { return "Shrink"; }
+  Shape build(const Shape& s) override { return s; }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool) override {
+    ensure(y_, x.shape(), DType::F32, Device::cpu());
+    for (int64_t i = 0; i < x.numel(); ++i) y_.f32()[i] = x.f32()[i] / 20;
+    return y_;
+  }
+  const Tensor& do_backward(const Tensor& dy) override {
+    ensure(dx_, dy.shape(), DType::F32, Device::cpu());
+    for (int64_t i = 0; i < dy.numel(); ++i) dx_.f32()[i] = dy.f32()[i] / (broken_ ? 19 : 20);
+    return dx_;
+  }
+
+ private:
+  bool broken_;
+  Tensor y_, dx_;
+};
+
+TEST(CheckGradients, SmallGradientsAreJudgedAtTheirOwnScale) {
+  // Every gradient is below 0.05: a 5% error is below 0.003 in absolute terms, but 5x the
+  // tolerance of the tensor's own largest element.
+  Shrink right(false), wrong(true);
+  const GradientCheckReport ok = check_gradients(right, Shape{16});
+  EXPECT_TRUE(ok.passed) << ok.summary();
+  const GradientCheckReport bad = check_gradients(wrong, Shape{16});
+  EXPECT_FALSE(bad.passed) << bad.summary();
+  EXPECT_GT(bad.max_error, 4 * GradientCheckOptions{}.tolerance) << bad.summary();  // 1/19 - 1/20 of 1/20: 5.3%
+}
+
+TEST(CheckGradients, CurvatureIsNotAKink) {
+  // The documented example: a mean squared error at outputs in [-1, 1]. Its one-sided slopes
+  // differ by 2h / 12 around a gradient of 2|e| / 12: more than 1e-2 of it wherever |e| < 1/2,
+  // but by half that at half the step, and the central differences agree: checked, not skipped.
+  const Tensor z = Tensor::uniform(Shape{4, 3}, -1, 1, /*seed=*/1, Device::cpu());
+  const Tensor t = Tensor::zeros(Shape{4, 3}, DType::F32, Device::cpu());
+  losses::MeanSquaredError mse;
+  const GradientCheckReport r = check_gradients(mse, z, t);
+  EXPECT_TRUE(r.passed) << r.summary();
+  EXPECT_EQ(r.skipped, 0) << r.summary();
+  HalfGradientMse wrong;
+  EXPECT_FALSE(check_gradients(wrong, z, t).passed);
+
+  Bend square(0.0f, false);
+  const GradientCheckReport s = check_gradients(square, Shape{12});
+  EXPECT_TRUE(s.passed) << s.summary();
+  EXPECT_EQ(s.skipped, 0) << s.summary();
+}
+
+TEST(CheckGradients, AKinkInsideTheStepIsSkippedWhereverItSits) {
+  // One input at distances 0, h/3 (where the one-sided slopes' difference halves with the step
+  // as curvature's does, and only the central differences tell) and 2h/3 (outside the half
+  // step) from the kink; the other 23 inputs away from it. Each is skipped, not judged against
+  // a central difference that straddles the jump.
+  const double h = GradientCheckOptions{}.step;
+  for (const double at : {0.0, h / 3, 2 * h / 3}) {
+    Tensor x = Tensor::uniform(Shape{2, 12}, 0.6f, 1.0f, 5, Device::cpu());  // the rest >= 0.1 above it
+    const float c = 0.5f;
+    x.f32()[7] = static_cast<float>(c - at);  // the kink c lies `at` above x[7]
+    Bend bend(c, true);
+    bend.build(Shape{12});
+    std::vector<Tensor> none;
+    bend.bind(none, none);
+    const GradientCheckReport r = check_gradients(bend, x);
+    EXPECT_EQ(r.skipped, 1) << "kink at +" << at << ": " << r.summary();
+    EXPECT_TRUE(r.passed) << "kink at +" << at << ": " << r.summary();
+  }
+}
+
 TEST(CheckGradients, ALossOfManyOutputsIsJudgedAtItsOwnScale) {
   // 800 outputs: each element's gradient is ~1e-3, below any absolute tolerance; judged against
   // the largest element, a factor of 2 is still plain.
