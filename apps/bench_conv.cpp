@@ -3,9 +3,9 @@
 // a GPU the clock stops after a synchronisation, the data already on the device).
 //   bench_conv [--images 20,40,60,80,100,200] [--devices cpu,gpu] [--csv out.csv]
 #include <cstdio>
-#include <fstream>
 
 #include "apps/cli.h"
+#include "apps/paths.h"
 #include "bench/harness.h"
 #include "ember.h"
 
@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-tf32", tf32, "GPU: TF32 tensor-core math (else FP32, as the CPU)");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
+    if (!csv.empty()) check_output_path(csv, "--csv");  // now, not after the benchmark
     set_num_threads(threads);
     enable_flush_to_zero();
     check_cpu_support();
@@ -113,12 +114,7 @@ int main(int argc, char** argv) {
         rows.push_back(row);
       }
     }
-    if (!csv.empty()) {
-      std::ofstream f(csv);
-      f << "device,images,median_ms,min_ms,gflops\n";
-      for (const auto& r : rows) f << r << "\n";
-      if (!f) throw IoError("cannot write " + csv);
-    }
+    if (!csv.empty()) apps::write_csv(csv, "device,images,median_ms,min_ms,gflops", rows);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_conv: error: %s\n", e.what());

@@ -5,10 +5,10 @@
 // --bf16 adds the CPU's bf16 product (the mixed_bf16 policy's GEMM, layers/cpu/matmul_bf16.h: bf16
 // operands converted beforehand, fp32 accumulation and result), the peak its steps are measured against.
 #include <cstdio>
-#include <fstream>
 
 #include "apps/bench_gpu_matmul.h"
 #include "apps/cli.h"
+#include "apps/paths.h"
 #include "bench/harness.h"
 #include "ember.h"
 #include "layers/cpu/matmul_bf16.h"
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--csv", csv, "Also write the table as CSV to this path")->type_name("PATH");
   if (const int code = ember::apps::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
+    if (!csv.empty()) check_output_path(csv, "--csv");  // now, not after the benchmark
     const std::vector<int64_t> ns = bench::parse_list(sizes);
     set_num_threads(threads);
     check_cpu_support();
@@ -108,12 +109,7 @@ int main(int argc, char** argv) {
                      "," + g_gf + "," + g_copy + "," + g_launch + "," + speed + "," + b_ms + "," + b_gf);
     }
     if (!why.empty()) std::printf("GPU columns empty: %s\n", why.c_str());
-    if (!csv.empty()) {
-      std::ofstream f(csv);
-      f << header << "\n";
-      for (const auto& r : rows) f << r << "\n";
-      if (!f) throw IoError("cannot write " + csv);
-    }
+    if (!csv.empty()) apps::write_csv(csv, header, rows);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_matmul: error: %s\n", e.what());

@@ -14,11 +14,11 @@
 //   bench_train [--batch-sizes 32,64,128,256,512,1024] [--steps 100] [--profile] [--csv out.csv]
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include "apps/cli.h"
 #include "apps/model_zoo.h"
 #include "apps/openmp_spin.h"
+#include "apps/paths.h"
 #include "bench/harness.h"
 #include "ember.h"
 
@@ -88,7 +88,7 @@ struct Options {
   std::string conv_algorithms = "fast", precision = "fp32";
   int steps = 100, warmup = 20, threads = 0;
   int64_t micro_batch = 64;
-  bool tf32 = false, nhwc = false, profile = false, no_fusion = false;
+  bool tf32 = false, nhwc = false, profile = false, no_fusion = false, data_dir_given = false;
 };
 
 // The command line into o; -1 to go on, else the exit code (--help: 0, a bad line: 2).
@@ -106,8 +106,11 @@ int parse(int argc, char** argv, Options& o) {
   app.add_option("--warmup", o.warmup, "Untimed steps first")->check(apps::integer_in(0, 100000));
   app.add_flag("--profile", o.profile, "Per-layer forward/backward medians of the step (CPU)");
   app.add_option("--csv", o.csv, "Also write the results as CSV to this path")->type_name("PATH");
-  app.add_option("--data-dir", o.data_dir, "MNIST for the 'data' mode (synthetic images when absent)")
-      ->type_name("DIR");
+  app.add_option("--data-dir", o.data_dir,
+                 "MNIST for the 'data' mode (synthetic images where the default is absent; a folder given here "
+                 "must load)")
+      ->type_name("DIR")
+      ->each([&o](const std::string&) { o.data_dir_given = true; });
   app.option_defaults()->group("Device and CPU");
   app.add_option("--device", o.device_name,
                  "cpu, gpu or gpu:N (on a GPU, the 'data' mode gathers batches from the data set held there)")
@@ -137,12 +140,14 @@ int parse(int argc, char** argv, Options& o) {
   return apps::parse_command_line(app, argc, argv);
 }
 
-// MNIST's training split from dir, or 60,000 random images and labels where it is absent.
-ember::Dataset training_images(const std::string& dir) {
+// MNIST's training split from dir, or, where the default folder is absent, 60,000 random images
+// and labels (a folder the command line gave must load: its error is the benchmark's).
+ember::Dataset training_images(const std::string& dir, bool given) {
   using namespace ember;
   try {
     return load_mnist(dir).train;
   } catch (const IoError&) {
+    if (given) throw;
     Tensor images = Tensor::empty(Shape{60000, 1, 28, 28}, DType::U8), labels = Tensor::empty(Shape{60000}, DType::I32);
     Rng rng(1);
     for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = static_cast<uint8_t>(rng.below(256));
@@ -294,7 +299,8 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(o.threads);
     enable_flush_to_zero();
-    const Dataset train = training_images(o.data_dir);
+    if (!o.csv.empty()) check_output_path(o.csv, "--csv");  // now, not after the benchmark
+    const Dataset train = training_images(o.data_dir, o.data_dir_given);
     const Device device = resolve_device(Device::parse(o.device_name), /*strict=*/true);
     set_allow_tf32(o.tf32);
     set_conv_algorithms(parse_conv_algorithms(o.conv_algorithms));
@@ -308,12 +314,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> rows;
     for (int64_t batch : bench::parse_list(o.batches))
       for (std::string& row : bench_batch(o, train, device, batch)) rows.push_back(std::move(row));
-    if (!o.csv.empty()) {
-      std::ofstream f(o.csv);
-      f << "framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops\n";
-      for (const auto& r : rows) f << r << "\n";
-      if (!f) throw IoError("cannot write " + o.csv);
-    }
+    if (!o.csv.empty())
+      apps::write_csv(o.csv, "framework,device,batch,mode,median_ms,min_ms,images_per_s,gflops", rows);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: error: %s\n", e.what());

@@ -41,4 +41,12 @@ inline void check_not_same(const NamedPath& output, const std::vector<NamedPath>
                     ": writing it would replace that file; choose another path");
 }
 
+// --csv of the benchmarks: `header` and `rows`, a line each, written atomically to `path` (checked
+// with check_output_path before the benchmark runs).
+inline void write_csv(const std::string& path, const std::string& header, const std::vector<std::string>& rows) {
+  std::string text = header + "\n";
+  for (const std::string& row : rows) text += row + "\n";
+  write_file_atomically(path, "--csv", [&](int fd) { write_all(fd, text.data(), text.size(), path); });
+}
+
 }  // namespace ember::apps

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -120,6 +121,10 @@ int parse(int argc, char** argv, Args& a) {
                  "train_gpt: warning: --threads %d is more than the %u cores here: OpenMP threads will share cores "
                  "and run slower\n",
                  a.threads, cores);
+  if (!a.load.empty() && a.prompt.empty()) {
+    std::fprintf(stderr, "train_gpt: --prompt must hold at least one byte (see --help)\n");
+    return 2;
+  }
   if (!a.load.empty() && a.sample == 0) {
     std::fprintf(stderr, "train_gpt: --load samples: give --sample N (see --help)\n");
     return 2;
@@ -259,6 +264,8 @@ int train(const Args& a) {
   apps::install_stop_handlers("\ntrain_gpt: second signal: exiting at once, nothing saved\n");
   set_num_threads(a.threads);
   check_outputs(a);
+  EMBER_CHECK(a.data != Args{}.data || std::filesystem::exists(a.data), IoError,
+              "--data " + a.data + " does not exist: scripts/fetch_data.sh moby-dick fetches it");
   const std::string text = read_text_file(a.data);
   EMBER_CHECK(!text.empty(), IoError, "--data " + a.data + " is empty");
   const ByteVocabulary vocab(text);

@@ -74,7 +74,7 @@ void add_data_flags(CLI::App& app, Args& a) {
       ->default_str("data/<dataset>");
   app.add_option("--batch-size", a.batch_size, "Batch size")->transform(integer_in(1, int64_t{1} << 20));
   app.add_option("--limit-train", a.limit_train, "Train on the first N training images only")
-      ->transform(integer_in(0, int64_t{1} << 40))
+      ->transform(integer_in(1, int64_t{1} << 40))
       ->default_str("all");
 }
 
@@ -87,7 +87,7 @@ void add_model_flags(CLI::App& app, Args& a, Later& later) {
                     ->check(CLI::IsMember({"reference", "bn-cnn", "resnet"}));
   app.add_option("--epochs", a.epochs, "Epochs to train")->transform(integer_in(1, 100000));
   app.add_option("--steps", a.steps, "Stop after N training steps in total")
-      ->transform(integer_in(-1, int64_t{1} << 40))
+      ->transform(integer_in(1, int64_t{1} << 40))
       ->default_str("no limit");
   later.seed = app.add_option("--seed", a.seed, "Seed for initialisation and shuffling")->transform(unsigned_64());
   app.add_option("--early-stopping", a.early_stopping,

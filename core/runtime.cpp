@@ -51,8 +51,10 @@ Device resolve_device(Device requested, bool strict) {
     }
   }
   if (strict) throw DeviceError("cannot place on " + requested.str() + ": " + why);
-  detail::logger().warn("{} requested but {}; running on cpu (soft placement; --strict-placement makes this an error)",
-                        requested.str(), why);
+  detail::logger().warn(
+      "{} requested but {}; running on cpu (soft placement; strict placement makes this an error: --strict-placement "
+      "in the apps)",
+      requested.str(), why);
   return Device::cpu();
 }
 
@@ -201,8 +203,9 @@ Precision resolve_precision(Precision requested, Device device, bool strict) {
     why = "this CPU has " + cpu_bf16().isa;
   if (why.empty()) return requested;
   if (strict) throw DeviceError(std::string("cannot run ") + to_string(requested) + " on " + device.str() + ": " + why);
-  detail::logger().warn("{} requested on {} but {}; running fp32 (--strict-placement makes this an error)",
-                        to_string(requested), device.str(), why);
+  detail::logger().warn(
+      "{} requested on {} but {}; running fp32 (strict placement makes this an error: --strict-placement in the apps)",
+      to_string(requested), device.str(), why);
   return Precision::Float32;
 }
 

@@ -48,8 +48,11 @@ std::vector<ParamSpec> Embedding::param_specs() const { return {table_spec(input
 
 const Tensor& Embedding::do_forward(const Tensor& x, bool /*training*/) {
   EMBER_CHECK(params_.size() == 1, Error, "Embedding: build() and bind() first (Model::build does)");
-  EMBER_CHECK(x.dtype() == DType::I32 && x.rank() == in_.rank() + 1 && x.shape().without_batch() == in_, ShapeError,
-              "Embedding: expects i32 ids (N, " + in_.str().substr(1) + ", given " + x.str());
+  if (!(x.dtype() == DType::I32 && x.rank() == in_.rank() + 1 && x.shape().without_batch() == in_)) {
+    std::string dims = in_.str().substr(1);  // "(8,)" -> "8,)", "(2, 8)" -> "2, 8)"
+    if (dims.ends_with(",)")) dims.erase(dims.size() - 2, 1);
+    throw ShapeError("Embedding: expects i32 ids (N, " + dims + ", given " + x.str());
+  }
   return detail::embedding_forward(state_, params_[0], x);
 }
 

@@ -65,11 +65,14 @@ Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed) {
   Rng rng(seed);
   layer.init_params(rng);
   const auto specs = layer.param_specs();
+  // Biases (zeros) and scales (ones) drawn away from their start, so a reference that ignores
+  // or misplaces them shows: zeros in [-0.5, 0.5], ones in [0.5, 1.5].
   for (size_t i = 0; i < specs.size(); ++i)
-    if (specs[i].init == ParamSpec::Init::Zeros) {
+    if (specs[i].init == ParamSpec::Init::Zeros || specs[i].init == ParamSpec::Init::Ones) {
+      const float centre = specs[i].init == ParamSpec::Init::Ones ? 1.0f : 0.0f;
       Tensor p = layer.params()[i];
       float* d = p.f32();
-      for (int64_t j = 0; j < p.numel(); ++j) d[j] = rng.uniform(-0.5f, 0.5f);
+      for (int64_t j = 0; j < p.numel(); ++j) d[j] = centre + rng.uniform(-0.5f, 0.5f);
     }
   return out;
 }

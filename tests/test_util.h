@@ -24,7 +24,8 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float 
 
 // Builds `layer` for a per-sample shape, gives it its own parameter/gradient/state buffers
 // (state at its specs' initial values, the random seed `seed`) and
-// Keras-default initialisation (biases then randomised too, so a zero bias cannot hide a bug).
+// Keras-default initialisation (biases and scales then randomised too, so a zero bias or a unit
+// scale cannot hide a bug).
 // Returns the per-sample output shape.
 Shape build_standalone(Layer& layer, const Shape& sample_shape, uint64_t seed);
 

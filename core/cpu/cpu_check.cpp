@@ -4,6 +4,7 @@
 #include <string>
 
 #include "../error.h"
+#include "../logger.h"
 #include "../runtime.h"
 #include "cpu_features.h"
 
@@ -32,6 +33,8 @@ bool cpu_avx512() {
     std::string v;  // lower case, blanks dropped
     for (const char* c = cap ? cap : ""; *c; ++c)
       if (*c != ' ' && *c != '\t') v += static_cast<char>(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    if (!v.empty() && v != "avx2")
+      detail::logger().warn("EMBER_MAX_CPU_ISA='{}' is not a cap Ember knows (avx2): ignored", cap);
     __builtin_cpu_init();  // safe to call again; needed where this runs before the constructors
     return __builtin_cpu_supports("avx512f") && v != "avx2";
   }();

@@ -173,7 +173,7 @@ class ModelTraining final : public TrainingTarget {
 }  // namespace
 
 History Model::fit(const Dataset& all_train, const FitOptions& options, const Dataset* given_validation) {
-  const detail::ThreadScope threads(call_threads(/*fresh=*/true));
+  const Call call(*this, "fit", call_threads(/*fresh=*/true));
   const detail::PrecisionScope precision_scope(precision_);
   FitData data;
   split_for_validation(all_train, options, given_validation, data);
@@ -201,7 +201,7 @@ History Model::fit(const Dataset& all_train, const FitOptions& options, const Da
 }
 
 EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
-  const detail::ThreadScope threads(call_threads(/*fresh=*/true));
+  const Call call(*this, "evaluate", call_threads(/*fresh=*/true));
   const detail::PrecisionScope precision_scope(precision_);
   require_built("evaluate");
   const Dataset arranged_data = arranged(data, "evaluate");
@@ -210,7 +210,7 @@ EvalResult Model::evaluate(const Dataset& data, int64_t batch_size) {
 }
 
 EvalResult Model::evaluate(DataLoader& loader) {
-  const detail::ThreadScope threads(call_threads(/*fresh=*/true));
+  const Call call(*this, "evaluate", call_threads(/*fresh=*/true));
   const detail::PrecisionScope precision_scope(precision_);
   require_built("evaluate");
   EMBER_CHECK(
@@ -263,7 +263,7 @@ std::vector<Tensor> Model::predict_of(std::span<const Tensor> given, int64_t bat
   // (Per forward pass: a batch runs in chunks of at most batch_size rows.)
   const bool small = device_.is_cpu() && !given.empty() && given[0].rank() > 0 &&
                      std::min(given[0].dim(0), batch_size) * macs_per_sample() < kSplitMacs;
-  const detail::ThreadScope threads(small ? 1 : call_threads());
+  const Call call(*this, "predict", small ? 1 : call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   EMBER_CHECK(batch_size > 0, ArgumentError, "predict: batch size must be > 0");
   EMBER_CHECK(given.size() == topo_->input_shapes.size(), ArgumentError,

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "../../core/error.h"
 #include "progress.h"
@@ -15,6 +16,25 @@
 namespace ember {
 
 namespace {
+// What FitOptions::transform must keep of each tensor of a batch: shape, dtype, layout, device.
+std::vector<std::string> batch_form(const Batch& b) {
+  std::vector<std::string> form;
+  for (const std::vector<Tensor>* ts : {&b.inputs, &b.targets})
+    for (const Tensor& t : *ts) form.push_back(t.str());
+  return form;
+}
+
+void check_transform_kept(const std::vector<std::string>& before, const Batch& b) {
+  const std::vector<std::string> after = batch_form(b);
+  const size_t inputs = b.inputs.size();
+  for (size_t i = 0; i < std::max(before.size(), after.size()); ++i) {
+    const std::string was = i < before.size() ? before[i] : "nothing", is = i < after.size() ? after[i] : "nothing";
+    EMBER_CHECK(was == is, ArgumentError,
+                "FitOptions::transform changed the batch's " +
+                    (i < inputs ? "input " + std::to_string(i) : "target " + std::to_string(i - inputs)) + " from " +
+                    was + " to " + is + ": the hook must keep each tensor's shape, dtype, layout and device");
+  }
+}
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -111,7 +131,9 @@ class Loop {
           batch.gather();
           batch.gather = nullptr;
         }
+        const std::vector<std::string> form = batch_form(batch);
         options_.transform(batch, epoch, first_ + steps_);
+        check_transform_kept(form, batch);
       }
       if (stepwise) {
         const double at = epoch + static_cast<double>(first_ + steps_) / static_cast<double>(loader_.num_batches());

@@ -45,6 +45,24 @@ static_assert(Model::kExactSliceRows == detail::MicroBatches::kExactSliceRows);
 Model::Model() = default;
 Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
+
+Model::Claim::Claim(const Model& model, const char* what) : owner_(model.call_owner_) {
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id free{};
+  if (owner_.thread.compare_exchange_strong(free, me, std::memory_order_acquire)) {
+    owner_.depth = 1;
+    return;
+  }
+  EMBER_CHECK(free == me, Error,
+              std::string(what) +
+                  ": this model is running a call on another thread: a model's activations and scratch serve one "
+                  "call at a time (use a model per thread, or a mutex around the calls)");
+  ++owner_.depth;  // a call inside this thread's own (fit's validation)
+}
+
+Model::Claim::~Claim() {
+  if (--owner_.depth == 0) owner_.thread.store(std::thread::id{}, std::memory_order_release);
+}
 Model& Model::operator=(Model&&) noexcept = default;
 
 Model::Model(const SymbolicTensor& input, const SymbolicTensor& output, std::string name)
@@ -215,14 +233,14 @@ const Tensor& Model::backward_pass(std::span<const Tensor* const> seeds, size_t 
 
 // With several outputs: output 0's (the last layer run is the last output's).
 const Tensor& Model::forward(const Tensor& x, bool training) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "forward", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers({&x, 1}, training, 0, topo_->layers.size(), "forward");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "forward", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers(xs, training, 0, topo_->layers.size(), "forward");
   return topo_->outputs.size() > 1 ? output(0) : last;
@@ -230,14 +248,14 @@ const Tensor& Model::forward(const std::vector<Tensor>& xs, bool training) {
 
 // Without a final Softmax: the loss reads its input.
 const Tensor& Model::forward_logits(const Tensor& x, bool training) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "forward_logits", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers({&x, 1}, training, 0, logit_layers(), "forward_logits");
   return topo_->outputs.size() > 1 ? output(0) : last;
 }
 
 const Tensor& Model::forward_logits(const std::vector<Tensor>& xs, bool training) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "forward_logits", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   const Tensor& last = run_layers(xs, training, 0, logit_layers(), "forward_logits");
   return topo_->outputs.size() > 1 ? output(0) : last;
@@ -255,7 +273,7 @@ const Tensor& Model::backward_layers(const Tensor& dy, size_t begin, size_t end)
 const Tensor& Model::input_gradient(size_t k) const { return exec_->input_gradient(k); }
 
 void Model::backward(const Tensor& dlogits) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "backward", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   EMBER_CHECK(topo_->outputs.size() <= 1, ArgumentError,
               "Model::backward: the model has " + std::to_string(topo_->outputs.size()) +
@@ -264,7 +282,7 @@ void Model::backward(const Tensor& dlogits) {
 }
 
 void Model::backward(const std::vector<const Tensor*>& doutputs) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "backward", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   EMBER_CHECK(doutputs.size() == topo_->outputs.size(), ArgumentError,
               "Model::backward: " + std::to_string(doutputs.size()) + " gradients for a model of " +
@@ -354,7 +372,7 @@ void Model::accumulate_gradients(const std::vector<Tensor>& xs, const std::vecto
   EMBER_CHECK(
       batch_rows >= 1, ArgumentError,
       "accumulate_gradients: batch_rows (the mean's denominator) must be >= 1, got " + std::to_string(batch_rows));
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "accumulate_gradients", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   compute_gradients_of(xs, targets, sums);
   const int64_t rows = detail::MicroBatches::batch_rows(xs);
@@ -365,25 +383,25 @@ void Model::accumulate_gradients(const std::vector<Tensor>& xs, const std::vecto
 int64_t Model::finish_accumulation() { return accumulated_->finish(arena_->grads); }
 
 void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "compute_gradients", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   compute_gradients_of({&x, 1}, {&labels, 1}, sums);
 }
 
 void Model::compute_gradients(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "compute_gradients", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   compute_gradients_of(xs, {&labels, 1}, sums);
 }
 
 void Model::compute_gradients(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "compute_gradients", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   compute_gradients_of(xs, targets, sums);
 }
 
 float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* correct) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "compute_gradients", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   MetricSums sums = make_sums();
   compute_gradients(x, labels, sums);  // read back
@@ -393,25 +411,25 @@ float Model::compute_gradients(const Tensor& x, const Tensor& labels, int64_t* c
 }
 
 void Model::evaluate_batch(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "evaluate_batch", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   evaluate_batch_of({&x, 1}, {&labels, 1}, sums);
 }
 
 void Model::evaluate_batch(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "evaluate_batch", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   evaluate_batch_of(xs, {&labels, 1}, sums);
 }
 
 void Model::evaluate_batch(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "evaluate_batch", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   evaluate_batch_of(xs, targets, sums);
 }
 
 void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "train_step", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   compute_gradients(x, labels, sums);
@@ -419,7 +437,7 @@ void Model::train_step(const Tensor& x, const Tensor& labels, MetricSums& sums) 
 }
 
 void Model::train_step(const std::vector<Tensor>& xs, const Tensor& labels, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "train_step", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   compute_gradients(xs, labels, sums);
@@ -427,7 +445,7 @@ void Model::train_step(const std::vector<Tensor>& xs, const Tensor& labels, Metr
 }
 
 void Model::train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>& targets, MetricSums& sums) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "train_step", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   compute_gradients(xs, targets, sums);
@@ -435,7 +453,7 @@ void Model::train_step(const std::vector<Tensor>& xs, const std::vector<Tensor>&
 }
 
 float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct) {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "train_step", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   const float loss = compute_gradients(x, labels, correct);
@@ -444,7 +462,7 @@ float Model::train_step(const Tensor& x, const Tensor& labels, int64_t* correct)
 }
 
 void Model::apply_gradients() {
-  const detail::ThreadScope threads(call_threads());
+  const Call call(*this, "apply_gradients", call_threads());
   const detail::PrecisionScope precision_scope(precision_);
   require_optimizer();
   if (optimizer_->regularization().weight_decay > 0) {

@@ -30,12 +30,19 @@
 /// softmax cross-entropy on integer labels with accuracy. A model may end in a Softmax: a loss that
 /// takes softmax logits (the categorical cross-entropies) then reads the Softmax's input (stable),
 /// the Softmax's own backward is not run, and predict() returns probabilities.
+///
+/// One call at a time: a model's activations, gradients and scratch serve the call that runs, so
+/// a call (fit, predict, evaluate, train_step, forward, ...) made from a second thread while one
+/// runs is an Error that says so, never a race. Use a model per thread (see docs/usage.md,
+/// Threads), or a mutex around the calls.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../core/rng.h"
@@ -531,6 +538,36 @@ class Model {
   int call_threads(bool fresh = false) const {
     return detail::resolve_threads(threads_ != 0 ? threads_ : detail::process_threads(), fresh);
   }
+  // The thread that runs a call on this model now, and how deep (fit runs evaluate inside it).
+  // Moving a model moves no call (a model is not moved while one runs).
+  struct CallOwner {
+    std::atomic<std::thread::id> thread{};
+    int depth = 0;
+    CallOwner() = default;
+    CallOwner(CallOwner&&) noexcept {}
+    CallOwner& operator=(CallOwner&&) noexcept { return *this; }
+  };
+  mutable CallOwner call_owner_;
+  // The calling thread's claim on the model for one call (Error when another thread holds it).
+  class Claim {
+   public:
+    Claim(const Model& model, const char* what);
+    ~Claim();
+    Claim(const Claim&) = delete;
+    Claim& operator=(const Claim&) = delete;
+
+   private:
+    CallOwner& owner_;
+  };
+  // One model call's scope: the claim, then the thread count (detail::ThreadScope).
+  class Call {
+   public:
+    Call(const Model& model, const char* what, int threads) : claim_(model, what), threads_(threads) {}
+
+   private:
+    Claim claim_;
+    detail::ThreadScope threads_;
+  };
 
   void require_built(const char* what) const;
   void require_optimizer() const;                              // Error before compile()

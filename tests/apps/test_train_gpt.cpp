@@ -1,6 +1,6 @@
 // The train_gpt app, run as a user runs it: a small GPT on a synthetic text learns (the validation
-// loss far below the uniform guess), saves, and samples from the file alone, the same text for the
-// same seed; bad command lines exit 2 with one line, a missing text exits 1 naming it.
+// loss below what the current byte alone allows), saves, and samples from the file alone, the same
+// text for the same seed; bad command lines exit 2 with one line, a missing text exits 1 naming it.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -38,16 +38,18 @@ TEST(TrainGpt, LearnsSavesAndSamplesFromTheFileAlone) {
   std::ofstream(dir + "/t.txt") << text;
   const test::AppRun r = test::run_raw(
       gpt("--data " + dir +
-          "/t.txt --steps 60 --blocks 1 --heads 2 --features 16 --context 16 --batch-size 8 "
-          "--warmup-steps 5 --learning-rate 3e-3 --dropout 0.1 --log-every 20 --threads 1 --device cpu --save " +
+          "/t.txt --steps 240 --blocks 1 --heads 2 --features 16 --context 16 --batch-size 8 "
+          "--warmup-steps 5 --learning-rate 3e-3 --dropout 0.1 --log-every 80 --threads 1 --device cpu --save " +
           dir + "/m.st --history " + dir + "/h.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   const size_t at = r.output.find("Validation loss: ");
   ASSERT_NE(at, std::string::npos) << r.output;
   const double val = std::stod(r.output.substr(at + 17));
-  // 15 distinct bytes: a uniform guess costs ln 15 = 2.71 nats; 60 steps learn the words' spelling
-  // (1.49 measured with --dropout 0.1, 1.36 without).
-  EXPECT_LT(val, 2.0) << r.output;
+  // A model that sees only the current byte can at best reach the text's entropy of the next byte
+  // given the current one, 0.929 nats (given two bytes 0.257, three 0.093; a uniform guess over its
+  // 15 bytes ln 15 = 2.71): below it, attention carries the earlier bytes (0.59-0.72 measured over
+  // seeds 1-3 after these 240 steps with --dropout 0.1).
+  EXPECT_LT(val, 0.929) << r.output;
   EXPECT_NE(r.output.find("median step"), std::string::npos) << r.output;
   std::ifstream h(dir + "/h.json");
   const nlohmann::json j = nlohmann::json::parse(h);

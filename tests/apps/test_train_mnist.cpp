@@ -45,6 +45,8 @@ using ember::test::train_mnist_bin;
 
 TEST(TrainMnist, BadFlagsExitWithCode2AndOneLine) {
   for (const char* args : {"--epochs 0",
+                           "--steps 0",        // would train nothing and save the untrained model
+                           "--limit-train 0",  // would train on everything
                            "--conv-algorithms slow",
                            "--epochs abc",
                            "--batch-size 0",
@@ -121,8 +123,17 @@ TEST(TrainMnist, StartsWithABoundedOpenmpSpinUnlessTheEnvironmentSetsOne) {
   EXPECT_EQ(passive.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << passive.output;
   // With places, libgomp binds the first thread to one of them before main: started again, the app
   // would see that place alone. It does not restart then, and keeps every core.
-  const AppRun bound = run_raw("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_PLACES=cores" + app);
-  EXPECT_EQ(bound.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << bound.output;
+  // One start: libgomp's settings printed once, its own default spin count in them.
+  for (const char* binding : {"OMP_PLACES=cores", "OMP_PROC_BIND=true", "GOMP_CPU_AFFINITY=0"}) {
+    const AppRun bound = run_raw(std::string("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY ") + binding + app);
+    EXPECT_EQ(bound.code, 0) << binding << ": " << bound.output;
+    EXPECT_EQ(bound.output.find(spin(ember::apps::kOpenmpSpinCount)), std::string::npos) << binding << bound.output;
+    const size_t first = bound.output.find("OPENMP DISPLAY ENVIRONMENT BEGIN");
+    EXPECT_NE(first, std::string::npos) << binding << ": " << bound.output;
+    EXPECT_EQ(bound.output.find("OPENMP DISPLAY ENVIRONMENT BEGIN", first + 1), std::string::npos)
+        << binding << ": started again: " << bound.output;
+    EXPECT_NE(bound.output.find("GOMP_SPINCOUNT = '"), std::string::npos) << binding << ": " << bound.output;
+  }
 }
 
 // The data checks before the first step: a training split that is empty, and test images of
@@ -422,6 +433,17 @@ TEST(OtherApps, HelpAndCommandLineErrorsAsTrainMnist) {
     for (const char* shown : {"Measurement:", "Device and CPU:",
                               "CPU threads, or free: the cores other processes leave free (default: all cores)"})
       EXPECT_NE(help.find(shown), std::string::npos) << shown << "\n" << help;
+    // Fails before measuring: a --csv that cannot be written, a --data-dir given that does not load
+    // (only the default folder's absence means synthetic images).
+    const AppRun csv = run_raw(bench_train + " --batch-sizes 8 --steps 1 --warmup 0 --csv /nonexistent/b.csv");
+    EXPECT_EQ(csv.code, 1) << csv.output;
+    EXPECT_NE(csv.output.find("--csv /nonexistent/b.csv: the folder /nonexistent does not exist"), std::string::npos)
+        << csv.output;
+    EXPECT_EQ(csv.output.find("median ms"), std::string::npos) << "measured first: " << csv.output;
+    const AppRun data = run_raw(bench_train + " --batch-sizes 8 --steps 1 --warmup 0 --data-dir /nonexistent");
+    EXPECT_EQ(data.code, 1) << data.output;
+    EXPECT_NE(data.output.find("/nonexistent"), std::string::npos) << data.output;
+    EXPECT_EQ(data.output.find("synthetic"), std::string::npos) << data.output;
   }
 }
 

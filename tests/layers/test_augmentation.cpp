@@ -83,8 +83,18 @@ TEST(Augmentation, RandomFlipDrawsEveryFlipAndPassesThroughInInference) {
   EXPECT_EQ(flip.forward(x, false).f32(), x.f32());  // inference: the input itself
   RandomFlip horizontal("horizontal");
   test::build_standalone(horizontal, Shape{kC, kH, kW}, 3);
-  const Tensor yh = horizontal.forward(x, true);
-  for (int64_t b = 0; b < kN; ++b) ASSERT_EQ(find_move(x, yh, b, kH, kW, 0, 0, 0, 0, false, true).oy, 0);
+  RandomFlip vertical("vertical");
+  test::build_standalone(vertical, Shape{kC, kH, kW}, 3);
+  for (const bool across : {true, false}) {  // each sample flips with probability 1/2: both kinds among 64
+    const Tensor yo = (across ? horizontal : vertical).forward(x, true);
+    std::set<bool> flipped;
+    for (int64_t b = 0; b < kN; ++b) {
+      const Found f = find_move(x, yo, b, kH, kW, 0, 0, 0, 0, !across, across);
+      ASSERT_EQ(f.oy, 0) << "sample " << b << " is no " << (across ? "horizontal" : "vertical") << " flip";
+      flipped.insert(across ? f.fh : f.fv);
+    }
+    EXPECT_EQ(flipped.size(), 2u) << (across ? "horizontal" : "vertical");
+  }
   EXPECT_THROW(RandomFlip("diagonal"), ArgumentError);
 }
 
@@ -256,6 +266,16 @@ TEST(Augmentation, AFitHookTransformsTrainingBatches) {
   hooked.initial_batch = 1;
   model(false)->fit(data, hooked);
   EXPECT_EQ(calls, (std::vector<std::pair<int, int64_t>>{{1, 1}, {1, 2}}));
+  // A hook that changes the batch's form is named, not blamed on the labels a layer later finds.
+  FitOptions cut = o;
+  cut.transform = [](Batch& b, int, int64_t) { b.x() = b.x().rows(0, 3); };
+  try {
+    model(false)->fit(data, cut);
+    ADD_FAILURE() << "a 3-row input for a 32-row batch trained";
+  } catch (const ArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("FitOptions::transform changed the batch's input 0"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

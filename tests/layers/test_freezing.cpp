@@ -4,6 +4,7 @@
 // frozen BatchNormalization runs in inference mode, and summary and checkpoints keep the flags.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -165,12 +166,15 @@ TEST(Freezing, BackwardRunsOnlyWhereSomethingBelowTrains) {
 // convolution that runs fused with its pool): the switch stands, and the next pass computes it.
 TEST(Freezing, AnInputGradientAskedForLaterIsComputed) {
   const Tensor x = test::random_tensor(Shape{8, 1, 12, 12}, 5, 0.0f, 1.0f), y = test::cycling_labels(8, 4);
+  const auto model = [](Sequential& m) {
+    m.add(std::make_shared<Conv2D>(4, Size2{3, 3}, Activation::ReLU));
+    m.add(std::make_shared<MaxPool2D>(Size2{2, 2}));
+    m.add(std::make_shared<Flatten>());
+    m.add(std::make_shared<Dense>(4));
+    m.build(Shape{1, 12, 12}, 1);
+  };
   Sequential m;
-  m.add(std::make_shared<Conv2D>(4, Size2{3, 3}, Activation::ReLU));
-  m.add(std::make_shared<MaxPool2D>(Size2{2, 2}));
-  m.add(std::make_shared<Flatten>());
-  m.add(std::make_shared<Dense>(4));
-  m.build(Shape{1, 12, 12}, 1);
+  model(m);
   ASSERT_TRUE(m.fused_with_next(0));
   m.compute_gradients(x, y);
   EXPECT_FALSE(m.input_gradient(0).defined());
@@ -179,6 +183,16 @@ TEST(Freezing, AnInputGradientAskedForLaterIsComputed) {
   m.compute_gradients(x, y);
   ASSERT_TRUE(m.input_gradient(0).defined());
   EXPECT_EQ(m.input_gradient(0).shape(), x.shape());
+  // The input gradient itself: as the pair gives it unfused, up to the order of its sums (the
+  // fused pair's bound in test_conv_pool_fusion.cpp), and not all zeros.
+  Sequential plain;
+  model(plain);
+  plain.set_cpu_fusion(false);
+  plain.layers()[0]->set_needs_input_grad(true);
+  plain.compute_gradients(x, y);
+  const std::vector<float> got = m.input_gradient(0).to_vector(), want = plain.input_gradient(0).to_vector();
+  EXPECT_LT(test::scaled_error(got, want), 1e-5);
+  EXPECT_GT(*std::max_element(want.begin(), want.end()), 0.0f);
 }
 
 // A frozen BatchNormalization normalises with its moving statistics in training too, and its

@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "apps/model_zoo.h"
 #include "core/cpu/cpu_load.h"
@@ -119,6 +121,50 @@ TEST_F(Threads, APredictTooSmallToSplitRunsOnOneThread) {
 }
 
 // kFreeCores' count: /proc/stat's runnable tasks less this process's running threads.
+// Passes its input through, running `during` (once) inside its forward: while it runs, the model's
+// call holds the model.
+class Hook : public Layer {
+ public:
+  std::string type() const override { return "Hook"; }
+  Shape build(const Shape& sample_shape) override { return sample_shape; }
+  std::function<void()> during;
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool /*training*/) override {
+    if (during) std::exchange(during, nullptr)();
+    return x;
+  }
+  const Tensor& do_backward(const Tensor& dy) override { return dy; }
+};
+
+// Two threads on one model would share its activations and scratch: the second call is an Error
+// that says so (was heap corruption); the claim ends with the call, also when the call throws.
+TEST(OneCallAtATime, ACallFromAnotherThreadWhileOneRunsIsAnErrorNotARace) {
+  Sequential m;
+  m.add<Dense>(4);
+  Hook& hook = m.add<Hook>();
+  m.add<Dense>(2);
+  m.build(Shape{3}, 1);
+  m.compile(std::make_unique<Adam>());
+  const Tensor x = test::random_tensor(Shape{8, 3}, 1);
+  std::string other;
+  hook.during = [&] {
+    std::thread([&] {
+      try {
+        m.predict(x);
+      } catch (const Error& e) {
+        other = e.what();
+      }
+    }).join();
+  };
+  m.train_step(x, test::cycling_labels(8, 2));
+  EXPECT_NE(other.find("predict: this model is running a call on another thread"), std::string::npos) << other;
+  EXPECT_THROW(m.predict(x, /*batch_size=*/0), ArgumentError);
+  std::thread([&] { EXPECT_NO_THROW(m.predict(x)); }).join();
+  const Dataset d = Dataset::from_tensors(x, test::cycling_labels(8, 2));
+  EXPECT_NO_THROW(m.fit(d, {.epochs = 1, .batch_size = 4, .verbose = 0}, &d));  // its validation: a call inside
+}
+
 TEST(FreeCores, CountsWhatOtherProcessesKeepBusy) {
   EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nctxt 9\nprocs_running 3\nprocs_blocked 0\n"), 3);
   EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nprocs_blocked 0\n"), -1);
