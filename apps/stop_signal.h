@@ -5,11 +5,15 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 
 namespace ember::apps {
 
-inline volatile std::sig_atomic_t g_stop_signal = 0;
+// Lock-free, so safe to touch in the handler; read by any thread (the signal may land on one of
+// OpenMP's).
+inline std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 inline const char* g_second_signal_note = "\nsecond signal: exiting at once, nothing saved\n";
 inline size_t g_second_signal_note_size = 0;
 
@@ -29,6 +33,8 @@ void install_stop_handlers(const char (&second_note)[N]) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);  // one handler at a time: a SIGTERM waits for a SIGINT's
+  sigaddset(&sa.sa_mask, SIGTERM);
   sa.sa_flags = SA_RESTART;  // the libraries' blocking calls (MPI, file I/O) carry on
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);

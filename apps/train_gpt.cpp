@@ -75,9 +75,9 @@ int parse(int argc, char** argv, Args& a) {
                  "Dropout rate after the embeddings, on the attention probabilities and on each residual branch")
       ->check(finite_in(0.0, 0.95));
   app.add_option("--learning-rate", a.learning_rate, "The peak rate, after the warm-up")->check(finite_in(1e-12, 10.0));
-  app.add_option("--min-learning-rate", a.min_learning_rate,
-                 "The rate the cosine reaches at the last step (at most --learning-rate)")
-      ->check(finite_in(0.0, 10.0));
+  CLI::Option* min_lr = app.add_option("--min-learning-rate", a.min_learning_rate,
+                                       "The rate the cosine reaches at the last step (at most --learning-rate)")
+                            ->check(finite_in(0.0, 10.0));
   app.add_option("--warmup-steps", a.warmup, "Linear warm-up steps")->transform(integer_in(0, 100000000));
   app.add_option("--weight-decay", a.weight_decay, "AdamW's decoupled decay of kernels and embeddings")
       ->check(finite_in(0.0, 1.0));
@@ -111,6 +111,8 @@ int parse(int argc, char** argv, Args& a) {
                  static_cast<long long>(a.features), static_cast<long long>(a.heads));
     return 2;
   }
+  if (a.min_learning_rate > a.learning_rate && min_lr->count() == 0)
+    a.min_learning_rate = a.learning_rate;  // the default floor under a peak given below it: a constant rate
   if (a.min_learning_rate > a.learning_rate) {
     std::fprintf(stderr, "train_gpt: --min-learning-rate %g is above --learning-rate %g (see --help)\n",
                  double(a.min_learning_rate), double(a.learning_rate));
@@ -174,12 +176,12 @@ int sample(const Args& a) {
   const TrainingState st = m->load(a.load);
   const auto v = st.extra.find("vocabulary");
   EMBER_CHECK(v != st.extra.end(), CheckpointError,
-              "" + a.load + " holds no vocabulary (was it saved by train_gpt --save?)");
+              a.load + " holds no vocabulary (was it saved by train_gpt --save?)");
   const ByteVocabulary vocab = ByteVocabulary::from_bytes(bytes_of_hex(v->second, a.load));
   const int64_t t = m->input_shape()[0], k = vocab.size();
   EMBER_CHECK(m->output_shapes().size() == 1 && m->output_shapes()[0] == (Shape{t, k}), CheckpointError,
-              "" + a.load + " outputs " + m->output_shapes()[0].str() + " per sample, not (" + std::to_string(t) +
-                  ", " + std::to_string(k) + ") for its vocabulary of " + std::to_string(k));
+              a.load + " outputs " + m->output_shapes()[0].str() + " per sample, not (" + std::to_string(t) + ", " +
+                  std::to_string(k) + ") for its vocabulary of " + std::to_string(k));
   std::vector<int32_t> ids = vocab.encode(a.prompt);
   EMBER_CHECK(!ids.empty(), ArgumentError, "--prompt must hold at least one byte");
   Rng rng(a.seed);
@@ -214,6 +216,10 @@ void save_model(const Args& a, const Model& m, const ByteVocabulary& vocab) {
 int finish_interrupted(const Args& a, const Model& m, const ByteVocabulary& vocab, int64_t done) {
   const int sig = apps::g_stop_signal;
   std::fflush(stdout);
+  if (done == 0) {  // nothing trained: an earlier model at --save stays
+    std::fprintf(stderr, "train_gpt: stopped by %s before training: nothing saved\n", apps::signal_name(sig));
+    return 128 + sig;
+  }
   if (!a.save.empty()) save_model(a, m, vocab);
   std::fprintf(stderr, "train_gpt: stopped by %s after step %lld of %lld: %s\n", apps::signal_name(sig),
                static_cast<long long>(done), static_cast<long long>(a.steps),
@@ -333,7 +339,8 @@ int train(const Args& a) {
       window_loss = 0;
     }
   }
-  if (apps::g_stop_signal != 0) return finish_interrupted(a, *m, vocab, done);
+  // A signal after the last step lets the run finish (validation, --save, --history).
+  if (apps::g_stop_signal != 0 && done < a.steps) return finish_interrupted(a, *m, vocab, done);
   const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(a, *m, vocab, val_set, step_ms, train_s, log);
   return 0;

@@ -76,7 +76,7 @@ ember::Device choose_device(const Args& a) {
 // After a stop request: the resumable checkpoint(s) and the one line that says where.
 int finish_interrupted(const Args& a, const ember::Model& model, const ember::TrainingState& state, bool chief,
                        int64_t batches_per_epoch) {
-  const int sig = g_stop_signal != 0 ? g_stop_signal : SIGINT;  // another rank's request: as Ctrl-C
+  const int sig = g_stop_signal != 0 ? g_stop_signal.load() : SIGINT;  // another rank's request: as Ctrl-C
   std::vector<std::string> saved;
   if (chief) {
     if (!a.checkpoint_dir.empty()) {

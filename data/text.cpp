@@ -91,7 +91,10 @@ std::string read_text_file(const std::string& path) {
   EMBER_CHECK(S_ISREG(sb.st_mode), IoError,
               where + (S_ISDIR(sb.st_mode) ? " is a directory" : " is not a regular file (a FIFO, socket or device)") +
                   ", not a text file");
-  std::string text(static_cast<size_t>(sb.st_size), '\0');
+  // A regular file: blocking reads from here (O_NONBLOCK only kept the open from waiting).
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  // One byte more than the size: the end shows without growing (the string holds the file once).
+  std::string text(static_cast<size_t>(sb.st_size) + 1, '\0');
   size_t got = 0;
   for (;;) {  // to the end, whatever the size said (a file that grew, procfs)
     if (got == text.size()) text.resize(std::max<size_t>(2 * text.size(), 4096));
@@ -102,6 +105,7 @@ std::string read_text_file(const std::string& path) {
     got += static_cast<size_t>(r);
   }
   text.resize(got);
+  text.shrink_to_fit();
   return text;
 }
 

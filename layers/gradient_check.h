@@ -16,16 +16,18 @@
 /// Tolerances (GradientCheckOptions' defaults): the step h = 1e-2 is big enough that float32
 /// rounding in a forward (~1e-6 relative) is small next to the difference, small enough that
 /// smooth functions stay close to linear over it. Each tensor (the input gradient, each
-/// parameter's) is judged at its own scale s, its largest |numeric| or |analytic| element: an
-/// element passes when |analytic - numeric| / max(s, |numeric|) <= 1e-2. Float32 rounding in the
-/// forward leaves far less at this step, and a wrong index, scale or sign is far beyond it, also
-/// where every element is small (an average's 1/20 taken as 1/19 is 5% off). The loss is read in
-/// double from its sums. Kinks: where the one-sided slopes differ by more than 1e-2 of the scale,
-/// the element is probed again at h / 2: curvature (a smooth function: the difference f'' h
-/// halves with the step, and the central differences at h and h / 2 agree) is checked as any
-/// element; a kink inside the step (ReLU at 0, a max that changes its winner: the slope's jump
-/// stays whole, or the central difference moves) has no derivative there and is skipped. A check
-/// that skips more than a quarter of its elements fails (it would prove too little).
+/// parameter's) is judged at its own scale s, its largest |numeric| or |analytic| element (not
+/// below the check's resolution, 100 x 2^-24 |f| / h, so that a gradient that is truly zero, its
+/// numeric values rounding noise, passes): an element passes when |analytic - numeric| /
+/// max(s, |numeric|) <= 1e-2. Float32 rounding in the forward leaves far less at this step, and
+/// a wrong index, scale or sign is far beyond it, also where every element is small (an
+/// average's 1/20 taken as 1/19 is 5% off). The loss is read in double from its sums. Kinks: where
+/// the one-sided slopes differ by more than 1e-2 of the scale, the element is probed again at
+/// h / 2: curvature (a smooth function: the difference f'' h halves with the step, and the central
+/// differences at h and h / 2 agree to 1/8 of the 1e-2) is checked as any element; a kink inside
+/// the step (ReLU at 0, a max that changes its winner: the slope's jump stays whole, or the
+/// central difference moves) has no derivative there and is skipped. A check that skips more than
+/// a quarter of its elements fails (it would prove too little).
 #pragma once
 
 #include <cstdint>

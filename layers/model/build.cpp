@@ -25,6 +25,7 @@ void Model::build(uint64_t seed) {
 void Model::build(const Shape& sample_shape, uint64_t seed) { build_model(&sample_shape, seed); }
 
 void Model::build_model(const Shape* sample_shape, uint64_t seed) {
+  const Claim claim(*this, "build");
   EMBER_CHECK(!topo_->layers.empty(), Error, "Model::build: the model has no layers");
   EMBER_CHECK(!built(), Error, "Model::build: the model is already built");
   check_cpu_support();

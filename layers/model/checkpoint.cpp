@@ -273,11 +273,15 @@ TrainingState load_from(Model& model, SafeTensors st, const std::string& path) {
 }  // namespace
 
 void Model::save(const std::string& path, const TrainingState& state) const {
+  const Claim claim(*this, "save");
   if (built()) topo_->sync_trainable();  // the flags the file keeps: each shared layer's user object's
   save_checkpoint(*this, path, state);
 }
 
-TrainingState Model::load(const std::string& path) { return load_checkpoint(*this, path); }
+TrainingState Model::load(const std::string& path) {
+  const Claim claim(*this, "load");
+  return load_checkpoint(*this, path);
+}
 
 TrainingState load_checkpoint(Model& model, const std::string& path) {
   return load_from(model, read_safetensors(path), path);

@@ -43,7 +43,7 @@ struct History {
   std::vector<EpochLogs> epochs;  ///< the epochs finished in this fit
   /// A stop request (FitOptions::stop_requested) ended the fit after `stop_batch` batches of
   /// epoch `stop_epoch` (0-based; stop_batch 0: at that epoch's start). A checkpoint with
-  /// epochs_done = stop_epoch and batches_done = stop_batch resumes exactly there.
+  /// epochs_done = stop_epoch, batches_done = stop_batch and the batch size resumes exactly there.
   ///@{
   bool stopped = false;
   int stop_epoch = 0;
@@ -122,7 +122,8 @@ struct FitOptions {
   double validation_split = 0.0;
   /// A per-batch hook for what no layer does (tf.data's map, a transform of one's own): called on
   /// every training batch, before its step, with the epoch and the batch's index in it; it may
-  /// rewrite the batch's tensors in place or replace them (same shapes, dtypes and devices: the
+  /// rewrite the batch's tensors in place or replace them (same shapes, dtypes, layouts and devices,
+  /// else fit throws an ArgumentError naming the tensor: the
   /// batch is on the model's device, under a strategy this process's batch before its replicas split
   /// it). Validation, history, schedules, callbacks and checkpoints work as without it; a resumed
   /// fit calls it with the same (epoch, index) for the same batch, so a hook that seeds its random

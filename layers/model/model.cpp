@@ -120,6 +120,7 @@ std::vector<std::string> Model::output_names() const {
 }
 
 void Model::to(Device device) {
+  const Claim claim(*this, "to");
   require_built("to");
   if (device == device_) return;
   arena_->to(device, *topo_);
@@ -155,6 +156,7 @@ void Model::compile(std::unique_ptr<Optimizer> optimizer, std::unique_ptr<Loss> 
 }
 
 void Model::compile(std::unique_ptr<Optimizer> optimizer, std::vector<OutputLoss> outputs) {
+  const Claim claim(*this, "compile");
   const size_t expected = topo_->outputs.empty() ? 1 : topo_->outputs.size();  // a Sequential before build: one
   EMBER_CHECK(outputs.size() == expected, ArgumentError,
               "Model::compile: " + std::to_string(outputs.size()) + " losses for a model of " +
@@ -380,7 +382,10 @@ void Model::accumulate_gradients(const std::vector<Tensor>& xs, const std::vecto
                     rows);
 }
 
-int64_t Model::finish_accumulation() { return accumulated_->finish(arena_->grads); }
+int64_t Model::finish_accumulation() {
+  const Claim claim(*this, "finish_accumulation");
+  return accumulated_->finish(arena_->grads);
+}
 
 void Model::compute_gradients(const Tensor& x, const Tensor& labels, MetricSums& sums) {
   const Call call(*this, "compute_gradients", call_threads());

@@ -31,10 +31,13 @@
 /// takes softmax logits (the categorical cross-entropies) then reads the Softmax's input (stable),
 /// the Softmax's own backward is not run, and predict() returns probabilities.
 ///
-/// One call at a time: a model's activations, gradients and scratch serve the call that runs, so
-/// a call (fit, predict, evaluate, train_step, forward, ...) made from a second thread while one
-/// runs is an Error that says so, never a race. Use a model per thread (see docs/usage.md,
-/// Threads), or a mutex around the calls.
+/// One call at a time: a model's activations, gradients and scratch serve the call that runs. A
+/// call of fit, evaluate, predict, train_step, compute_gradients, evaluate_batch, apply_gradients,
+/// forward, backward, build, compile, to, save, load or finish_accumulation made from a second
+/// thread while one of them runs on the model is an Error that says so; calls on one thread nest
+/// (fit runs evaluate). Readers of its state (params(), grads(), output(), ...) take no part: read
+/// them between calls. Use a model per thread (docs/usage.md, Threads), or a mutex around the
+/// calls.
 #pragma once
 
 #include <atomic>

@@ -82,7 +82,10 @@ class Child {
     while (output_.find(needle) == std::string::npos) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
       pollfd p{out_, POLLIN, 0};
-      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+        timed_out_ = true;
+        return false;
+      }
       const ssize_t n = read(out_, buf.data(), buf.size());
       if (n <= 0) return false;
       output_.append(buf.data(), static_cast<size_t>(n));
@@ -97,9 +100,12 @@ class Child {
     siginfo_t info{};
     return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
   }
-  // Waits for the end: the exit code (128 + N when killed by signal N) and all output.
-  AppRun finish() {
-    wait_for(std::string(1, '\0'));  // to the end of its output
+  // Waits for the end: the exit code (128 + N when killed by signal N) and all output. An app
+  // whose output has not ended within `limit` is killed (SIGKILL: 137), not waited for for ever.
+  AppRun finish(std::chrono::seconds limit = std::chrono::seconds(300)) {
+    timed_out_ = false;
+    wait_for(std::string(1, '\0'), limit);  // to the end of its output
+    if (timed_out_) kill(pid_, SIGKILL);
     int status = 0;
     waitpid(pid_, &status, 0);
     reaped_ = true;
@@ -109,7 +115,7 @@ class Child {
  private:
   pid_t pid_ = -1;
   int out_ = -1;
-  bool reaped_ = false;
+  bool reaped_ = false, timed_out_ = false;
   std::string output_;
 };
 

@@ -67,10 +67,11 @@ class ZeroGradientMse : public losses::MeanSquaredError {
 };
 
 // y = (x - c)^2 element-wise: smooth, its curvature (2) as large as its slopes; or, when `kinked`,
-// y = |x - c| * (x - c >= 0 ? 1 : 3): a jump of 4 in the slope at c.
+// y = (x - c) * (x >= c ? 1 : below): a slope of 1 above c and `below` under it (-3 by default: a
+// jump of 4).
 class Bend : public Layer {
  public:
-  Bend(float c, bool kinked) : c_(c), kinked_(kinked) {}
+  Bend(float c, bool kinked, float below = -3.0f) : c_(c), below_(below), kinked_(kinked) {}
   std::string type() const override { return "Bend"; }
   Shape build(const Shape& s) override { return s; }
 
@@ -80,7 +81,7 @@ class Bend : public Layer {
     ensure(y_, x.shape(), DType::F32, Device::cpu());
     for (int64_t i = 0; i < x.numel(); ++i) {
       const float e = x.f32()[i] - c_;
-      y_.f32()[i] = kinked_ ? (e >= 0 ? e : -3 * e) : e * e;
+      y_.f32()[i] = kinked_ ? (e >= 0 ? e : below_ * e) : e * e;
     }
     return y_;
   }
@@ -88,16 +89,55 @@ class Bend : public Layer {
     ensure(dx_, dy.shape(), DType::F32, Device::cpu());
     for (int64_t i = 0; i < dy.numel(); ++i) {
       const float e = x_.f32()[i] - c_;
-      dx_.f32()[i] = dy.f32()[i] * (kinked_ ? (e >= 0 ? 1.0f : -3.0f) : 2 * e);
+      dx_.f32()[i] = dy.f32()[i] * (kinked_ ? (e >= 0 ? 1.0f : below_) : 2 * e);
     }
     return dx_;
   }
 
  private:
-  float c_;
+  float c_, below_;
   bool kinked_;
   Tensor x_, y_, dx_;
 };
+
+// y = (x (1 + b)) / (1 + b) in float, b one value per feature: the output does not depend on b,
+// its gradient is exactly zero, and the central differences see only the forward's rounding.
+class Cancel : public Layer {
+ public:
+  std::string type() const override { return "Cancel"; }
+  Shape build(const Shape& s) override { return features_ = s; }
+  std::vector<ParamSpec> param_specs() const override { return {{"b", features_, ParamSpec::Init::Zeros, 0, 0}}; }
+
+ protected:
+  const Tensor& do_forward(const Tensor& x, bool) override {
+    ensure(y_, x.shape(), DType::F32, Device::cpu());
+    const float* b = params_[0].f32();
+    const int64_t n = features_.numel();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float s = 1.0f + b[i % n];
+      y_.f32()[i] = (x.f32()[i] * s) / s;
+    }
+    return y_;
+  }
+  const Tensor& do_backward(const Tensor& dy) override {
+    ensure(dx_, dy.shape(), DType::F32, Device::cpu());
+    for (int64_t i = 0; i < dy.numel(); ++i) dx_.f32()[i] = dy.f32()[i];
+    grads_[0].fill(0.0f);
+    return dx_;
+  }
+
+ private:
+  Shape features_;
+  Tensor y_, dx_;
+};
+
+TEST(CheckGradients, AGradientThatIsZeroPasses) {
+  // b's numeric gradient is the forward's rounding alone (about 2^-24 of the outputs over the
+  // step): judged at the check's resolution, not at its own (noise) scale.
+  Cancel cancel;
+  const GradientCheckReport r = check_gradients(cancel, Shape{12}, {.batch = 16});  // noise in every b's outputs
+  EXPECT_TRUE(r.passed) << r.summary();
+}
 
 // y = x / 20 (an average's scale), its input gradient dy / 20, or dy / 19 when `broken`.
 class Shrink : public Layer {
@@ -170,6 +210,19 @@ TEST(CheckGradients, AKinkInsideTheStepIsSkippedWhereverItSits) {
     const GradientCheckReport r = check_gradients(bend, x);
     EXPECT_EQ(r.skipped, 1) << "kink at +" << at << ": " << r.summary();
     EXPECT_TRUE(r.passed) << "kink at +" << at << ": " << r.summary();
+  }
+  // A small jump (7% of the slope) near a third of the step, where its one-sided slopes' difference
+  // halves with the step as curvature's does: skipped, or within the tolerance, never a failure.
+  for (const double t : {0.2, 0.25, 0.285, 1.0 / 3}) {
+    Tensor x = Tensor::uniform(Shape{2, 12}, 0.6f, 1.0f, 5, Device::cpu());
+    const float c = 0.5f;
+    x.f32()[7] = static_cast<float>(c - t * h);
+    Bend bend(c, true, 0.928f);
+    bend.build(Shape{12});
+    std::vector<Tensor> none;
+    bend.bind(none, none);
+    const GradientCheckReport r = check_gradients(bend, x);
+    EXPECT_TRUE(r.passed) << "a jump of 0.072 at +" << t << " h: " << r.summary();
   }
 }
 

@@ -120,7 +120,6 @@ TEST_F(Threads, APredictTooSmallToSplitRunsOnOneThread) {
   EXPECT_EQ(p.probe->seen, 1);
 }
 
-// kFreeCores' count: /proc/stat's runnable tasks less this process's running threads.
 // Passes its input through, running `during` (once) inside its forward: while it runs, the model's
 // call holds the model.
 class Hook : public Layer {
@@ -159,12 +158,25 @@ TEST(OneCallAtATime, ACallFromAnotherThreadWhileOneRunsIsAnErrorNotARace) {
   };
   m.train_step(x, test::cycling_labels(8, 2));
   EXPECT_NE(other.find("predict: this model is running a call on another thread"), std::string::npos) << other;
+  hook.during = [&] {  // a save from another thread would read parameters a step is writing
+    std::thread([&] {
+      try {
+        m.save(::testing::TempDir() + "ember_one_call.safetensors");
+        other = "saved";
+      } catch (const Error& e) {
+        other = e.what();
+      }
+    }).join();
+  };
+  m.train_step(x, test::cycling_labels(8, 2));
+  EXPECT_NE(other.find("save: this model is running a call on another thread"), std::string::npos) << other;
   EXPECT_THROW(m.predict(x, /*batch_size=*/0), ArgumentError);
   std::thread([&] { EXPECT_NO_THROW(m.predict(x)); }).join();
   const Dataset d = Dataset::from_tensors(x, test::cycling_labels(8, 2));
   EXPECT_NO_THROW(m.fit(d, {.epochs = 1, .batch_size = 4, .verbose = 0}, &d));  // its validation: a call inside
 }
 
+// kFreeCores' count: /proc/stat's runnable tasks less this process's running threads.
 TEST(FreeCores, CountsWhatOtherProcessesKeepBusy) {
   EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nctxt 9\nprocs_running 3\nprocs_blocked 0\n"), 3);
   EXPECT_EQ(detail::procs_running_of("cpu  1 2 3\nprocs_blocked 0\n"), -1);
