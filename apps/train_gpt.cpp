@@ -49,6 +49,42 @@ struct Args {
   bool quiet = false, strict_placement = false;
 };
 
+// The checks across flags, after parsing: -1 to go on, else the exit code (2: a bad line).
+int check_flags(Args& a, bool min_lr_given) {
+  if (a.features % a.heads != 0) {
+    std::fprintf(stderr, "train_gpt: --features %lld is not a multiple of --heads %lld (see --help)\n",
+                 static_cast<long long>(a.features), static_cast<long long>(a.heads));
+    return 2;
+  }
+  if (a.min_learning_rate > a.learning_rate && !min_lr_given)
+    a.min_learning_rate = a.learning_rate;  // the default floor under a peak given below it: a constant rate
+  if (a.min_learning_rate > a.learning_rate) {
+    std::fprintf(stderr, "train_gpt: --min-learning-rate %g is above --learning-rate %g (see --help)\n",
+                 double(a.min_learning_rate), double(a.learning_rate));
+    return 2;
+  }
+  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && a.threads > static_cast<int>(cores))
+    std::fprintf(stderr,
+                 "train_gpt: warning: --threads %d is more than the %u cores here: OpenMP threads will share cores "
+                 "and run slower\n",
+                 a.threads, cores);
+  if (!a.load.empty() && a.prompt.empty()) {
+    std::fprintf(stderr, "train_gpt: --prompt must hold at least one byte (see --help)\n");
+    return 2;
+  }
+  if (!a.load.empty() && a.sample == 0) {
+    std::fprintf(stderr, "train_gpt: --load samples: give --sample N (see --help)\n");
+    return 2;
+  }
+  try {
+    if (a.device != "auto") Device::parse(a.device);
+  } catch (const ArgumentError& e) {
+    std::fprintf(stderr, "train_gpt: %s (see --help)\n", e.what());
+    return 2;
+  }
+  return -1;
+}
+
 int parse(int argc, char** argv, Args& a) {
   using namespace ember::apps;
   CLI::App app{"Train a small GPT on the bytes of a text (Moby-Dick by default), or sample from a saved one.",
@@ -106,38 +142,7 @@ int parse(int argc, char** argv, Args& a) {
                "Fail when --device or --precision cannot run here, instead of running on the CPU or in fp32");
   app.add_flag("--quiet", a.quiet, "Print only the results");
   if (const int code = parse_command_line(app, argc, argv); code >= 0) return code;
-  if (a.features % a.heads != 0) {
-    std::fprintf(stderr, "train_gpt: --features %lld is not a multiple of --heads %lld (see --help)\n",
-                 static_cast<long long>(a.features), static_cast<long long>(a.heads));
-    return 2;
-  }
-  if (a.min_learning_rate > a.learning_rate && min_lr->count() == 0)
-    a.min_learning_rate = a.learning_rate;  // the default floor under a peak given below it: a constant rate
-  if (a.min_learning_rate > a.learning_rate) {
-    std::fprintf(stderr, "train_gpt: --min-learning-rate %g is above --learning-rate %g (see --help)\n",
-                 double(a.min_learning_rate), double(a.learning_rate));
-    return 2;
-  }
-  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && a.threads > static_cast<int>(cores))
-    std::fprintf(stderr,
-                 "train_gpt: warning: --threads %d is more than the %u cores here: OpenMP threads will share cores "
-                 "and run slower\n",
-                 a.threads, cores);
-  if (!a.load.empty() && a.prompt.empty()) {
-    std::fprintf(stderr, "train_gpt: --prompt must hold at least one byte (see --help)\n");
-    return 2;
-  }
-  if (!a.load.empty() && a.sample == 0) {
-    std::fprintf(stderr, "train_gpt: --load samples: give --sample N (see --help)\n");
-    return 2;
-  }
-  try {
-    if (a.device != "auto") Device::parse(a.device);
-  } catch (const ArgumentError& e) {
-    std::fprintf(stderr, "train_gpt: %s (see --help)\n", e.what());
-    return 2;
-  }
-  return -1;
+  return check_flags(a, min_lr->count() > 0);
 }
 
 Device choose_device(const Args& a) {
